@@ -1,0 +1,9 @@
+//! ringkeeper: a ZooKeeper-compatible coordination service, thread-per-core on io_uring.
+//! See ARCHITECTURE.md for the map of modules and the rules they keep.
+
+pub mod config;
+pub mod proto;
+pub mod server;
+pub mod storage;
+pub mod tree;
+pub mod txn;

@@ -1,0 +1,214 @@
+//! ACL schemes and checks (wire-protocol §5): world, auth, digest, ip (with CIDR) and super.
+//! Rules: pure; a check passes if the ACL is empty, the caller holds `super`, or an entry with
+//! the needed bit matches one of the caller's ids; ACLs written by clients are validated and
+//! fixed up (auth expanded, duplicates dropped) before they reach a txn.
+
+use crate::proto::opcode::perms;
+use crate::proto::{Acl, ErrorCode, Id};
+use base64::Engine;
+use sha1::{Digest, Sha1};
+use std::net::IpAddr;
+
+pub const SCHEME_WORLD: &str = "world";
+pub const SCHEME_AUTH: &str = "auth";
+pub const SCHEME_DIGEST: &str = "digest";
+pub const SCHEME_IP: &str = "ip";
+pub const SCHEME_SUPER: &str = "super";
+
+/// `world:anyone` with every permission: ZooKeeper's OPEN_ACL_UNSAFE.
+pub fn open_acl_unsafe() -> Vec<Acl> {
+    vec![Acl { perms: perms::ALL, id: world_anyone() }]
+}
+
+/// `world:anyone` with READ only: the ACL of /zookeeper/config.
+pub fn read_acl_unsafe() -> Vec<Acl> {
+    vec![Acl { perms: perms::READ, id: world_anyone() }]
+}
+
+fn world_anyone() -> Id {
+    Id { scheme: SCHEME_WORLD.to_string(), id: "anyone".to_string() }
+}
+
+/// `user:BASE64(SHA1("user:password"))` for a digest auth of `user:password`.
+pub fn digest_of(user_password: &str) -> String {
+    let user = user_password.split(':').next().unwrap_or("");
+    let hash = Sha1::digest(user_password.as_bytes());
+    format!("{}:{}", user, base64::engine::general_purpose::STANDARD.encode(hash))
+}
+
+/// The ids a digest AuthPacket grants: `digest:<digest>`, plus `super:` when it matches the
+/// configured super digest. `None` when the auth bytes are not a valid `user:password`.
+pub fn digest_auth_ids(auth: &[u8], super_digest: Option<&str>) -> Option<Vec<Id>> {
+    let text = std::str::from_utf8(auth).ok()?;
+    if !text.contains(':') {
+        return None;
+    }
+    let digest = digest_of(text);
+    let mut ids = Vec::with_capacity(2);
+    if super_digest == Some(digest.as_str()) {
+        ids.push(Id { scheme: SCHEME_SUPER.to_string(), id: String::new() });
+    }
+    ids.push(Id { scheme: SCHEME_DIGEST.to_string(), id: digest });
+    Some(ids)
+}
+
+/// Parses `addr` or `addr/bits` of the ip scheme.
+fn parse_ip_cidr(id: &str) -> Option<(IpAddr, u8)> {
+    let (addr, bits) = match id.split_once('/') {
+        Some((a, b)) => (a, Some(b)),
+        None => (id, None),
+    };
+    let addr: IpAddr = addr.parse().ok()?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let bits = match bits {
+        Some(b) => b.parse::<u8>().ok().filter(|b| *b <= max)?,
+        None => max,
+    };
+    Some((addr, bits))
+}
+
+fn ip_matches(acl_id: &str, caller: &str) -> bool {
+    let (Some((net, bits)), Ok(addr)) = (parse_ip_cidr(acl_id), caller.parse::<IpAddr>()) else {
+        return false;
+    };
+    match (net, addr) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => {
+            let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits as u32) };
+            (u32::from(n) & mask) == (u32::from(a) & mask)
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) => {
+            let mask = if bits == 0 { 0 } else { u128::MAX << (128 - bits as u32) };
+            (u128::from(n) & mask) == (u128::from(a) & mask)
+        }
+        _ => false,
+    }
+}
+
+fn id_is_valid(id: &Id) -> bool {
+    match id.scheme.as_str() {
+        SCHEME_WORLD => id.id == "anyone",
+        SCHEME_DIGEST => id.id.trim_end_matches(':').split(':').count() == 2,
+        SCHEME_IP => parse_ip_cidr(&id.id).is_some(),
+        _ => false,
+    }
+}
+
+/// True when a caller holding `ids` has `perm` on a node whose ACL is `acl`.
+pub fn check(acl: &[Acl], perm: i32, ids: &[Id]) -> bool {
+    if acl.is_empty() || ids.iter().any(|i| i.scheme == SCHEME_SUPER) {
+        return true;
+    }
+    acl.iter().filter(|a| a.perms & perm != 0).any(|a| {
+        if a.id.scheme == SCHEME_WORLD && a.id.id == "anyone" {
+            return true;
+        }
+        ids.iter().any(|caller| {
+            caller.scheme == a.id.scheme
+                && if a.id.scheme == SCHEME_IP {
+                    ip_matches(&a.id.id, &caller.id)
+                } else {
+                    caller.id == a.id.id
+                }
+        })
+    })
+}
+
+/// Validates a client-supplied ACL and expands `auth` entries into the caller's
+/// authenticated ids; drops duplicates. InvalidAcl on an empty list, an unknown scheme, an
+/// invalid id, or `auth` without any authenticated id.
+pub fn fixup(acl: Option<&[Acl]>, ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
+    let acl = acl.filter(|a| !a.is_empty()).ok_or(ErrorCode::InvalidAcl)?;
+    let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
+    let push = |a: Acl, out: &mut Vec<Acl>| {
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    };
+    for a in acl {
+        if a.id.scheme == SCHEME_AUTH {
+            let mut any = false;
+            for caller in ids.iter().filter(|i| i.scheme == SCHEME_DIGEST) {
+                any = true;
+                push(Acl { perms: a.perms, id: caller.clone() }, &mut out);
+            }
+            if !any {
+                return Err(ErrorCode::InvalidAcl);
+            }
+        } else if id_is_valid(&a.id) {
+            push(a.clone(), &mut out);
+        } else {
+            return Err(ErrorCode::InvalidAcl);
+        }
+    }
+    Ok(out)
+}
+
+/// getACL without ADMIN: digest ids come back as `user:x`.
+pub fn redact_digests(acl: &[Acl]) -> Vec<Acl> {
+    acl.iter()
+        .map(|a| {
+            if a.id.scheme == SCHEME_DIGEST {
+                let user = a.id.id.split(':').next().unwrap_or("");
+                Acl { perms: a.perms, id: Id { scheme: a.id.scheme.clone(), id: format!("{user}:x") } }
+            } else {
+                a.clone()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str, i: &str) -> Id {
+        Id { scheme: s.into(), id: i.into() }
+    }
+
+    #[test]
+    fn digest_matches_zookeeper() {
+        assert_eq!(digest_of("alice:secret"), "alice:aYXlLOpEooaV1cRAvUL1fp9Qt7E=");
+    }
+
+    #[test]
+    fn checks_world_digest_ip_and_super() {
+        let acl = vec![
+            Acl { perms: perms::READ, id: id("world", "anyone") },
+            Acl { perms: perms::ALL, id: id("digest", "alice:aYXlLOpEooaV1cRAvUL1fp9Qt7E=") },
+            Acl { perms: perms::WRITE, id: id("ip", "10.1.0.0/16") },
+        ];
+        let anon = vec![id("ip", "127.0.0.1")];
+        assert!(check(&acl, perms::READ, &anon));
+        assert!(!check(&acl, perms::WRITE, &anon));
+        assert!(check(&acl, perms::WRITE, &[id("ip", "10.1.200.3")]));
+        assert!(!check(&acl, perms::WRITE, &[id("ip", "10.2.0.1")]));
+        let alice = vec![id("digest", "alice:aYXlLOpEooaV1cRAvUL1fp9Qt7E=")];
+        assert!(check(&acl, perms::ADMIN, &alice));
+        assert!(check(&acl, perms::ADMIN, &[id("super", "")]));
+        assert!(check(&[], perms::ADMIN, &anon));
+    }
+
+    #[test]
+    fn fixup_expands_auth_and_rejects_bad_ids() {
+        let alice = vec![id("ip", "127.0.0.1"), id("digest", "alice:h")];
+        let auth = vec![Acl { perms: 31, id: id("auth", "") }];
+        assert_eq!(fixup(Some(&auth), &alice).unwrap(), vec![Acl { perms: 31, id: id("digest", "alice:h") }]);
+        assert_eq!(fixup(Some(&auth), &alice[..1]), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(Some(&[]), &alice), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(None, &alice), Err(ErrorCode::InvalidAcl));
+        for bad in [id("world", "x"), id("nope", "x"), id("digest", "nocolon"), id("ip", "1.2.3.4/40")] {
+            assert_eq!(fixup(Some(&[Acl { perms: 1, id: bad }]), &alice), Err(ErrorCode::InvalidAcl));
+        }
+        let dup = vec![Acl { perms: 1, id: id("world", "anyone") }; 2];
+        assert_eq!(fixup(Some(&dup), &alice).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn digest_auth_grants_super_when_configured() {
+        let sup = digest_of("super:secret");
+        let ids = digest_auth_ids(b"super:secret", Some(&sup)).unwrap();
+        assert!(ids.iter().any(|i| i.scheme == "super"));
+        assert!(digest_auth_ids(b"nocolon", None).is_none());
+        assert_eq!(redact_digests(&[Acl { perms: 1, id: id("digest", "bob:abc=") }])[0].id.id, "bob:x");
+    }
+}

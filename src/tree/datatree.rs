@@ -1,0 +1,402 @@
+//! The DataTree: every znode with its data, ACL, stored stat and children, plus the
+//! replicated session table and the ephemeral / container / TTL indexes.
+//! Rules: pure and deterministic (no clock, no randomness: times and zxids come in txns); the
+//! primitives assume a validated txn and panic on an impossible state, because a replica whose
+//! state disagrees with the pipeline's must stop loudly; clone is O(1) (persistent maps), so
+//! a snapshot can be serialized while the tree keeps changing.
+
+use super::path;
+use crate::proto::{Acl, Stat};
+use bytes::Bytes;
+use im_rc::{HashMap, OrdSet};
+use std::rc::Rc;
+
+/// Stored ephemeralOwner marker of a container node.
+pub const EPHEMERAL_OWNER_CONTAINER: i64 = i64::MIN;
+/// Top byte of the stored ephemeralOwner of a TTL node; the low 5 bytes hold the TTL in ms.
+pub const EPHEMERAL_OWNER_TTL_MASK: i64 = 0xFF00_0000_0000_0000_u64 as i64;
+/// Largest TTL a TTL node may carry (5 bytes of milliseconds).
+pub const TTL_MS_MAX: i64 = 0xFF_FFFF_FFFF;
+
+/// What a stored ephemeralOwner says the node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Persistent,
+    Ephemeral(i64),
+    Container,
+    Ttl(i64),
+}
+
+pub fn node_kind(ephemeral_owner: i64) -> NodeKind {
+    if ephemeral_owner == 0 {
+        NodeKind::Persistent
+    } else if ephemeral_owner == EPHEMERAL_OWNER_CONTAINER {
+        NodeKind::Container
+    } else if ephemeral_owner & EPHEMERAL_OWNER_TTL_MASK == EPHEMERAL_OWNER_TTL_MASK {
+        NodeKind::Ttl(ephemeral_owner & TTL_MS_MAX)
+    } else {
+        NodeKind::Ephemeral(ephemeral_owner)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Znode {
+    pub data: Option<Bytes>,
+    pub acl: Rc<[Acl]>,
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    /// ZooKeeper's stored cversion: the count of child creates (also the next sequence number).
+    pub child_creates: i32,
+    pub aversion: i32,
+    /// The stored marker (session id, container, or TTL encoding); see `node_kind`.
+    pub ephemeral_owner: i64,
+    pub pzxid: i64,
+    pub children: OrdSet<Rc<str>>,
+}
+
+impl Znode {
+    /// The Stat clients see: cversion is derived, and only true ephemerals report an owner.
+    pub fn stat(&self) -> Stat {
+        let num_children = self.children.len() as i32;
+        Stat {
+            czxid: self.czxid,
+            mzxid: self.mzxid,
+            ctime: self.ctime,
+            mtime: self.mtime,
+            version: self.version,
+            cversion: self.child_creates.wrapping_mul(2).wrapping_sub(num_children),
+            aversion: self.aversion,
+            ephemeral_owner: match node_kind(self.ephemeral_owner) {
+                NodeKind::Ephemeral(s) => s,
+                _ => 0,
+            },
+            data_length: self.data.as_ref().map_or(0, |d| d.len() as i32),
+            num_children,
+            pzxid: self.pzxid,
+        }
+    }
+
+    pub fn kind(&self) -> NodeKind {
+        node_kind(self.ephemeral_owner)
+    }
+
+    fn new(data: Option<Bytes>, acl: Rc<[Acl]>, zxid: i64, time_ms: i64, owner: i64) -> Znode {
+        Znode {
+            data,
+            acl,
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: time_ms,
+            mtime: time_ms,
+            version: 0,
+            child_creates: 0,
+            aversion: 0,
+            ephemeral_owner: owner,
+            pzxid: zxid,
+            children: OrdSet::new(),
+        }
+    }
+}
+
+/// A live session as the replicated state knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionEntry {
+    pub timeout_ms: i32,
+}
+
+#[derive(Debug, Clone)]
+pub struct DataTree {
+    nodes: HashMap<Rc<str>, Znode>,
+    sessions: HashMap<i64, SessionEntry>,
+    ephemerals: HashMap<i64, OrdSet<Rc<str>>>,
+    containers: OrdSet<Rc<str>>,
+    ttls: OrdSet<Rc<str>>,
+    last_zxid: i64,
+    data_bytes: i64,
+}
+
+impl Default for DataTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DataTree {
+    /// A fresh tree: `/`, `/zookeeper`, `/zookeeper/quota`, `/zookeeper/config`.
+    pub fn new() -> DataTree {
+        let mut t = DataTree {
+            nodes: HashMap::new(),
+            sessions: HashMap::new(),
+            ephemerals: HashMap::new(),
+            containers: OrdSet::new(),
+            ttls: OrdSet::new(),
+            last_zxid: 0,
+            data_bytes: 0,
+        };
+        let open: Rc<[Acl]> = super::acl::open_acl_unsafe().into();
+        t.nodes.insert(Rc::from("/"), Znode::new(Some(Bytes::new()), open.clone(), 0, 0, 0));
+        for p in ["/zookeeper", "/zookeeper/quota"] {
+            t.insert_node_raw(p, Znode::new(Some(Bytes::new()), open.clone(), 0, 0, 0));
+        }
+        let mut config = Znode::new(Some(Bytes::new()), super::acl::read_acl_unsafe().into(), 0, 0, 0);
+        config.aversion = -1;
+        t.insert_node_raw("/zookeeper/config", config);
+        t
+    }
+
+    /// Inserts a node and links it to its parent without touching the parent's stat.
+    fn insert_node_raw(&mut self, p: &str, node: Znode) {
+        let key: Rc<str> = Rc::from(p);
+        let parent = path::parent(p).expect("insert_node_raw: the root is never inserted");
+        let parent_node = self.nodes.get_mut(parent).expect("insert_node_raw: parent exists");
+        parent_node.children.insert(Rc::from(path::name(p)));
+        self.data_bytes += node.data.as_ref().map_or(0, |d| d.len() as i64);
+        match node.kind() {
+            NodeKind::Ephemeral(s) => {
+                self.ephemerals.entry(s).or_default().insert(key.clone());
+            }
+            NodeKind::Container => {
+                self.containers.insert(key.clone());
+            }
+            NodeKind::Ttl(_) => {
+                self.ttls.insert(key.clone());
+            }
+            NodeKind::Persistent => {}
+        }
+        self.nodes.insert(key, node);
+    }
+
+    pub fn get(&self, p: &str) -> Option<&Znode> {
+        self.nodes.get(p)
+    }
+
+    pub fn contains(&self, p: &str) -> bool {
+        self.nodes.contains_key(p)
+    }
+
+    pub fn last_zxid(&self) -> i64 {
+        self.last_zxid
+    }
+
+    /// Records that every txn up to `zxid` is applied. Zxids only grow.
+    pub fn set_last_zxid(&mut self, zxid: i64) {
+        assert!(zxid > self.last_zxid || (zxid == 0 && self.last_zxid == 0), "zxid went backwards: {zxid:#x} after {:#x}", self.last_zxid);
+        self.last_zxid = zxid;
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn approximate_data_size(&self) -> i64 {
+        self.data_bytes + self.nodes.keys().map(|k| k.len() as i64).sum::<i64>()
+    }
+
+    pub fn ephemeral_count(&self) -> usize {
+        self.ephemerals.values().map(|s| s.len()).sum()
+    }
+
+    pub fn sessions(&self) -> impl Iterator<Item = (i64, SessionEntry)> + '_ {
+        self.sessions.iter().map(|(k, v)| (*k, *v))
+    }
+
+    pub fn session(&self, id: i64) -> Option<SessionEntry> {
+        self.sessions.get(&id).copied()
+    }
+
+    pub fn ephemerals_of(&self, session: i64) -> impl Iterator<Item = &Rc<str>> + '_ {
+        self.ephemerals.get(&session).into_iter().flat_map(|s| s.iter())
+    }
+
+    pub fn containers(&self) -> impl Iterator<Item = &Rc<str>> + '_ {
+        self.containers.iter()
+    }
+
+    pub fn ttl_nodes(&self) -> impl Iterator<Item = &Rc<str>> + '_ {
+        self.ttls.iter()
+    }
+
+    /// Number of nodes below `p` (not counting `p`).
+    pub fn descendant_count(&self, p: &str) -> usize {
+        let Some(node) = self.nodes.get(p) else { return 0 };
+        node.children
+            .iter()
+            .map(|c| 1 + self.descendant_count(&path::join(p, c)))
+            .sum()
+    }
+
+    // ---- mutation primitives, used by txn::apply only ----
+
+    pub fn add_session(&mut self, id: i64, timeout_ms: i32) {
+        self.sessions.insert(id, SessionEntry { timeout_ms });
+    }
+
+    /// Removes a session and returns its ephemerals (sorted) for the caller to delete.
+    pub fn remove_session(&mut self, id: i64) -> Vec<Rc<str>> {
+        self.sessions.remove(&id);
+        self.ephemerals.get(&id).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    pub fn create_node(&mut self, p: &str, data: Option<Bytes>, acl: Rc<[Acl]>, owner: i64, zxid: i64, time_ms: i64) {
+        assert!(!self.nodes.contains_key(p), "create of existing node {p} at zxid {zxid:#x}");
+        let parent = path::parent(p).unwrap_or_else(|| panic!("create of the root at zxid {zxid:#x}"));
+        {
+            let parent_node = self
+                .nodes
+                .get_mut(parent)
+                .unwrap_or_else(|| panic!("create {p}: parent missing at zxid {zxid:#x}"));
+            parent_node.child_creates = parent_node.child_creates.wrapping_add(1);
+            if zxid > parent_node.pzxid {
+                parent_node.pzxid = zxid;
+            }
+        }
+        self.insert_node_raw(p, Znode::new(data, acl, zxid, time_ms, owner));
+    }
+
+    pub fn delete_node(&mut self, p: &str, zxid: i64) {
+        let node = self
+            .nodes
+            .remove(p)
+            .unwrap_or_else(|| panic!("delete of missing node {p} at zxid {zxid:#x}"));
+        assert!(node.children.is_empty(), "delete of {p} with children at zxid {zxid:#x}");
+        self.data_bytes -= node.data.as_ref().map_or(0, |d| d.len() as i64);
+        match node.kind() {
+            NodeKind::Ephemeral(s) => {
+                if let Some(set) = self.ephemerals.get_mut(&s) {
+                    set.remove(p);
+                    if set.is_empty() {
+                        self.ephemerals.remove(&s);
+                    }
+                }
+            }
+            NodeKind::Container => {
+                self.containers.remove(p);
+            }
+            NodeKind::Ttl(_) => {
+                self.ttls.remove(p);
+            }
+            NodeKind::Persistent => {}
+        }
+        let parent = path::parent(p).unwrap_or_else(|| panic!("delete of the root at zxid {zxid:#x}"));
+        let parent_node = self.nodes.get_mut(parent).unwrap_or_else(|| panic!("delete {p}: parent missing"));
+        parent_node.children.remove(path::name(p));
+        if zxid > parent_node.pzxid {
+            parent_node.pzxid = zxid;
+        }
+    }
+
+    pub fn set_data(&mut self, p: &str, data: Option<Bytes>, zxid: i64, time_ms: i64) {
+        let node = self.nodes.get_mut(p).unwrap_or_else(|| panic!("setData of missing node {p} at zxid {zxid:#x}"));
+        let old = node.data.as_ref().map_or(0, |d| d.len() as i64);
+        let new = data.as_ref().map_or(0, |d| d.len() as i64);
+        node.data = data;
+        node.version = node.version.wrapping_add(1);
+        node.mzxid = zxid;
+        node.mtime = time_ms;
+        self.data_bytes += new - old;
+    }
+
+    pub fn set_acl(&mut self, p: &str, acl: Rc<[Acl]>, zxid: i64) {
+        let node = self.nodes.get_mut(p).unwrap_or_else(|| panic!("setACL of missing node {p} at zxid {zxid:#x}"));
+        node.acl = acl;
+        node.aversion = node.aversion.wrapping_add(1);
+    }
+
+    /// Every node, parents before children (for snapshots).
+    pub fn walk(&self) -> Vec<(Rc<str>, &Znode)> {
+        let mut out = Vec::with_capacity(self.nodes.len());
+        let mut stack: Vec<Rc<str>> = vec![Rc::from("/")];
+        while let Some(p) = stack.pop() {
+            let Some(node) = self.nodes.get(&*p) else { continue };
+            for c in node.children.iter().rev() {
+                stack.push(Rc::from(path::join(&p, c)));
+            }
+            out.push((p, node));
+        }
+        out
+    }
+
+    /// Restores a node from a snapshot, parents first. The root replaces the existing root.
+    pub fn restore_node(&mut self, p: &str, mut node: Znode) {
+        node.children = OrdSet::new();
+        if p == "/" {
+            let children = self.nodes.get("/").map(|r| r.children.clone()).unwrap_or_default();
+            node.children = children;
+            self.data_bytes += node.data.as_ref().map_or(0, |d| d.len() as i64);
+            self.nodes.insert(Rc::from("/"), node);
+            return;
+        }
+        if let Some(existing) = self.nodes.get(p) {
+            // The built-in nodes of a fresh tree are replaced by their snapshot versions.
+            node.children = existing.children.clone();
+            self.data_bytes -= existing.data.as_ref().map_or(0, |d| d.len() as i64);
+            self.data_bytes += node.data.as_ref().map_or(0, |d| d.len() as i64);
+            self.nodes.insert(Rc::from(p), node);
+            return;
+        }
+        self.insert_node_raw(p, node);
+    }
+
+    /// An empty tree with no built-in nodes but the root, for snapshot restore.
+    pub fn restore_begin(last_zxid: i64) -> DataTree {
+        let mut t = DataTree::new();
+        t.last_zxid = last_zxid;
+        t.data_bytes = 0;
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_tree_matches_zookeeper() {
+        let t = DataTree::new();
+        assert_eq!(t.node_count(), 4);
+        let root = t.get("/").unwrap().stat();
+        assert_eq!((root.num_children, root.cversion), (1, -1));
+        let zk = t.get("/zookeeper").unwrap().stat();
+        assert_eq!((zk.num_children, zk.cversion), (2, -2));
+        assert_eq!(t.get("/zookeeper/config").unwrap().stat().aversion, -1);
+        assert_eq!(t.descendant_count("/"), 3);
+    }
+
+    #[test]
+    fn cversion_and_pzxid_follow_creates_and_deletes() {
+        let mut t = DataTree::new();
+        let acl: Rc<[Acl]> = super::super::acl::open_acl_unsafe().into();
+        t.create_node("/a", None, acl.clone(), 0, 1, 10);
+        t.create_node("/a/b", None, acl.clone(), 0, 2, 11);
+        t.create_node("/a/c", None, acl.clone(), 0, 3, 12);
+        t.delete_node("/a/b", 4);
+        let s = t.get("/a").unwrap().stat();
+        assert_eq!(s.cversion, 3);
+        assert_eq!(s.num_children, 1);
+        assert_eq!(s.pzxid, 4);
+        assert_eq!(t.get("/a").unwrap().child_creates, 2);
+        assert_eq!(s.czxid, 1);
+        assert_eq!(s.data_length, 0);
+    }
+
+    #[test]
+    fn ephemerals_indexed_by_session_and_clone_is_independent() {
+        let mut t = DataTree::new();
+        let acl: Rc<[Acl]> = super::super::acl::open_acl_unsafe().into();
+        t.add_session(7, 4000);
+        t.create_node("/e", Some(Bytes::from_static(b"x")), acl, 7, 1, 1);
+        let snapshot = t.clone();
+        assert_eq!(t.get("/e").unwrap().stat().ephemeral_owner, 7);
+        let gone = t.remove_session(7);
+        for p in &gone {
+            t.delete_node(p, 2);
+        }
+        assert!(!t.contains("/e"));
+        assert!(snapshot.contains("/e"));
+        assert_eq!(snapshot.ephemeral_count(), 1);
+        assert_eq!(t.ephemeral_count(), 0);
+    }
+}

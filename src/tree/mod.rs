@@ -1,0 +1,9 @@
+//! The replicated data model: paths, znodes and their stats, the DataTree, ACL checks and the
+//! watch index. Rules: nothing under src/tree/ does I/O, reads a clock or draws randomness.
+
+pub mod acl;
+pub mod datatree;
+pub mod path;
+pub mod watches;
+
+pub use datatree::{DataTree, NodeKind, Znode};

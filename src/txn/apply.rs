@@ -1,0 +1,96 @@
+//! Deterministic apply of a committed txn to a DataTree, on every replica (the pipeline's and
+//! each client core's). Rules: the outcome depends only on the tree and the txn; the changes
+//! that fire watches are reported in the order they happen; a txn that does not fit the tree
+//! is a replica divergence and panics (in the tree primitives).
+
+use super::{Txn, TxnOp};
+use crate::proto::Stat;
+use crate::tree::DataTree;
+use std::rc::Rc;
+
+/// A change that may fire watches, in apply order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Created(String),
+    Deleted(String),
+    DataChanged(String),
+}
+
+/// What the origin connection's reply is built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    SessionCreated,
+    SessionClosed,
+    Created { path: String, stat: Stat, response_type: i32 },
+    Deleted,
+    DataSet { stat: Stat },
+    AclSet { stat: Stat },
+    Checked,
+    Error(i32),
+    Multi(Vec<OpResult>),
+}
+
+/// Applies `txn` and advances the tree's last zxid. `changes` receives watch triggers.
+pub fn apply(tree: &mut DataTree, txn: &Txn, changes: &mut Vec<Change>) -> OpResult {
+    let result = apply_op(tree, txn, &txn.op, changes);
+    tree.set_last_zxid(txn.header.zxid);
+    result
+}
+
+fn stat_of(tree: &DataTree, path: &str) -> Stat {
+    tree.get(path).map(|n| n.stat()).unwrap_or_default()
+}
+
+fn apply_op(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change>) -> OpResult {
+    let zxid = txn.header.zxid;
+    let time = txn.header.time_ms;
+    match op {
+        TxnOp::CreateSession { timeout_ms } => {
+            tree.add_session(txn.header.session_id, *timeout_ms);
+            OpResult::SessionCreated
+        }
+        TxnOp::CloseSession => {
+            for p in tree.remove_session(txn.header.session_id) {
+                tree.delete_node(&p, zxid);
+                changes.push(Change::Deleted(p.to_string()));
+            }
+            OpResult::SessionClosed
+        }
+        TxnOp::Create { path, data, acl, ephemeral_owner, response_type } => {
+            let acl: Rc<[_]> = acl.clone().into();
+            tree.create_node(path, data.clone(), acl, *ephemeral_owner, zxid, time);
+            changes.push(Change::Created(path.clone()));
+            OpResult::Created { path: path.clone(), stat: stat_of(tree, path), response_type: *response_type }
+        }
+        TxnOp::Delete { path } => {
+            tree.delete_node(path, zxid);
+            changes.push(Change::Deleted(path.clone()));
+            OpResult::Deleted
+        }
+        TxnOp::SetData { path, data } => {
+            tree.set_data(path, data.clone(), zxid, time);
+            changes.push(Change::DataChanged(path.clone()));
+            OpResult::DataSet { stat: stat_of(tree, path) }
+        }
+        TxnOp::SetAcl { path, acl } => {
+            tree.set_acl(path, acl.clone().into(), zxid);
+            OpResult::AclSet { stat: stat_of(tree, path) }
+        }
+        TxnOp::Check { .. } => OpResult::Checked,
+        TxnOp::Error { err } => OpResult::Error(*err),
+        TxnOp::Multi(ops) => {
+            if ops.iter().any(|o| matches!(o, TxnOp::Error { .. })) {
+                // A failed multi changes nothing; every result is an error.
+                return OpResult::Multi(
+                    ops.iter()
+                        .map(|o| match o {
+                            TxnOp::Error { err } => OpResult::Error(*err),
+                            _ => OpResult::Error(0),
+                        })
+                        .collect(),
+                );
+            }
+            OpResult::Multi(ops.iter().map(|o| apply_op(tree, txn, o, changes)).collect())
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Transactions: the fully determined changes the pipeline core orders (zxid, time, session,
+//! sequence names and errors all fixed before a txn leaves it), their binary record format
+//! (the bytes that go to the log and to every client core), prep (request → txn) and apply.
+//! Rules: apply reads no clock and no randomness; decode never panics on bad bytes; a record
+//! starts with its zxid (the storage layer relies on that).
+
+pub mod apply;
+pub mod codec;
+pub mod prep;
+
+use crate::proto::Acl;
+use bytes::Bytes;
+
+/// Header fields every txn carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnHeader {
+    pub zxid: i64,
+    pub session_id: i64,
+    pub cxid: i32,
+    pub time_ms: i64,
+}
+
+/// The change a txn makes. Sub-ops of a multi are any of these but Multi and the session ops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnOp {
+    CreateSession { timeout_ms: i32 },
+    CloseSession,
+    Create {
+        path: String,
+        data: Option<Bytes>,
+        acl: Vec<Acl>,
+        /// Stored ephemeralOwner marker: 0, a session id, container or TTL encoding.
+        ephemeral_owner: i64,
+        /// The response type a client expects: 1 (CreateResponse) or 15 (Create2Response).
+        response_type: i32,
+    },
+    Delete { path: String },
+    SetData { path: String, data: Option<Bytes> },
+    SetAcl { path: String, acl: Vec<Acl> },
+    Check { path: String },
+    /// A write that failed validation: it still takes a zxid, and changes nothing.
+    Error { err: i32 },
+    Multi(Vec<TxnOp>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Txn {
+    pub header: TxnHeader,
+    pub op: TxnOp,
+}
+
+/// A write as a client core forwards it to the pipeline (decoded from the wire by src/proto).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOp {
+    Create {
+        /// 1 create, 15 create2, 19 createContainer, 21 createTTL.
+        opcode: i32,
+        path: String,
+        data: Option<Bytes>,
+        acl: Option<Vec<Acl>>,
+        flags: i32,
+        /// -1 when the request carries no TTL.
+        ttl_ms: i64,
+    },
+    Delete { path: String, version: i32 },
+    SetData { path: String, data: Option<Bytes>, version: i32 },
+    SetAcl { path: String, acl: Option<Vec<Acl>>, version: i32 },
+    Check { path: String, version: i32 },
+    Multi(Vec<WriteOp>),
+    CreateSession { timeout_ms: i32 },
+    CloseSession,
+    /// Server-internal: the container / TTL reaper.
+    DeleteContainer { path: String },
+}
+
+impl WriteOp {
+    /// True for an op that may stand inside a multi.
+    pub fn allowed_in_multi(&self) -> bool {
+        matches!(self, WriteOp::Create { .. } | WriteOp::Delete { .. } | WriteOp::SetData { .. } | WriteOp::Check { .. })
+    }
+}
