@@ -3,7 +3,9 @@
 
 pub mod config;
 pub mod proto;
+pub mod query;
 pub mod server;
+pub mod session;
 pub mod storage;
 pub mod tree;
 pub mod txn;

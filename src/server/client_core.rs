@@ -1,0 +1,657 @@
+//! A client core: owns its connections, a full DataTree replica and the watch index of its
+//! connections. Reads are answered here from the replica; writes, syncs and connects go to
+//! the pipeline core; committed batches come back and are applied here in zxid order.
+//! Rules: a connection's replies leave in the order its requests arrived (a read behind a
+//! pending write waits); watch notifications of a txn are queued before the reply of the
+//! write that fired them; nothing here touches another core's state.
+
+use super::connection;
+use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
+use crate::config::Config;
+use crate::proto::connect::ConnectResponse;
+use crate::proto::opcode::{add_watch_mode, event_type, XID_AUTH, XID_PING, XID_SET_WATCHES, STATE_SYNC_CONNECTED};
+use crate::proto::reply::{self, MultiResult, ReplyHeader, Response};
+use crate::proto::request::Request;
+use crate::proto::{ErrorCode, Id, OpCode};
+use crate::query::{self, WatchRequest};
+use crate::session::ConnRef;
+use crate::storage;
+use crate::tree::watches::{Notification, WatchIndex};
+use crate::tree::{acl, DataTree};
+use crate::txn::apply::{self, Change, OpResult};
+use crate::txn::WriteOp;
+use bytes::BytesMut;
+use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
+use glommio::net::TcpListener;
+use glommio::sync::Semaphore;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Requests of one connection waiting for their turn; the reader stops reading beyond this
+/// (ZooKeeper's globalOutstandingLimit plays the same role).
+pub const CONN_PENDING_MAX: usize = 1000;
+/// Reply bytes queued for one connection before its reader stops reading.
+pub const CONN_OUT_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// How long shutdown waits for connections to flush their replies.
+pub const SHUTDOWN_FLUSH_MS_MAX: u64 = 2000;
+
+/// Whether this server is in read-only mode (sent back to clients that sent the flag).
+pub const SERVER_READ_ONLY: bool = false;
+
+/// A request waiting for its turn on a connection.
+pub enum Pending {
+    /// The ConnectRequest: nothing else is answered before the session is established.
+    Connect,
+    /// A write at the pipeline core.
+    Write { xid: i32, opcode: OpCode },
+    /// A sync at the pipeline core.
+    Sync { xid: i32 },
+    /// A request answered on this core once everything before it is answered.
+    Local { xid: i32, req: Request },
+    /// An error reply owed in order (a request the decoder rejected); `close` after it.
+    Error { xid: i32, err: ErrorCode, close: bool },
+}
+
+/// One client connection, shared by its reader and writer tasks and the apply path.
+pub struct Conn {
+    pub id: u64,
+    pub peer: IpAddr,
+    pub session_id: Cell<i64>,
+    pub read_only_flag: Cell<Option<bool>>,
+    pub auth: RefCell<Arc<[Id]>>,
+    pub pending: RefCell<VecDeque<Pending>>,
+    pub out: RefCell<BytesMut>,
+    pub writer_wake: Semaphore,
+    pub reader_wake: Semaphore,
+    pub closing: Cell<bool>,
+}
+
+impl Conn {
+    pub fn new(id: u64, peer: IpAddr) -> Conn {
+        let ip_id: Arc<[Id]> = vec![Id { scheme: acl::SCHEME_IP.to_string(), id: peer.to_string() }].into();
+        Conn {
+            id,
+            peer,
+            session_id: Cell::new(0),
+            read_only_flag: Cell::new(None),
+            auth: RefCell::new(ip_id),
+            pending: RefCell::new(VecDeque::new()),
+            out: RefCell::new(BytesMut::new()),
+            writer_wake: Semaphore::new(0),
+            reader_wake: Semaphore::new(0),
+            closing: Cell::new(false),
+        }
+    }
+
+    /// Asks the writer to flush what is queued and then close the socket.
+    pub fn close(&self) {
+        self.closing.set(true);
+        self.writer_wake.signal(1);
+        self.reader_wake.signal(1);
+    }
+
+    fn reply(&self, hdr: ReplyHeader, body: &Response) {
+        reply::encode_reply(&mut self.out.borrow_mut(), &hdr, body);
+    }
+
+    /// True while the reader should wait before reading more.
+    pub fn backlogged(&self) -> bool {
+        self.pending.borrow().len() >= CONN_PENDING_MAX || self.out.borrow().len() >= CONN_OUT_BYTES_MAX
+    }
+}
+
+/// The state of one client core.
+pub struct Core {
+    pub id: u16,
+    pub config: Arc<Config>,
+    pub tree: RefCell<DataTree>,
+    pub watches: RefCell<WatchIndex>,
+    pub conns: RefCell<HashMap<u64, Rc<Conn>>>,
+    pub per_ip: RefCell<HashMap<IpAddr, u32>>,
+    outbox: RefCell<Vec<ToPipeline>>,
+    outbox_wake: Semaphore,
+    touched: RefCell<HashSet<i64>>,
+    next_conn: Cell<u64>,
+    /// Connections whose writer has new bytes, signalled once per batch.
+    dirty: RefCell<Vec<Rc<Conn>>>,
+}
+
+impl Core {
+    pub fn conn_ref(&self, conn: &Conn) -> ConnRef {
+        ConnRef { core: self.id, conn: conn.id }
+    }
+
+    pub fn next_conn_id(&self) -> u64 {
+        let id = self.next_conn.get();
+        self.next_conn.set(id + 1);
+        id
+    }
+
+    /// Queues a message for the pipeline core (sent in batches by the forwarder task).
+    pub fn send(&self, msg: ToPipeline) {
+        self.outbox.borrow_mut().push(msg);
+        self.outbox_wake.signal(1);
+    }
+
+    pub fn touch(&self, session_id: i64) {
+        if session_id != 0 {
+            self.touched.borrow_mut().insert(session_id);
+        }
+    }
+
+    fn mark_dirty(&self, conn: &Rc<Conn>) {
+        self.dirty.borrow_mut().push(conn.clone());
+    }
+
+    fn flush_dirty(&self) {
+        for c in self.dirty.borrow_mut().drain(..) {
+            c.writer_wake.signal(1);
+        }
+    }
+
+    fn last_zxid(&self) -> i64 {
+        self.tree.borrow().last_zxid()
+    }
+
+    /// A request arrived on `conn` (after the handshake). Decides where it goes.
+    pub fn on_request(&self, conn: &Rc<Conn>, xid: i32, req: Request) {
+        self.touch(conn.session_id.get());
+        let write = match &req {
+            Request::Create { opcode, path, data, acl, flags, ttl_ms } => Some((
+                *opcode,
+                WriteOp::Create {
+                    opcode: opcode.code(),
+                    path: path.clone(),
+                    data: data.clone(),
+                    acl: acl.clone(),
+                    flags: *flags,
+                    ttl_ms: *ttl_ms,
+                },
+            )),
+            Request::Delete { path, version } => Some((OpCode::Delete, WriteOp::Delete { path: path.clone(), version: *version })),
+            Request::SetData { path, data, version } => {
+                Some((OpCode::SetData, WriteOp::SetData { path: path.clone(), data: data.clone(), version: *version }))
+            }
+            Request::SetAcl { path, acl, version } => {
+                Some((OpCode::SetAcl, WriteOp::SetAcl { path: path.clone(), acl: acl.clone(), version: *version }))
+            }
+            Request::Multi(ops) => Some((OpCode::Multi, WriteOp::Multi(ops.iter().map(to_multi_write_op).collect()))),
+            Request::CloseSession => Some((OpCode::CloseSession, WriteOp::CloseSession)),
+            _ => None,
+        };
+        if let Some((opcode, op)) = write {
+            conn.pending.borrow_mut().push_back(Pending::Write { xid, opcode });
+            let auth = conn.auth.borrow().clone();
+            self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth });
+            return;
+        }
+        if let Request::Sync { path } = &req {
+            conn.pending.borrow_mut().push_back(Pending::Sync { xid });
+            self.send(ToPipeline::Sync { conn: self.conn_ref(conn), xid, path: path.clone() });
+            return;
+        }
+        if conn.pending.borrow().is_empty() {
+            self.answer_local(conn, xid, req);
+            conn.writer_wake.signal(1);
+        } else {
+            conn.pending.borrow_mut().push_back(Pending::Local { xid, req });
+        }
+    }
+
+    /// A request the decoder rejected: its error reply keeps its place in the order.
+    pub fn on_bad_request(&self, conn: &Rc<Conn>, xid: i32, err: ErrorCode, close: bool) {
+        if conn.pending.borrow().is_empty() {
+            self.answer_error(conn, xid, err, close);
+            conn.writer_wake.signal(1);
+        } else {
+            conn.pending.borrow_mut().push_back(Pending::Error { xid, err, close });
+        }
+    }
+
+    fn answer_error(&self, conn: &Rc<Conn>, xid: i32, err: ErrorCode, close: bool) {
+        // A request ZooKeeper refuses outright (unknown opcode) is answered with zxid -1.
+        let zxid = if close { -1 } else { self.last_zxid() };
+        conn.reply(ReplyHeader { xid, zxid, err: err.code() }, &Response::None);
+        if close {
+            conn.close();
+        }
+    }
+
+    /// Answers what can be answered at the head of `conn`'s queue.
+    fn drain(&self, conn: &Rc<Conn>) {
+        loop {
+            let next = {
+                let mut pending = conn.pending.borrow_mut();
+                match pending.front() {
+                    Some(Pending::Local { .. }) | Some(Pending::Error { .. }) => pending.pop_front(),
+                    _ => None,
+                }
+            };
+            match next {
+                Some(Pending::Local { xid, req }) => self.answer_local(conn, xid, req),
+                Some(Pending::Error { xid, err, close }) => self.answer_error(conn, xid, err, close),
+                _ => break,
+            }
+        }
+        conn.reader_wake.signal(1);
+    }
+
+    /// Answers a request from this core's replica and watch index.
+    fn answer_local(&self, conn: &Rc<Conn>, xid: i32, req: Request) {
+        let zxid = self.last_zxid();
+        let ok = |body: Response| conn.reply(ReplyHeader { xid, zxid, err: 0 }, &body);
+        let err = |e: ErrorCode| conn.reply(ReplyHeader { xid, zxid, err: e.code() }, &Response::None);
+        match req {
+            Request::Ping => conn.reply(ReplyHeader { xid: XID_PING, zxid, err: 0 }, &Response::None),
+            Request::Auth { scheme, auth, .. } => {
+                let ids = if scheme == acl::SCHEME_DIGEST {
+                    acl::digest_auth_ids(&auth, self.config.super_digest.as_deref())
+                } else {
+                    None
+                };
+                match ids {
+                    Some(ids) => {
+                        let mut all: Vec<Id> = conn.auth.borrow().to_vec();
+                        for id in ids {
+                            if !all.contains(&id) {
+                                all.push(id);
+                            }
+                        }
+                        *conn.auth.borrow_mut() = all.into();
+                        conn.reply(ReplyHeader { xid: XID_AUTH, zxid: 0, err: 0 }, &Response::None);
+                    }
+                    None => {
+                        tracing::warn!("auth failed for scheme '{scheme}' from {}", conn.peer);
+                        conn.reply(ReplyHeader { xid: XID_AUTH, zxid: 0, err: ErrorCode::AuthFailed.code() }, &Response::None);
+                        conn.close();
+                    }
+                }
+            }
+            Request::SetWatches { relative_zxid, data, exist, child } => {
+                self.set_watches(conn, relative_zxid, &data, &exist, &child, &[], &[]);
+                conn.reply(ReplyHeader { xid: XID_SET_WATCHES, zxid, err: 0 }, &Response::None);
+            }
+            Request::SetWatches2 { relative_zxid, data, exist, child, persistent, persistent_recursive } => {
+                self.set_watches(conn, relative_zxid, &data, &exist, &child, &persistent, &persistent_recursive);
+                conn.reply(ReplyHeader { xid: XID_SET_WATCHES, zxid, err: 0 }, &Response::None);
+            }
+            Request::AddWatch { path, mode } => {
+                let recursive = match mode {
+                    add_watch_mode::PERSISTENT => false,
+                    add_watch_mode::PERSISTENT_RECURSIVE => true,
+                    _ => return err(ErrorCode::BadArguments),
+                };
+                self.watches.borrow_mut().add_persistent(&path, conn.id, recursive);
+                ok(Response::ErrorResponse(0))
+            }
+            Request::RemoveWatches { path, watcher_type: wt } => {
+                match self.watches.borrow_mut().remove_watch(&path, conn.id, wt) {
+                    Ok(true) => ok(Response::None),
+                    Ok(false) => err(ErrorCode::NoWatcher),
+                    Err(()) => err(ErrorCode::BadArguments),
+                }
+            }
+            Request::CheckWatches { path, watcher_type: wt } => match self.watches.borrow().has_watch(&path, conn.id, wt) {
+                Ok(true) => ok(Response::None),
+                Ok(false) => err(ErrorCode::NoWatcher),
+                Err(()) => err(ErrorCode::BadArguments),
+            },
+            Request::WhoAmI => {
+                let infos = conn
+                    .auth
+                    .borrow()
+                    .iter()
+                    .map(|id| {
+                        let user = match id.scheme.as_str() {
+                            acl::SCHEME_DIGEST => id.id.split(':').next().unwrap_or("").to_string(),
+                            acl::SCHEME_SUPER => String::new(),
+                            _ => id.id.clone(),
+                        };
+                        (id.scheme.clone(), user)
+                    })
+                    .collect();
+                ok(Response::WhoAmI(infos))
+            }
+            other => {
+                let auth = conn.auth.borrow().clone();
+                let outcome = {
+                    let tree = self.tree.borrow();
+                    query::read(&tree, &other, &auth, conn.session_id.get())
+                };
+                match outcome {
+                    Some(o) => {
+                        match o.watch {
+                            Some(WatchRequest::Data(p)) => self.watches.borrow_mut().add_data_watch(&p, conn.id),
+                            Some(WatchRequest::Child(p)) => self.watches.borrow_mut().add_child_watch(&p, conn.id),
+                            None => {}
+                        }
+                        match o.result {
+                            Ok(body) => ok(body),
+                            Err(e) => err(e),
+                        }
+                    }
+                    None => {
+                        tracing::warn!("request {other:?} reached the local path; answering MarshallingError");
+                        err(ErrorCode::MarshallingError)
+                    }
+                }
+            }
+        }
+    }
+
+    /// SetWatches(2) on reconnect: fire what the client missed, re-register the rest.
+    #[allow(clippy::too_many_arguments)]
+    fn set_watches(
+        &self,
+        conn: &Rc<Conn>,
+        relative_zxid: i64,
+        data: &[String],
+        exist: &[String],
+        child: &[String],
+        persistent: &[String],
+        recursive: &[String],
+    ) {
+        let tree = self.tree.borrow();
+        let mut watches = self.watches.borrow_mut();
+        let mut out = conn.out.borrow_mut();
+        let mut fire = |ev: i32, p: &str| reply::encode_notification(&mut out, ev, STATE_SYNC_CONNECTED, p);
+        for p in data {
+            match tree.get(p) {
+                None => fire(event_type::NODE_DELETED, p),
+                Some(n) if n.mzxid > relative_zxid => fire(event_type::NODE_DATA_CHANGED, p),
+                Some(_) => watches.add_data_watch(p, conn.id),
+            }
+        }
+        for p in exist {
+            if tree.contains(p) {
+                fire(event_type::NODE_CREATED, p);
+            } else {
+                watches.add_data_watch(p, conn.id);
+            }
+        }
+        for p in child {
+            match tree.get(p) {
+                None => fire(event_type::NODE_DELETED, p),
+                Some(n) if n.pzxid > relative_zxid => fire(event_type::NODE_CHILDREN_CHANGED, p),
+                Some(_) => watches.add_child_watch(p, conn.id),
+            }
+        }
+        for p in persistent {
+            watches.add_persistent(p, conn.id, false);
+        }
+        for p in recursive {
+            watches.add_persistent(p, conn.id, true);
+        }
+    }
+
+    /// Applies one committed batch: txns to the replica, watch events, then replies.
+    fn apply_batch(&self, batch: &CommitBatch) {
+        let mut changes: Vec<Change> = Vec::new();
+        let mut notes: Vec<Notification> = Vec::new();
+        for item in &batch.items {
+            match item {
+                Commit::Txn { txn, origin } => {
+                    changes.clear();
+                    notes.clear();
+                    let result = apply::apply(&mut self.tree.borrow_mut(), txn, &mut changes);
+                    if !changes.is_empty() {
+                        let mut watches = self.watches.borrow_mut();
+                        for ch in &changes {
+                            match ch {
+                                Change::Created(p) => watches.on_created(p, &mut notes),
+                                Change::Deleted(p) => watches.on_deleted(p, &mut notes),
+                                Change::DataChanged(p) => watches.on_data_changed(p, &mut notes),
+                            }
+                        }
+                    }
+                    if !notes.is_empty() {
+                        let conns = self.conns.borrow();
+                        for (cid, ev, p) in notes.drain(..) {
+                            if let Some(c) = conns.get(&cid) {
+                                reply::encode_notification(&mut c.out.borrow_mut(), ev, STATE_SYNC_CONNECTED, &p);
+                                self.mark_dirty(c);
+                            }
+                        }
+                    }
+                    if let Some((origin, xid)) = origin {
+                        if let Some(conn) = self.my_conn(origin) {
+                            self.reply_write(&conn, *xid, txn.header.zxid, result);
+                        }
+                    }
+                }
+                Commit::Connected { conn, session_id, timeout_ms, passwd } => {
+                    let Some(c) = self.my_conn(conn) else { continue };
+                    c.session_id.set(*session_id);
+                    let front = c.pending.borrow_mut().pop_front();
+                    assert!(matches!(front, Some(Pending::Connect)), "connection {} got a session it did not ask for", c.id);
+                    let resp = ConnectResponse {
+                        protocol_version: 0,
+                        timeout_ms: *timeout_ms,
+                        session_id: *session_id,
+                        passwd: *passwd,
+                        read_only: c.read_only_flag.get().map(|_| SERVER_READ_ONLY),
+                    };
+                    crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
+                    tracing::debug!("session {session_id:#x} established on connection {} ({})", c.id, c.peer);
+                    self.drain(&c);
+                    self.mark_dirty(&c);
+                }
+                Commit::SessionExpired { conn } => {
+                    let Some(c) = self.my_conn(conn) else { continue };
+                    let resp = ConnectResponse::expired(0, c.read_only_flag.get().map(|_| SERVER_READ_ONLY));
+                    crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
+                    tracing::info!("connection {} from {}: session expired or unknown", c.id, c.peer);
+                    c.close();
+                }
+                Commit::ZxidAhead { conn } | Commit::Close { conn } => {
+                    if let Some(c) = self.my_conn(conn) {
+                        c.close();
+                    }
+                }
+                Commit::SyncDone { conn, xid, path } => {
+                    let Some(c) = self.my_conn(conn) else { continue };
+                    let front = c.pending.borrow_mut().pop_front();
+                    assert!(matches!(front, Some(Pending::Sync { xid: x }) if x == *xid), "sync reply out of order on {}", c.id);
+                    c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: 0 }, &Response::Sync { path: path.clone() });
+                    self.drain(&c);
+                    self.mark_dirty(&c);
+                }
+                Commit::Rejected { conn, xid, err } => {
+                    let Some(c) = self.my_conn(conn) else { continue };
+                    let front = c.pending.borrow_mut().pop_front();
+                    assert!(matches!(front, Some(Pending::Write { xid: x, .. }) if x == *xid), "reply out of order on {}", c.id);
+                    c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: *err }, &Response::None);
+                    self.drain(&c);
+                    self.mark_dirty(&c);
+                }
+            }
+        }
+        self.flush_dirty();
+    }
+
+    fn my_conn(&self, r: &ConnRef) -> Option<Rc<Conn>> {
+        if r.core != self.id {
+            return None;
+        }
+        self.conns.borrow().get(&r.conn).cloned()
+    }
+
+    fn reply_write(&self, conn: &Rc<Conn>, xid: i32, zxid: i64, result: OpResult) {
+        let front = conn.pending.borrow_mut().pop_front();
+        let opcode = match front {
+            Some(Pending::Write { xid: x, opcode }) if x == xid => opcode,
+            _ => panic!("write reply for xid {xid} out of order on connection {}", conn.id),
+        };
+        let (err, body) = write_response(opcode, result);
+        conn.reply(ReplyHeader { xid, zxid, err }, &body);
+        if opcode == OpCode::CloseSession {
+            conn.session_id.set(0);
+            conn.close();
+        }
+        self.drain(conn);
+        self.mark_dirty(conn);
+    }
+
+    /// A connection is gone: forget it, its watches, and tell the pipeline.
+    pub fn on_conn_closed(&self, conn: &Rc<Conn>) {
+        self.conns.borrow_mut().remove(&conn.id);
+        self.watches.borrow_mut().remove_conn(conn.id);
+        if let Some(n) = self.per_ip.borrow_mut().get_mut(&conn.peer) {
+            *n = n.saturating_sub(1);
+        }
+        self.send(ToPipeline::Detached { conn: self.conn_ref(conn) });
+    }
+}
+
+fn to_multi_write_op(r: &Request) -> WriteOp {
+    match r {
+        Request::Create { opcode, path, data, acl, flags, ttl_ms } => WriteOp::Create {
+            opcode: opcode.code(),
+            path: path.clone(),
+            data: data.clone(),
+            acl: acl.clone(),
+            flags: *flags,
+            ttl_ms: *ttl_ms,
+        },
+        Request::Delete { path, version } => WriteOp::Delete { path: path.clone(), version: *version },
+        Request::SetData { path, data, version } => WriteOp::SetData { path: path.clone(), data: data.clone(), version: *version },
+        Request::Check { path, version } => WriteOp::Check { path: path.clone(), version: *version },
+        // The decoder admits nothing else into a multi; prep rejects it if it ever did.
+        _ => WriteOp::CloseSession,
+    }
+}
+
+/// The reply of a write, from its opcode and the result of applying its txn.
+fn write_response(opcode: OpCode, result: OpResult) -> (i32, Response) {
+    match result {
+        OpResult::Error(e) => (e, Response::None),
+        OpResult::Created { path, stat, .. } => {
+            if opcode == OpCode::Create {
+                (0, Response::Create { path })
+            } else {
+                (0, Response::Create2 { path, stat })
+            }
+        }
+        OpResult::DataSet { stat } | OpResult::AclSet { stat } => (0, Response::Stat(stat)),
+        OpResult::Deleted | OpResult::SessionClosed | OpResult::SessionCreated | OpResult::Checked => (0, Response::None),
+        OpResult::Multi(results) => {
+            let results: Vec<MultiResult> = results
+                .into_iter()
+                .map(|r| match r {
+                    OpResult::Created { path, stat, response_type } => {
+                        if response_type == OpCode::Create2.code() {
+                            MultiResult::Create2 { path, stat }
+                        } else {
+                            MultiResult::Create { path }
+                        }
+                    }
+                    OpResult::Deleted => MultiResult::Delete,
+                    OpResult::DataSet { stat } => MultiResult::SetData { stat },
+                    OpResult::Checked => MultiResult::Check,
+                    OpResult::Error(e) => MultiResult::Error(e),
+                    other => panic!("impossible multi sub-result {other:?}"),
+                })
+                .collect();
+            (reply::multi_header_err(&results), Response::Multi(results))
+        }
+    }
+}
+
+pub struct CoreParams {
+    pub id: u16,
+    pub config: Arc<Config>,
+    pub recovered: Arc<storage::recovery::Recovered>,
+    pub to_pipeline: SharedSender<Vec<ToPipeline>>,
+    pub from_pipeline: SharedReceiver<ToClientCore>,
+}
+
+/// Runs one client core until the pipeline core says shutdown.
+pub async fn run(params: CoreParams) -> Result<(), String> {
+    let CoreParams { id, config, recovered, to_pipeline, from_pipeline } = params;
+    let tree = storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("core {id}: rebuilding the tree: {e}"))?;
+    drop(recovered);
+    let core = Rc::new(Core {
+        id,
+        config: config.clone(),
+        tree: RefCell::new(tree),
+        watches: RefCell::new(WatchIndex::new()),
+        conns: RefCell::new(HashMap::new()),
+        per_ip: RefCell::new(HashMap::new()),
+        outbox: RefCell::new(Vec::new()),
+        outbox_wake: Semaphore::new(0),
+        touched: RefCell::new(HashSet::new()),
+        next_conn: Cell::new(1),
+        dirty: RefCell::new(Vec::new()),
+    });
+    let to_pipeline: ConnectedSender<Vec<ToPipeline>> = to_pipeline.connect().await;
+    let from_pipeline = from_pipeline.connect().await;
+
+    let forwarder = {
+        let core = core.clone();
+        glommio::spawn_local(async move {
+            loop {
+                if core.outbox_wake.acquire(1).await.is_err() {
+                    break;
+                }
+                let batch = std::mem::take(&mut *core.outbox.borrow_mut());
+                if !batch.is_empty() && to_pipeline.send(batch).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let toucher = {
+        let core = core.clone();
+        let every = Duration::from_millis((config.tick_time_ms as u64 / 2).max(1));
+        glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(every).await;
+                let sessions: Vec<i64> = core.touched.borrow_mut().drain().collect();
+                if !sessions.is_empty() {
+                    core.send(ToPipeline::Touch { sessions });
+                }
+            }
+        })
+    };
+    let listener = TcpListener::bind(config.client_addr())
+        .map_err(|e| format!("core {id}: cannot listen on {}: {e}", config.client_addr()))?;
+    tracing::info!("client core {id} listening on {}", config.client_addr());
+    let acceptor = {
+        let core = core.clone();
+        glommio::spawn_local(async move {
+            loop {
+                match listener.accept().await {
+                    Ok(stream) => connection::start(core.clone(), stream),
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        glommio::timer::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        })
+    };
+
+    while let Some(msg) = from_pipeline.recv().await {
+        match msg {
+            ToClientCore::Batch(batch) => core.apply_batch(&batch),
+            ToClientCore::Shutdown => break,
+        }
+    }
+    drop(acceptor);
+    let conns: Vec<Rc<Conn>> = core.conns.borrow().values().cloned().collect();
+    for c in &conns {
+        c.close();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_millis(SHUTDOWN_FLUSH_MS_MAX);
+    while !core.conns.borrow().is_empty() && std::time::Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    drop(toucher);
+    drop(forwarder);
+    tracing::info!("client core {id} stopped");
+    Ok(())
+}

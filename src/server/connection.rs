@@ -1,0 +1,182 @@
+//! The socket shell of one client connection: a reader task (frames → requests) and a writer
+//! task (queued reply bytes → socket). All protocol decisions are made by `proto` (bytes) and
+//! `client_core` (what to do); this file only moves bytes.
+//! Rules: a frame longer than jute.maxbuffer, an undecodable ConnectRequest or header closes
+//! the connection with a log line; the reader stops reading while the connection is
+//! backlogged; closing shuts the socket down in both directions so both tasks end.
+
+use super::client_core::{Conn, Core, Pending};
+use super::messages::ToPipeline;
+use crate::proto::connect::decode_connect_request;
+use crate::proto::frame::{four_letter_word, FrameDecoder};
+use crate::proto::request::{decode_request, RequestError};
+use bytes::BytesMut;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+
+/// Bytes read from the socket per read call.
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Takes over an accepted socket: registers the connection and spawns its two tasks.
+pub fn start(core: Rc<Core>, stream: TcpStream) {
+    let peer = match stream.peer_addr() {
+        Ok(a) => a.ip(),
+        Err(e) => {
+            tracing::warn!("accepted a socket without a peer address: {e}");
+            return;
+        }
+    };
+    let max = core.config.max_client_cnxns;
+    {
+        let mut per_ip = core.per_ip.borrow_mut();
+        let n = per_ip.entry(peer).or_insert(0);
+        if max > 0 && *n >= max {
+            tracing::warn!("too many connections from {peer} - max is {max}; closing the new one");
+            return;
+        }
+        *n += 1;
+    }
+    let _ = stream.set_nodelay(true);
+    let fd = stream.as_raw_fd();
+    let conn = Rc::new(Conn::new(core.next_conn_id(), peer));
+    core.conns.borrow_mut().insert(conn.id, conn.clone());
+    tracing::debug!("connection {} from {peer}", conn.id);
+    let (rd, wr) = futures_lite::io::split(stream);
+    glommio::spawn_local(writer(conn.clone(), wr, fd)).detach();
+    glommio::spawn_local(async move {
+        reader(&core, &conn, rd).await;
+        conn.close();
+        core.on_conn_closed(&conn);
+    })
+    .detach();
+}
+
+async fn writer(conn: Rc<Conn>, mut wr: futures_lite::io::WriteHalf<TcpStream>, fd: i32) {
+    loop {
+        if conn.writer_wake.acquire(1).await.is_err() {
+            break;
+        }
+        let data = conn.out.borrow_mut().split();
+        if !data.is_empty() {
+            if let Err(e) = wr.write_all(&data).await {
+                tracing::debug!("connection {}: write failed: {e}", conn.id);
+                conn.closing.set(true);
+                break;
+            }
+            conn.reader_wake.signal(1);
+        }
+        if conn.closing.get() && conn.out.borrow().is_empty() {
+            break;
+        }
+    }
+    let _ = wr.flush().await;
+    // SAFETY: shutdown(2) on a descriptor the stream still owns; it only wakes the reader.
+    unsafe {
+        libc::shutdown(fd, libc::SHUT_RDWR);
+    }
+    conn.reader_wake.signal(1);
+}
+
+async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::ReadHalf<TcpStream>) {
+    let mut decoder = FrameDecoder::new(core.config.jute_max_buffer_bytes);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut handshaken = false;
+    loop {
+        while conn.backlogged() && !conn.closing.get() {
+            if conn.reader_wake.acquire(1).await.is_err() {
+                return;
+            }
+        }
+        if conn.closing.get() {
+            return;
+        }
+        let n = match rd.read(&mut chunk).await {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!("connection {}: read failed: {e}", conn.id);
+                return;
+            }
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if !handshaken && buf.len() >= 4 {
+            if let Some(cmd) = four_letter_word(&buf[..4]) {
+                answer_four_letter_word(core, conn, cmd);
+                return;
+            }
+        }
+        loop {
+            let frame = match decoder.next_frame(&mut buf) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("connection {} from {}: bad frame ({e:?}); closing", conn.id, conn.peer);
+                    return;
+                }
+            };
+            if !handshaken {
+                match decode_connect_request(frame) {
+                    Ok(req) => {
+                        handshaken = true;
+                        conn.read_only_flag.set(req.read_only);
+                        conn.pending.borrow_mut().push_back(Pending::Connect);
+                        core.send(ToPipeline::Connect {
+                            conn: core.conn_ref(conn),
+                            session_id: req.session_id,
+                            passwd: req.passwd,
+                            timeout_ms: req.timeout_ms,
+                            last_zxid_seen: req.last_zxid_seen,
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!("connection {} from {}: bad ConnectRequest ({e}); closing", conn.id, conn.peer);
+                        return;
+                    }
+                }
+                continue;
+            }
+            match decode_request(frame) {
+                Ok((hdr, req)) => core.on_request(conn, hdr.xid, req),
+                Err(RequestError::Reply { xid, err }) => {
+                    tracing::info!("connection {}: request {xid} rejected with {err:?}", conn.id);
+                    core.on_bad_request(conn, xid, err, false);
+                }
+                Err(RequestError::ReplyAndClose { xid, err }) => {
+                    tracing::warn!("connection {}: request {xid} rejected with {err:?}; closing", conn.id);
+                    core.on_bad_request(conn, xid, err, true);
+                }
+                Err(RequestError::Close { reason }) => {
+                    tracing::warn!("connection {} from {}: {reason}; closing", conn.id, conn.peer);
+                    return;
+                }
+            }
+            if conn.closing.get() {
+                return;
+            }
+        }
+    }
+}
+
+/// Four-letter words arrive unframed as the first bytes of a connection. ZooKeeper 3.8
+/// answers only whitelisted ones (the default whitelist is `srvr`).
+fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
+    let text = match cmd {
+        "srvr" => {
+            let tree = core.tree.borrow();
+            format!(
+                "Zookeeper version: ringkeeper-{}\nLatency min/avg/max: 0/0.0/0\nReceived: 0\nSent: 0\nConnections: {}\nOutstanding: 0\nZxid: {:#x}\nMode: standalone\nNode count: {}\n",
+                env!("CARGO_PKG_VERSION"),
+                core.conns.borrow().len(),
+                tree.last_zxid(),
+                tree.node_count() + 1,
+            )
+        }
+        "ruok" if core.config.four_letter_words.iter().any(|w| w == "ruok" || w == "*") => "imok".to_string(),
+        other => format!("{other} is not executed because it is not in the whitelist.\n"),
+    };
+    conn.out.borrow_mut().extend_from_slice(text.as_bytes());
+    conn.close();
+}

@@ -1,0 +1,61 @@
+//! The messages that cross cores: client core → pipeline core (requests that need ordering) and
+//! pipeline core → every client core (committed, durable batches).
+//! Rules: every message is `Send` and owns its data (`Bytes`, `Arc`), never an `Rc`; a batch
+//! goes to every client core as one `Arc`, and each core picks out what concerns its own
+//! connections; items of a batch are in the order the pipeline decided them.
+
+use crate::proto::Id;
+use crate::session::{ConnRef, SESSION_PASSWD_LEN};
+use crate::txn::{Txn, WriteOp};
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// A client core asks the pipeline core for something that must be ordered.
+#[derive(Debug)]
+pub enum ToPipeline {
+    /// A ConnectRequest: create a session (id 0) or resume one.
+    Connect { conn: ConnRef, session_id: i64, passwd: Bytes, timeout_ms: i32, last_zxid_seen: i64 },
+    /// A write of the session bound to `conn`, with the connection's ids at the time it was sent.
+    Write { conn: ConnRef, xid: i32, op: WriteOp, auth: Arc<[Id]> },
+    /// A sync: answered once everything ordered before it is applied on the origin core.
+    Sync { conn: ConnRef, xid: i32, path: String },
+    /// Sessions that sent something since the last report.
+    Touch { sessions: Vec<i64> },
+    /// The connection is gone; its session lives on until it expires or is resumed.
+    Detached { conn: ConnRef },
+}
+
+/// What a client core does with one item of a committed batch.
+#[derive(Debug)]
+pub enum Commit {
+    /// Apply the txn; if `origin` is a connection of this core, reply to request `xid`.
+    Txn { txn: Txn, origin: Option<(ConnRef, i32)> },
+    /// The session is established for `conn`: send the ConnectResponse.
+    Connected { conn: ConnRef, session_id: i64, timeout_ms: i32, passwd: [u8; SESSION_PASSWD_LEN] },
+    /// Resume refused: the session is unknown, expired, or the password is wrong.
+    SessionExpired { conn: ConnRef },
+    /// The client has seen a zxid this server does not have: close without a reply.
+    ZxidAhead { conn: ConnRef },
+    /// Reply to the sync `xid` of `conn` (everything before it is applied by now).
+    SyncDone { conn: ConnRef, xid: i32, path: String },
+    /// A write whose session is gone: reply `err` to `xid`.
+    Rejected { conn: ConnRef, xid: i32, err: i32 },
+    /// Close the connection without a message (its session expired or moved elsewhere).
+    Close { conn: ConnRef },
+}
+
+/// One committed, durable batch, shared by all client cores.
+#[derive(Debug, Default)]
+pub struct CommitBatch {
+    pub items: Vec<Commit>,
+    /// The last zxid of the batch (or of the tree, when the batch has no txn).
+    pub last_zxid: i64,
+}
+
+/// What travels on the pipeline → client core channel.
+#[derive(Debug, Clone)]
+pub enum ToClientCore {
+    Batch(Arc<CommitBatch>),
+    /// Stop accepting, flush every connection, and exit.
+    Shutdown,
+}

@@ -1,0 +1,146 @@
+//! The glommio shell: core layout, executors, channels between cores, sockets and files.
+//! Rules: the only module (with the client driver) that knows glommio; one executor per
+//! core, pinned when configured; cores share nothing but bounded channels carrying `Send`
+//! batches; any core that fails asks every other to stop, so the process never half-runs.
+
+pub mod client_core;
+pub mod connection;
+pub mod log_writer;
+pub mod messages;
+pub mod pipeline;
+pub mod snapshot_writer;
+pub mod startup;
+
+use crate::config::Config;
+use crate::storage;
+use glommio::channels::shared_channel;
+use glommio::{LocalExecutorBuilder, Placement};
+use messages::{ToClientCore, ToPipeline};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Runs a standalone server until SIGTERM / SIGINT. Errors are messages for the operator.
+pub fn run(config: Config) -> Result<(), String> {
+    let config = Arc::new(config);
+    let cores = config.client_cores;
+    startup::check_host(cores + 1, config.io_memory_bytes).map_err(|e| e.to_string())?;
+
+    let recovered = storage::recovery::recover(&config.data_dir, &config.data_log_dir).map_err(|e| e.to_string())?;
+    tracing::info!(
+        "recovered zxid {:#x} (snapshot at {:#x} + {} log records)",
+        recovered.last_zxid,
+        recovered.snapshot_zxid,
+        recovered.records.len()
+    );
+    let recovered = Arc::new(recovered);
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, shutdown.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
+    }
+
+    let depth = config.channel_depth.max(1);
+    let mut from_cores = Vec::with_capacity(cores);
+    let mut to_cores = Vec::with_capacity(cores);
+    let mut core_ends = Vec::with_capacity(cores);
+    for _ in 0..cores {
+        let (up_tx, up_rx) = shared_channel::new_bounded::<Vec<ToPipeline>>(depth);
+        let (down_tx, down_rx) = shared_channel::new_bounded::<ToClientCore>(depth);
+        from_cores.push(up_rx);
+        to_cores.push(down_tx);
+        core_ends.push((up_tx, down_rx));
+    }
+
+    let placement = |cpu: usize| if config.cpu_pinning { Placement::Fixed(cpu) } else { Placement::Unbound };
+    let builder = |name: String, cpu: usize| {
+        LocalExecutorBuilder::new(placement(cpu)).name(&name).io_memory(config.io_memory_bytes).ring_depth(config.ring_depth)
+    };
+
+    let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
+    let params = pipeline::PipelineParams {
+        config: config.clone(),
+        recovered: recovered.clone(),
+        from_cores,
+        to_cores,
+        shutdown: shutdown.clone(),
+    };
+    let stop = shutdown.clone();
+    let pipeline = builder("rk-pipeline".into(), pipeline_cpu)
+        .spawn(move || async move {
+            let r = pipeline::run(params).await;
+            if r.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            r
+        })
+        .map_err(|e| format!("cannot start the pipeline core on CPU {pipeline_cpu}: {e}"))?;
+
+    let mut handles = Vec::with_capacity(cores);
+    for (i, (up_tx, down_rx)) in core_ends.into_iter().enumerate() {
+        let cpu = match &config.client_cpus {
+            Some(list) => list[i],
+            None => (pipeline_cpu + 1 + i) % num_cpus(),
+        };
+        let params = client_core::CoreParams {
+            id: i as u16,
+            config: config.clone(),
+            recovered: recovered.clone(),
+            to_pipeline: up_tx,
+            from_pipeline: down_rx,
+        };
+        let stop = shutdown.clone();
+        let h = builder(format!("rk-client-{i}"), cpu)
+            .spawn(move || async move {
+                let r = client_core::run(params).await;
+                if r.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                r
+            })
+            .map_err(|e| {
+                shutdown.store(true, Ordering::Relaxed);
+                format!("cannot start client core {i} on CPU {cpu}: {e}")
+            });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                let _ = pipeline.join();
+                return Err(e);
+            }
+        }
+    }
+    drop(recovered);
+
+    let mut first_error: Option<String> = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                first_error.get_or_insert(format!("client core failed: {e}"));
+            }
+        }
+    }
+    match pipeline.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            first_error.get_or_insert(e);
+        }
+        Err(e) => {
+            first_error.get_or_insert(format!("pipeline core failed: {e}"));
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => {
+            tracing::info!("ringkeeper stopped cleanly");
+            Ok(())
+        }
+    }
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}

@@ -1,0 +1,353 @@
+//! The pipeline core: the one place where writes are ordered. It preps each write against the
+//! latest state (its own DataTree, which already includes txns not yet durable), assigns
+//! zxids, appends the batch to the txn log with one fdatasync, and only then fans the batch
+//! out to every client core. It also owns the session table and its expiry, the container /
+//! TTL reaper, and the snapshot schedule.
+//! Rules: nothing leaves this core before it is durable; a txn is fully determined here (zxid,
+//! time, session, sequence names, errors); zxids increase by exactly one; a log write error
+//! stops the server (nothing after it can be acknowledged).
+
+use super::log_writer::TxnLogWriter;
+use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
+use super::snapshot_writer;
+use crate::config::Config;
+use crate::proto::ErrorCode;
+use crate::session::{self, ConnRef, SessionTracker};
+use crate::storage;
+use crate::tree::{DataTree, NodeKind};
+use crate::txn::prep::{prep, PrepContext};
+use crate::txn::{apply, codec, Txn, TxnHeader, TxnOp, WriteOp};
+use bytes::{Bytes, BytesMut};
+use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
+use glommio::sync::Semaphore;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Containers and TTL nodes deleted per reaper pass at most.
+pub const REAP_PER_PASS_MAX: usize = 10_000;
+/// How often the pipeline checks for shutdown and expired sessions, at most.
+pub const TICK_INTERVAL_MS_MAX: u64 = 100;
+
+/// Wall-clock milliseconds (only the pipeline core reads the clock; txns carry the result).
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+pub struct PipelineParams {
+    pub config: Arc<Config>,
+    pub recovered: Arc<storage::recovery::Recovered>,
+    pub from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
+    pub to_cores: Vec<SharedSender<ToClientCore>>,
+    pub shutdown: Arc<AtomicBool>,
+}
+
+struct Pipeline {
+    config: Arc<Config>,
+    tree: DataTree,
+    sessions: SessionTracker,
+    conn_sessions: HashMap<ConnRef, i64>,
+    items: Vec<Commit>,
+    records: Vec<Bytes>,
+    encode_buf: BytesMut,
+    txns_since_snapshot: u64,
+    scratch_changes: Vec<apply::Change>,
+}
+
+impl Pipeline {
+    fn next_header(&self, session_id: i64, cxid: i32, time_ms: i64) -> TxnHeader {
+        let zxid = self.tree.last_zxid() + 1;
+        assert!(zxid & 0xffff_ffff != 0, "zxid counter overflow at {zxid:#x}: a new epoch is needed");
+        TxnHeader { zxid, session_id, cxid, time_ms }
+    }
+
+    /// Orders one txn: apply to the prep tree, encode for the log, queue for fan-out.
+    fn commit_txn(&mut self, header: TxnHeader, op: TxnOp, origin: Option<(ConnRef, i32)>) {
+        let txn = Txn { header, op };
+        self.scratch_changes.clear();
+        apply::apply(&mut self.tree, &txn, &mut self.scratch_changes);
+        codec::encode(&txn, &mut self.encode_buf);
+        self.records.push(self.encode_buf.split().freeze());
+        self.items.push(Commit::Txn { txn, origin });
+        self.txns_since_snapshot += 1;
+    }
+
+    fn handle(&mut self, msg: ToPipeline, now: i64) {
+        match msg {
+            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
+                if last_zxid_seen > self.tree.last_zxid() {
+                    tracing::warn!(
+                        "refusing connection {conn:?}: client has seen zxid {last_zxid_seen:#x}, ours is {:#x}",
+                        self.tree.last_zxid()
+                    );
+                    self.items.push(Commit::ZxidAhead { conn });
+                    return;
+                }
+                let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
+                if session_id == 0 {
+                    let id = self.sessions.next_session_id();
+                    self.sessions.add(id, timeout_ms, now);
+                    self.sessions.attach(id, conn);
+                    self.conn_sessions.insert(conn, id);
+                    let header = self.next_header(id, 0, now);
+                    self.commit_txn(header, TxnOp::CreateSession { timeout_ms }, None);
+                    self.items.push(Commit::Connected { conn, session_id: id, timeout_ms, passwd: session::password_of(id) });
+                    return;
+                }
+                let expected = session::password_of(session_id);
+                if !self.sessions.contains(session_id) || passwd.as_ref() != expected {
+                    self.items.push(Commit::SessionExpired { conn });
+                    return;
+                }
+                self.sessions.set_timeout(session_id, timeout_ms, now);
+                if let Some(old) = self.sessions.attach(session_id, conn) {
+                    self.conn_sessions.remove(&old);
+                    self.items.push(Commit::Close { conn: old });
+                }
+                self.conn_sessions.insert(conn, session_id);
+                self.items.push(Commit::Connected { conn, session_id, timeout_ms, passwd: expected });
+            }
+            ToPipeline::Write { conn, xid, op, auth } => {
+                let Some(&session_id) = self.conn_sessions.get(&conn) else {
+                    // The connection was refused, moved or closed: nobody waits for a reply.
+                    return;
+                };
+                if !self.sessions.touch(session_id, now) {
+                    self.items.push(Commit::Rejected { conn, xid, err: ErrorCode::SessionExpired.code() });
+                    return;
+                }
+                let ctx = PrepContext {
+                    session_id,
+                    auth_ids: &auth,
+                    extended_types_enabled: self.config.extended_types_enabled,
+                };
+                let txn_op = prep(&self.tree, &op, &ctx);
+                if matches!(txn_op, TxnOp::CloseSession) {
+                    self.sessions.remove(session_id);
+                    self.conn_sessions.remove(&conn);
+                }
+                let header = self.next_header(session_id, xid, now);
+                self.commit_txn(header, txn_op, Some((conn, xid)));
+            }
+            ToPipeline::Sync { conn, xid, path } => {
+                if let Some(&s) = self.conn_sessions.get(&conn) {
+                    self.sessions.touch(s, now);
+                }
+                self.items.push(Commit::SyncDone { conn, xid, path });
+            }
+            ToPipeline::Touch { sessions } => {
+                for s in sessions {
+                    self.sessions.touch(s, now);
+                }
+            }
+            ToPipeline::Detached { conn } => {
+                if let Some(s) = self.conn_sessions.remove(&conn) {
+                    self.sessions.detach(s, conn);
+                }
+            }
+        }
+    }
+
+    /// Expires sessions whose deadline passed: a closeSession txn each, and their connection
+    /// closed without a message.
+    fn expire_sessions(&mut self, now: i64) {
+        for (id, attached) in self.sessions.expired(now) {
+            tracing::info!("session {id:#x} expired");
+            if let Some(conn) = attached {
+                self.conn_sessions.remove(&conn);
+                self.items.push(Commit::Close { conn });
+            }
+            let header = self.next_header(id, 0, now);
+            self.commit_txn(header, TxnOp::CloseSession, None);
+        }
+    }
+
+    /// Deletes empty containers that once had a child, and expired empty TTL nodes.
+    fn reap(&mut self, now: i64) {
+        let mut doomed: Vec<String> = Vec::new();
+        for p in self.tree.containers() {
+            if let Some(n) = self.tree.get(p) {
+                if n.children.is_empty() && n.child_creates > 0 {
+                    doomed.push(p.to_string());
+                }
+            }
+        }
+        for p in self.tree.ttl_nodes() {
+            if let Some(n) = self.tree.get(p) {
+                if let NodeKind::Ttl(ttl) = n.kind() {
+                    if n.children.is_empty() && now > n.mtime.saturating_add(ttl) {
+                        doomed.push(p.to_string());
+                    }
+                }
+            }
+        }
+        doomed.truncate(REAP_PER_PASS_MAX);
+        for p in doomed {
+            let ctx = PrepContext { session_id: 0, auth_ids: &[], extended_types_enabled: true };
+            let op = prep(&self.tree, &WriteOp::DeleteContainer { path: p.clone() }, &ctx);
+            if matches!(op, TxnOp::Delete { .. }) {
+                tracing::debug!("reaping {p}");
+                let header = self.next_header(0, 0, now);
+                self.commit_txn(header, op, None);
+            }
+        }
+    }
+}
+
+/// Runs the pipeline core until shutdown. Returns an error only when the log cannot be
+/// written (the server must stop: it can no longer make anything durable).
+pub async fn run(params: PipelineParams) -> Result<(), String> {
+    let PipelineParams { config, recovered, from_cores, to_cores, shutdown } = params;
+    let tree = storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("rebuilding the tree: {e}"))?;
+    let now = now_ms();
+    let mut sessions = SessionTracker::new(config.tick_time_ms, session::first_session_id(0, now));
+    for (id, entry) in tree.sessions() {
+        sessions.add(id, entry.timeout_ms, now);
+    }
+    let mut log = TxnLogWriter::open(
+        &config.data_log_dir,
+        &recovered.tail,
+        tree.last_zxid() + 1,
+        config.pre_alloc_size_bytes,
+        config.force_sync,
+    )
+    .await
+    .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
+    tracing::info!("pipeline core ready at zxid {:#x} with {} sessions", tree.last_zxid(), sessions.len());
+
+    let mut p = Pipeline {
+        config: config.clone(),
+        tree,
+        sessions,
+        conn_sessions: HashMap::new(),
+        items: Vec::new(),
+        records: Vec::new(),
+        encode_buf: BytesMut::with_capacity(64 * 1024),
+        txns_since_snapshot: 0,
+        scratch_changes: Vec::new(),
+    };
+
+    let inbox: Rc<RefCell<VecDeque<ToPipeline>>> = Rc::new(RefCell::new(VecDeque::new()));
+    let wake = Rc::new(Semaphore::new(0));
+    let ticked = Rc::new(Cell::new(false));
+    let mut receivers = Vec::new();
+    for rx in from_cores {
+        let rx = rx.connect().await;
+        let (inbox, wake) = (inbox.clone(), wake.clone());
+        receivers.push(glommio::spawn_local(async move {
+            while let Some(batch) = rx.recv().await {
+                inbox.borrow_mut().extend(batch);
+                wake.signal(1);
+            }
+        }));
+    }
+    let mut senders = Vec::new();
+    for tx in to_cores {
+        senders.push(tx.connect().await);
+    }
+    let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
+    let ticker = {
+        let (wake, ticked) = (wake.clone(), ticked.clone());
+        glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(Duration::from_millis(tick_ms)).await;
+                ticked.set(true);
+                wake.signal(1);
+            }
+        })
+    };
+
+    let snapshot_running = Rc::new(Cell::new(false));
+    let mut last_reap_ms = now_ms();
+    let mut last_purge_ms = now_ms();
+    let batch_max = config.batch_txns_max.max(1);
+    loop {
+        if wake.acquire(1).await.is_err() {
+            break;
+        }
+        let now = now_ms();
+        let stopping = shutdown.load(Ordering::Relaxed);
+        if ticked.replace(false) && !stopping {
+            p.expire_sessions(now);
+            if now - last_reap_ms >= config.container_check_interval_ms as i64 {
+                last_reap_ms = now;
+                p.reap(now);
+            }
+        }
+        loop {
+            let next = inbox.borrow_mut().pop_front();
+            let Some(msg) = next else { break };
+            p.handle(msg, now);
+            if p.records.len() >= batch_max {
+                break;
+            }
+        }
+        if !p.records.is_empty() {
+            if let Err(e) = log.append(&p.records).await {
+                tracing::error!("txn log write failed: {e}; stopping (nothing more can be made durable)");
+                for s in &senders {
+                    let _ = s.send(ToClientCore::Shutdown).await;
+                }
+                return Err(format!("txn log write failed: {e}"));
+            }
+            p.records.clear();
+        }
+        if !p.items.is_empty() {
+            let batch = Arc::new(CommitBatch { items: std::mem::take(&mut p.items), last_zxid: p.tree.last_zxid() });
+            for s in &senders {
+                if s.send(ToClientCore::Batch(batch.clone())).await.is_err() {
+                    tracing::error!("a client core stopped receiving commits");
+                }
+            }
+        }
+        if !inbox.borrow().is_empty() {
+            wake.signal(1);
+        }
+        if p.txns_since_snapshot >= config.snap_count && !snapshot_running.get() {
+            p.txns_since_snapshot = 0;
+            if let Err(e) = log.roll().await {
+                tracing::error!("txn log roll failed: {e}; stopping");
+                return Err(format!("txn log roll failed: {e}"));
+            }
+            snapshot_running.set(true);
+            let tree = p.tree.clone();
+            let running = snapshot_running.clone();
+            let cfg = config.clone();
+            let purge_due = cfg.autopurge_purge_interval_hours > 0
+                && now - last_purge_ms >= cfg.autopurge_purge_interval_hours as i64 * 3_600_000;
+            if purge_due {
+                last_purge_ms = now;
+            }
+            glommio::spawn_local(async move {
+                let zxid = tree.last_zxid();
+                match snapshot_writer::write_snapshot(&cfg.data_dir, tree).await {
+                    Ok(path) => tracing::info!("snapshot at zxid {zxid:#x} written to {}", path.display()),
+                    Err(e) => tracing::error!("snapshot at zxid {zxid:#x} failed: {e}"),
+                }
+                if purge_due {
+                    if let Err(e) =
+                        storage::files::purge(&cfg.data_dir, &cfg.data_log_dir, cfg.autopurge_snap_retain_count as usize)
+                    {
+                        tracing::warn!("purge failed: {e}");
+                    }
+                }
+                running.set(false);
+            })
+            .detach();
+        }
+        if stopping && inbox.borrow().is_empty() {
+            tracing::info!("pipeline core stopping at zxid {:#x}", p.tree.last_zxid());
+            for s in &senders {
+                let _ = s.send(ToClientCore::Shutdown).await;
+            }
+            break;
+        }
+    }
+    drop(ticker);
+    drop(receivers);
+    log.close().await;
+    Ok(())
+}

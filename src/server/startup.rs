@@ -1,0 +1,75 @@
+//! Start-up checks of the host: io_uring must be usable and RLIMIT_MEMLOCK high enough for
+//! glommio's registered buffers. Each failure becomes a message that says what to do.
+//! Rules: never panic here; raise the soft limit when the hard limit allows it.
+
+use std::fmt;
+
+/// Locked memory one executor needs besides its io memory (rings, registered buffers).
+pub const EXECUTOR_MEMLOCK_OVERHEAD_BYTES: u64 = 512 * 1024;
+
+#[derive(Debug)]
+pub enum StartupError {
+    IoUringDisabled { setting: String },
+    MemlockTooLow { needed_bytes: u64, soft_bytes: u64, hard_bytes: u64 },
+}
+
+impl fmt::Display for StartupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartupError::IoUringDisabled { setting } => write!(
+                f,
+                "io_uring is disabled on this host (kernel.io_uring_disabled = {setting}). ringkeeper needs it: run \
+                 `sysctl -w kernel.io_uring_disabled=0` as root (or set it to 1 and add this user to the group in \
+                 kernel.io_uring_group), or run on a kernel with io_uring enabled (Linux 5.8 or later)"
+            ),
+            StartupError::MemlockTooLow { needed_bytes, soft_bytes, hard_bytes } => write!(
+                f,
+                "RLIMIT_MEMLOCK is too low: ringkeeper needs {needed_bytes} bytes of locked memory for its io_uring \
+                 buffers, the limit is {soft_bytes} (hard {hard_bytes}) and cannot be raised by this user. Fix: \
+                 `ulimit -l {kib}` in the starting shell (as root), or `LimitMEMLOCK={needed_bytes}` in the systemd \
+                 unit, or a memlock line in /etc/security/limits.conf; or lower ringkeeper.ioMemoryBytes / \
+                 ringkeeper.clientCores",
+                kib = needed_bytes.div_ceil(1024)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StartupError {}
+
+/// Checks io_uring and locked memory for `executors` executors of `io_memory_bytes` each.
+pub fn check_host(executors: usize, io_memory_bytes: usize) -> Result<(), StartupError> {
+    if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
+        let v = v.trim();
+        // 1 allows only members of kernel.io_uring_group (and root); 2 disables it entirely.
+        let root = unsafe { libc::geteuid() } == 0;
+        if v == "2" || (v == "1" && !root) {
+            return Err(StartupError::IoUringDisabled { setting: v.to_string() });
+        }
+    }
+    let needed = executors as u64 * (io_memory_bytes as u64 + EXECUTOR_MEMLOCK_OVERHEAD_BYTES);
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
+        return Ok(());
+    }
+    if lim.rlim_cur == libc::RLIM_INFINITY || lim.rlim_cur >= needed {
+        return Ok(());
+    }
+    let target = if lim.rlim_max == libc::RLIM_INFINITY { needed } else { needed.min(lim.rlim_max) };
+    let raised = libc::rlimit { rlim_cur: target, rlim_max: lim.rlim_max };
+    // SAFETY: setrlimit reads the struct we pass.
+    let ok = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised) } == 0;
+    if ok && target >= needed {
+        tracing::info!("raised RLIMIT_MEMLOCK from {} to {target} bytes", lim.rlim_cur);
+        return Ok(());
+    }
+    // Root may raise the hard limit too.
+    let raised = libc::rlimit { rlim_cur: needed, rlim_max: needed.max(lim.rlim_max) };
+    // SAFETY: as above.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised) } == 0 {
+        tracing::info!("raised RLIMIT_MEMLOCK to {needed} bytes");
+        return Ok(());
+    }
+    Err(StartupError::MemlockTooLow { needed_bytes: needed, soft_bytes: lim.rlim_cur, hard_bytes: lim.rlim_max })
+}
