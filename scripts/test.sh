@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# ringkeeper's test entry point (called by .ci/run).
+#
+#   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a Rust toolchain
+#      if there is none, a Python venv at target/venv with kazoo, pytest, pytest-timeout);
+#   2. cargo build --release;
+#   3. unit tests: cargo nextest run --release (cargo test --release without nextest);
+#   4. integration tests: pytest tests/clients against the real binary and against
+#      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default).
+#
+# Idempotent, runnable from any directory, as root on a fresh Debian bookworm.
+# Environment: RK_SERVERS (which servers the client tests use), PYTEST_ARGS (extra
+# pytest arguments, e.g. "-k watches -x"), SKIP_UNIT=1, SKIP_BUILD=1.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export DEBIAN_FRONTEND=noninteractive
+export PYTHONDONTWRITEBYTECODE=1
+VENV="$ROOT/target/venv"
+T0=$(date +%s)
+
+log() { printf '\n==> %s\n' "$*"; }
+elapsed() { echo $(( $(date +%s) - $1 )); }
+
+# --- 1. system packages --------------------------------------------------------------
+log "system packages"
+pkgs=()
+dpkg -s zookeeper >/dev/null 2>&1 || pkgs+=(zookeeper)
+dpkg -s zookeeper-bin >/dev/null 2>&1 || pkgs+=(zookeeper-bin)
+command -v java >/dev/null 2>&1 || pkgs+=(default-jre-headless)
+command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
+if [ ! -x "$VENV/bin/python" ] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    pkgs+=(python3-venv)
+fi
+command -v stdbuf >/dev/null 2>&1 || pkgs+=(coreutils)
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+    command -v curl >/dev/null 2>&1 || pkgs+=(curl ca-certificates)
+    command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
+fi
+if [ ${#pkgs[@]} -gt 0 ]; then
+    echo "installing: ${pkgs[*]}"
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+else
+    echo "already installed"
+fi
+
+# --- Rust toolchain -------------------------------------------------------------------
+if ! command -v cargo >/dev/null 2>&1; then
+    if [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+        log "installing Rust with rustup"
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+    fi
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+# --- 2. Python venv ------------------------------------------------------------------
+log "python venv ($VENV)"
+if "$VENV/bin/python" -c 'import kazoo, pytest, pytest_timeout' >/dev/null 2>&1; then
+    echo "already present"
+else
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check kazoo pytest pytest-timeout
+fi
+KAZOO_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("kazoo"))')
+
+# --- 3. build ----------------------------------------------------------------------------
+T_BUILD=$(date +%s)
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    log "cargo build --release"
+    cargo build --release
+fi
+BUILD_S=$(elapsed "$T_BUILD")
+
+# --- 4. unit tests -----------------------------------------------------------------------
+T_UNIT=$(date +%s)
+unit_rc=0
+unit_tool=skipped
+if [ "${SKIP_UNIT:-0}" != 1 ]; then
+    if cargo nextest --version >/dev/null 2>&1; then
+        unit_tool="cargo nextest"
+        log "cargo nextest run --release"
+        cargo nextest run --release --no-tests=pass || unit_rc=$?
+    else
+        unit_tool="cargo test"
+        log "cargo test --release (cargo-nextest not installed)"
+        cargo test --release || unit_rc=$?
+    fi
+fi
+UNIT_S=$(elapsed "$T_UNIT")
+
+# --- 5. integration tests ------------------------------------------------------------------
+T_IT=$(date +%s)
+log "pytest tests/clients (RK_SERVERS=${RK_SERVERS:-ringkeeper,apache})"
+it_rc=0
+IT_LOG="$ROOT/target/pytest-clients.log"
+# pytest-timeout bounds each test (see tests/clients/pytest.ini); `timeout` bounds the run.
+set +e
+# shellcheck disable=SC2086
+timeout --kill-after=30 1200 "$VENV/bin/pytest" -q -rfEs -p no:cacheprovider \
+    --rootdir "$ROOT/tests/clients" -c "$ROOT/tests/clients/pytest.ini" \
+    ${PYTEST_ARGS:-} "$ROOT/tests/clients" 2>&1 | tee "$IT_LOG"
+it_rc=${PIPESTATUS[0]}
+set -e
+IT_S=$(elapsed "$T_IT")
+
+# --- summary -----------------------------------------------------------------------------
+ZK_VERSION=$(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo '?')
+status() { if [ "$1" = 0 ]; then echo "ok"; else echo "FAILED (exit $1)"; fi; }
+echo
+echo "================================ summary ================================"
+printf '  %-22s %s\n' "build" "${BUILD_S}s"
+printf '  %-22s %s, %ss\n' "unit tests ($unit_tool)" "$(status $unit_rc)" "$UNIT_S"
+printf '  %-22s %s, %ss: %s\n' "client tests (pytest)" "$(status $it_rc)" "$IT_S" \
+    "$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed|skipped|error)' "$IT_LOG" | tail -1 | tr -d '=')"
+printf '  %-22s %s\n' "clients" "zookeeper $ZK_VERSION (zkCli.sh, cli_mt), kazoo $KAZOO_VERSION"
+printf '  %-22s %s\n' "total" "$(elapsed "$T0")s"
+echo "========================================================================="
+[ "$unit_rc" = 0 ] && [ "$it_rc" = 0 ]

@@ -1,0 +1,1241 @@
+//! zoo.cfg parsing and validation. The file is a Java properties file, read the way
+//! `java.util.Properties.load` reads it: `key=value`, `key: value` or `key value`; `#` or `!`
+//! starts a comment line; a line ending in an odd number of backslashes continues on the
+//! next; `\t \n \r \f \uXXXX` escapes; then, as ZooKeeper does, key and value are trimmed.
+//! ZooKeeper's zoo.cfg keys keep their names. Settings ZooKeeper reads as Java system
+//! properties (snapCount, forceSync, jute.maxbuffer, …) are accepted bare or with the
+//! `zookeeper.` prefix, since ZooKeeper prefixes zoo.cfg keys it does not parse itself.
+//! ringkeeper's own core-layout keys are prefixed `ringkeeper.`.
+//! Rules: an unknown key is a warning, never an error; a key ZooKeeper knows but a standalone
+//! ringkeeper does not use is accepted quietly; a repeated key warns and the last value wins;
+//! a bad value is an error naming the file, line and key; nothing here panics on user input;
+//! every default is ZooKeeper's unless the key is ringkeeper's own. Warnings are returned to
+//! the caller, which logs them.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+/// The embedded default configuration (what `cargo run --release` serves with).
+pub const EMBEDDED_DEFAULT_CFG: &str = include_str!("../configs/standalone.cfg");
+/// How the embedded default is named in messages.
+pub const EMBEDDED_DEFAULT_ORIGIN: &str = "configs/standalone.cfg (embedded)";
+
+/// tickTime: default, and the largest accepted (a longer tick is surely a units mistake).
+pub const TICK_TIME_MS_DEFAULT: u32 = 2000;
+pub const TICK_TIME_MS_MAX: u32 = 3_600_000;
+/// Default session timeout bounds, in ticks (ZooKeeper's 2 × and 20 × tickTime).
+pub const MIN_SESSION_TIMEOUT_TICKS_DEFAULT: u32 = 2;
+pub const MAX_SESSION_TIMEOUT_TICKS_DEFAULT: u32 = 20;
+/// Session timeouts travel as a signed 32-bit number of milliseconds.
+pub const SESSION_TIMEOUT_MS_MAX: u32 = i32::MAX as u32;
+pub const CLIENT_PORT_DEFAULT: u16 = 2181;
+/// Connections per client IP (per client core); 0 = unlimited.
+pub const MAX_CLIENT_CNXNS_DEFAULT: u32 = 60;
+pub const SNAP_COUNT_DEFAULT: u64 = 100_000;
+/// preAllocSize is given in KiB, as in ZooKeeper.
+pub const PRE_ALLOC_SIZE_KIB_DEFAULT: u64 = 65_536;
+pub const PRE_ALLOC_SIZE_KIB_MIN: u64 = 4;
+pub const PRE_ALLOC_SIZE_KIB_MAX: u64 = 16 * 1024 * 1024;
+/// ZooKeeper keeps at least this many snapshots when purging (and raises lower settings).
+pub const SNAP_RETAIN_COUNT_MIN: u32 = 3;
+/// jute.maxbuffer: default, and bounds (below the minimum no real client works, above the
+/// maximum a frame is absurd).
+pub const JUTE_MAX_BUFFER_BYTES_DEFAULT: usize = 0xfffff;
+pub const JUTE_MAX_BUFFER_BYTES_MIN: usize = 1024;
+pub const JUTE_MAX_BUFFER_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// znode.container.checkIntervalMs default (ZooKeeper's).
+pub const CONTAINER_CHECK_INTERVAL_MS_DEFAULT: u64 = 60_000;
+pub const CONTAINER_CHECK_INTERVAL_MS_MAX: u64 = 24 * 3_600_000;
+/// ZooKeeper's default 4lw.commands.whitelist.
+pub const FOUR_LETTER_WORDS_DEFAULT: &[&str] = &["srvr"];
+/// initLimit / syncLimit defaults, in ticks.
+pub const INIT_LIMIT_TICKS_DEFAULT: u32 = 10;
+pub const SYNC_LIMIT_TICKS_DEFAULT: u32 = 5;
+/// Client cores per server at most.
+pub const CLIENT_CORES_MAX: usize = 256;
+/// The largest CPU number accepted (glibc's CPU_SETSIZE is 1024).
+pub const CPU_INDEX_MAX: usize = 1023;
+/// ringkeeper.channelDepth: default and bounds, in messages.
+pub const CHANNEL_DEPTH_DEFAULT: usize = 1024;
+pub const CHANNEL_DEPTH_MAX: usize = 1 << 20;
+/// ringkeeper.batchTxnsMax: default and bound, in txns per log batch.
+pub const BATCH_TXNS_DEFAULT: usize = 1024;
+pub const BATCH_TXNS_LIMIT: usize = 1 << 16;
+/// ringkeeper.ioMemoryBytes: default and bounds (it is locked memory, per executor).
+pub const IO_MEMORY_BYTES_DEFAULT: usize = 2 * 1024 * 1024;
+pub const IO_MEMORY_BYTES_MIN: usize = 64 * 1024;
+pub const IO_MEMORY_BYTES_MAX: usize = 1024 * 1024 * 1024;
+/// ringkeeper.ringDepth: default and bounds, in io_uring entries (a power of two).
+pub const RING_DEPTH_DEFAULT: usize = 128;
+pub const RING_DEPTH_MIN: usize = 8;
+pub const RING_DEPTH_MAX: usize = 32_768;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// tickTime: the basic time unit.
+    pub tick_time_ms: u32,
+    /// dataDir: snapshots (and the txn log unless dataLogDir is set). Relative = to the cwd.
+    pub data_dir: PathBuf,
+    /// dataLogDir: the txn log; defaults to data_dir.
+    pub data_log_dir: PathBuf,
+    pub client_port: u16,
+    pub client_port_address: IpAddr,
+    /// maxClientCnxns: connections per client IP; 0 = unlimited.
+    pub max_client_cnxns: u32,
+    pub min_session_timeout_ms: u32,
+    pub max_session_timeout_ms: u32,
+    /// snapCount: txns between snapshots.
+    pub snap_count: u64,
+    /// preAllocSize (given in KiB), in bytes.
+    pub pre_alloc_size_bytes: u64,
+    /// autopurge.snapRetainCount, at least SNAP_RETAIN_COUNT_MIN.
+    pub autopurge_snap_retain_count: u32,
+    /// autopurge.purgeInterval; 0 = never purge.
+    pub autopurge_purge_interval_hours: u32,
+    pub force_sync: bool,
+    /// zookeeper.extendedTypesEnabled: TTL nodes.
+    pub extended_types_enabled: bool,
+    pub jute_max_buffer_bytes: usize,
+    /// zookeeper.DigestAuthenticationProvider.superDigest: `user:base64(sha1(user:password))`.
+    pub super_digest: Option<String>,
+    /// znode.container.checkIntervalMs: how often empty containers and expired TTL nodes are reaped.
+    pub container_check_interval_ms: u64,
+    /// 4lw.commands.whitelist ("*" = all).
+    pub four_letter_words: Vec<String>,
+    /// initLimit / syncLimit, for the ensemble.
+    pub init_limit_ticks: u32,
+    pub sync_limit_ticks: u32,
+    /// `server.N=…` lines, kept raw for the ensemble, in file order (a repeated N replaces).
+    pub servers: Vec<(u64, String)>,
+    /// ringkeeper.clientCores: default (available CPUs − 1).max(1), or the length of clientCpus.
+    pub client_cores: usize,
+    pub cpu_pinning: bool,
+    /// ringkeeper.clientCpus: one CPU per client core.
+    pub client_cpus: Option<Vec<usize>>,
+    /// ringkeeper.pipelineCpu: the server uses CPU 0 when unset.
+    pub pipeline_cpu: Option<usize>,
+    pub channel_depth: usize,
+    pub batch_txns_max: usize,
+    pub io_memory_bytes: usize,
+    pub ring_depth: usize,
+}
+
+#[derive(Debug)]
+pub enum ConfigError {
+    /// The file could not be read.
+    Io { path: PathBuf, err: std::io::Error },
+    /// A line that is not `key=value` (a lone word, an empty key, a bad escape in the key).
+    Syntax { origin: String, line: usize, text: String },
+    /// A value that does not fit its key.
+    BadValue { origin: String, line: usize, key: String, value: String, why: String },
+    /// A required key is absent.
+    Missing { origin: String, key: String },
+    /// Values that do not fit together and have no single line to blame.
+    Invalid { origin: String, why: String },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Io { path, err } => write!(f, "cannot read config file {}: {err}", path.display()),
+            ConfigError::Syntax { origin, line, text } => {
+                write!(f, "{origin}:{line}: expected `key=value` or `key: value`, found {text:?}")
+            }
+            ConfigError::BadValue { origin, line, key, value, why } => {
+                write!(f, "{origin}:{line}: bad value {value:?} for {key}: {why}")
+            }
+            ConfigError::Missing { origin, key } => write!(f, "{origin}: required key {key} is not set"),
+            ConfigError::Invalid { origin, why } => write!(f, "{origin}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Io { err, .. } => Some(err),
+            _ => None,
+        }
+    }
+}
+
+/// Keys ZooKeeper reads as Java system properties that ringkeeper uses. zoo.cfg may give
+/// them bare or prefixed `zookeeper.`; they are matched by these (unprefixed) names.
+const SYSPROP_KEYS_USED: &[&str] = &[
+    "snapCount",
+    "preAllocSize",
+    "forceSync",
+    "extendedTypesEnabled",
+    "DigestAuthenticationProvider.superDigest",
+    "4lw.commands.whitelist",
+    "jute.maxbuffer",
+    "znode.container.checkIntervalMs",
+];
+
+/// zoo.cfg keys ZooKeeper knows that a standalone ringkeeper accepts without using them.
+const ZOOCFG_KEYS_UNUSED: &[&str] = &[
+    "standaloneEnabled",
+    "reconfigEnabled",
+    "quorumListenOnAllIPs",
+    "electionAlg",
+    "electionPortBindRetry",
+    "peerType",
+    "clientPortListenBacklog",
+    "syncEnabled",
+    "dynamicConfigFile",
+    "localSessionsEnabled",
+    "localSessionsUpgradingEnabled",
+    "connectToLearnerMasterLimit",
+    "observerMasterPort",
+    "portUnification",
+    "sslQuorum",
+    "sslQuorumReloadCertFiles",
+    "secureClientPort",
+    "secureClientPortAddress",
+];
+
+/// System-property keys (bare or `zookeeper.`-prefixed) accepted without being used.
+const SYSPROP_KEYS_UNUSED: &[&str] = &[
+    "globalOutstandingLimit",
+    "skipACL",
+    "maxCnxns",
+    "leaderServes",
+    "cnxTimeout",
+    "tcpKeepAlive",
+    "clientTcpKeepAlive",
+    "serverCnxnFactory",
+    "watchManagerName",
+    "fsync.warningthresholdms",
+    "snapshot.trust.empty",
+    "snapshot.compression.method",
+    "snapSizeLimitInKb",
+    "txnLogSizeLimitInKb",
+    "commitLogCount",
+    "digest.enabled",
+    "closeSessionTxn.enabled",
+    "enforceQuota",
+    "audit.enable",
+    "znode.container.maxPerMinute",
+    "jute.maxbuffer.extrasize",
+    "nio.numSelectorThreads",
+    "nio.numWorkerThreads",
+    "nio.directBufferBytes",
+    "commitProcessor.numWorkerThreads",
+    "maxBatchSize",
+    "flushDelay",
+    "maxWriteQueuePollTime",
+    "requestThrottleLimit",
+    "requestThrottleStallTime",
+    "requestThrottleDropStale",
+    "learner.closeSocketAsync",
+    "leader.closeSocketAsync",
+    "sessionRequireClientSASLAuth",
+];
+
+/// Key prefixes ZooKeeper knows that ringkeeper accepts without using them.
+const KEY_PREFIXES_UNUSED: &[&str] = &[
+    "metricsProvider.",
+    "quorum.",
+    "multiAddress.",
+    "group.",
+    "weight.",
+    "jvm.pause.",
+    "admin.",
+    "ssl.",
+    "authProvider.",
+    "enforce.auth.",
+    "X509AuthenticationProvider.",
+];
+
+fn is_unused_sysprop(key: &str) -> bool {
+    SYSPROP_KEYS_UNUSED.contains(&key) || KEY_PREFIXES_UNUSED.iter().any(|p| key.starts_with(p))
+}
+
+/// The name a key is matched (and de-duplicated) by: system-property keys lose `zookeeper.`.
+fn canonical_key(key: &str) -> &str {
+    match key.strip_prefix("zookeeper.") {
+        Some(rest) if SYSPROP_KEYS_USED.contains(&rest) || is_unused_sysprop(rest) => rest,
+        _ => key,
+    }
+}
+
+/// Whitespace as java.util.Properties sees it.
+fn is_prop_space(c: char) -> bool {
+    c == ' ' || c == '\t' || c == '\x0c'
+}
+
+/// Joins physical lines into logical ones, as java.util.Properties does: leading whitespace
+/// is dropped, blank and comment lines are skipped (a comment never continues), and an odd
+/// number of trailing backslashes joins the next line (minus its leading whitespace).
+/// Each logical line comes with the number of the physical line it starts on.
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line_no = i + 1;
+        let stripped = raw.trim_start_matches(is_prop_space);
+        let (start, mut buf) = match pending.take() {
+            Some(p) => p,
+            None => {
+                if stripped.is_empty() || stripped.starts_with(['#', '!']) {
+                    continue;
+                }
+                (line_no, String::new())
+            }
+        };
+        let backslashes = stripped.chars().rev().take_while(|&c| c == '\\').count();
+        if backslashes % 2 == 1 {
+            buf.push_str(&stripped[..stripped.len() - 1]);
+            pending = Some((start, buf));
+        } else {
+            buf.push_str(stripped);
+            out.push((start, buf));
+        }
+    }
+    if let Some(p) = pending {
+        out.push(p);
+    }
+    out
+}
+
+/// Splits a logical line into its raw (still escaped) key and value. The key ends at the
+/// first unescaped `=`, `:` or whitespace; whitespace may be followed by one `=` or `:`.
+/// `None` when the line is a key alone.
+fn split_key_value(line: &str) -> Option<(&str, &str)> {
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        if c == '\\' {
+            escaped = true;
+        } else if c == '=' || c == ':' {
+            return Some((&line[..i], line[i + 1..].trim_start_matches(is_prop_space)));
+        } else if is_prop_space(c) {
+            let rest = line[i..].trim_start_matches(is_prop_space);
+            let rest = rest.strip_prefix(['=', ':']).unwrap_or(rest);
+            return Some((&line[..i], rest.trim_start_matches(is_prop_space)));
+        }
+    }
+    None
+}
+
+/// Resolves Java properties escapes. `None` for a malformed `\uXXXX`.
+fn unescape(s: &str) -> Option<String> {
+    if !s.contains('\\') {
+        return Some(s.to_string());
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\x0c'),
+            Some('u') => {
+                let mut code = 0u32;
+                for _ in 0..4 {
+                    code = code * 16 + chars.next()?.to_digit(16)?;
+                }
+                out.push(char::from_u32(code)?);
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    Some(out)
+}
+
+/// An integer as ZooKeeper accepts one: decimal, or hex with `0x`/`0X`/`#` (Java's
+/// Integer.decode, which system properties go through); an optional sign.
+fn parse_int(v: &str) -> Option<i64> {
+    let (neg, digits) = match v.as_bytes().first() {
+        Some(b'-') => (true, &v[1..]),
+        Some(b'+') => (false, &v[1..]),
+        _ => (false, v),
+    };
+    let hex = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")).or_else(|| digits.strip_prefix('#'));
+    let (digits, radix) = match hex {
+        Some(h) => (h, 16),
+        None => (digits, 10),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let n = i64::from_str_radix(digits, radix).ok()?;
+    Some(if neg { -n } else { n })
+}
+
+/// Parses a CPU list: comma-separated numbers and inclusive ranges, e.g. `1,2,3`, `1-3`, `0-1,4`.
+fn parse_cpu_list(v: &str) -> Result<Vec<usize>, String> {
+    const FORM: &str = "expected CPU numbers and ranges like 1,2,3 or 1-3";
+    let cpu = |s: &str| -> Result<usize, String> {
+        let n: usize = s.trim().parse().map_err(|_| format!("{:?} is not a CPU number ({FORM})", s.trim()))?;
+        if n > CPU_INDEX_MAX {
+            return Err(format!("CPU {n} is above the largest CPU number {CPU_INDEX_MAX}"));
+        }
+        Ok(n)
+    };
+    let mut out = Vec::new();
+    for part in v.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(format!("empty entry ({FORM})"));
+        }
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (cpu(a)?, cpu(b)?);
+                if a > b {
+                    return Err(format!("range {a}-{b} runs backwards"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(cpu(part)?),
+        }
+        if out.len() > CLIENT_CORES_MAX {
+            return Err(format!("more than {CLIENT_CORES_MAX} CPUs"));
+        }
+    }
+    Ok(out)
+}
+
+/// Checks `user:hash` where hash is base64 of a 20-byte SHA-1 digest (27 characters and `=`).
+fn check_super_digest(v: &str) -> Result<(), String> {
+    const FORM: &str = "expected user:base64(sha1(user:password)), e.g. super:lK75jTNcA+U9vtVEw5vB51mj/w4=";
+    let Some((user, hash)) = v.split_once(':') else {
+        return Err(format!("no ':' ({FORM})"));
+    };
+    if user.is_empty() {
+        return Err(format!("empty user name ({FORM})"));
+    }
+    let b64 = |c: u8| -> Option<u8> {
+        match c {
+            b'A'..=b'Z' => Some(c - b'A'),
+            b'a'..=b'z' => Some(c - b'a' + 26),
+            b'0'..=b'9' => Some(c - b'0' + 52),
+            b'+' => Some(62),
+            b'/' => Some(63),
+            _ => None,
+        }
+    };
+    let bytes = hash.as_bytes();
+    let well_formed = bytes.len() == 28
+        && bytes[27] == b'='
+        && bytes[..27].iter().all(|&c| b64(c).is_some())
+        // The last character carries 4 bits of the digest; its 2 low bits must be zero.
+        && b64(bytes[26]).is_some_and(|x| x & 0b11 == 0);
+    if !well_formed {
+        return Err(format!("the hash is not base64 of a 20-byte SHA-1 digest ({FORM})"));
+    }
+    Ok(())
+}
+
+/// One `key=value` entry, for checking its value.
+struct Entry<'a> {
+    origin: &'a str,
+    line: usize,
+    key: &'a str,
+    value: &'a str,
+}
+
+impl Entry<'_> {
+    fn bad(&self, why: impl Into<String>) -> ConfigError {
+        ConfigError::BadValue {
+            origin: self.origin.to_string(),
+            line: self.line,
+            key: self.key.to_string(),
+            value: self.value.to_string(),
+            why: why.into(),
+        }
+    }
+
+    /// An integer in [min, max]; `unit` (e.g. " ms") names what it counts.
+    fn int(&self, min: i64, max: i64, unit: &str) -> Result<i64, ConfigError> {
+        match parse_int(self.value) {
+            None if self.value.is_empty() => Err(self.bad("empty value; expected an integer")),
+            None => Err(self.bad("not an integer")),
+            Some(v) if v < min || v > max => Err(self.bad(format!("must be from {min} to {max}{unit}"))),
+            Some(v) => Ok(v),
+        }
+    }
+
+    fn u32(&self, min: u32, max: u32, unit: &str) -> Result<u32, ConfigError> {
+        self.int(min.into(), max.into(), unit).map(|v| v as u32)
+    }
+
+    fn usize(&self, min: usize, max: usize, unit: &str) -> Result<usize, ConfigError> {
+        let clip = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.int(clip(min), clip(max), unit).map(|v| v as usize)
+    }
+
+    fn boolean(&self) -> Result<bool, ConfigError> {
+        match self.value.to_ascii_lowercase().as_str() {
+            "true" | "yes" => Ok(true),
+            "false" | "no" => Ok(false),
+            _ => Err(self.bad("expected true/false or yes/no")),
+        }
+    }
+
+    fn path(&self) -> Result<PathBuf, ConfigError> {
+        if self.value.is_empty() {
+            return Err(self.bad("empty path"));
+        }
+        Ok(PathBuf::from(self.value))
+    }
+
+    /// minSessionTimeout / maxSessionTimeout: a positive number of ms, or -1 for the default.
+    fn session_timeout(&self) -> Result<Option<u32>, ConfigError> {
+        if parse_int(self.value) == Some(-1) {
+            return Ok(None);
+        }
+        self.u32(1, SESSION_TIMEOUT_MS_MAX, " ms (or -1 for the default)").map(Some)
+    }
+}
+
+impl Config {
+    /// Parses zoo.cfg text. `origin` names the text in messages (usually the file name).
+    /// Returns the config and the warnings the caller should log.
+    pub fn parse(text: &str, origin: &str) -> Result<(Config, Vec<String>), ConfigError> {
+        let mut warnings = Vec::new();
+        let available_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+
+        let mut tick_time_ms = TICK_TIME_MS_DEFAULT;
+        let mut data_dir: Option<PathBuf> = None;
+        let mut data_log_dir: Option<PathBuf> = None;
+        let mut client_port = CLIENT_PORT_DEFAULT;
+        let mut client_port_address = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        let mut max_client_cnxns = MAX_CLIENT_CNXNS_DEFAULT;
+        // Explicit session timeouts, with the line that set them.
+        let mut min_session: Option<(u32, usize)> = None;
+        let mut max_session: Option<(u32, usize)> = None;
+        let mut snap_count = SNAP_COUNT_DEFAULT;
+        let mut pre_alloc_size_kib = PRE_ALLOC_SIZE_KIB_DEFAULT;
+        let mut snap_retain = SNAP_RETAIN_COUNT_MIN;
+        let mut purge_interval_hours = 0u32;
+        let mut force_sync = true;
+        let mut extended_types_enabled = false;
+        let mut jute_max_buffer_bytes = JUTE_MAX_BUFFER_BYTES_DEFAULT;
+        let mut super_digest = None;
+        let mut container_check_interval_ms = CONTAINER_CHECK_INTERVAL_MS_DEFAULT;
+        let mut four_letter_words: Vec<String> = FOUR_LETTER_WORDS_DEFAULT.iter().map(|w| w.to_string()).collect();
+        let mut init_limit_ticks = INIT_LIMIT_TICKS_DEFAULT;
+        let mut sync_limit_ticks = SYNC_LIMIT_TICKS_DEFAULT;
+        let mut servers: Vec<(u64, String)> = Vec::new();
+        let mut client_cores: Option<usize> = None;
+        let mut cpu_pinning = true;
+        let mut client_cpus: Option<(Vec<usize>, usize, String)> = None;
+        let mut pipeline_cpu: Option<(usize, usize)> = None;
+        let mut channel_depth = CHANNEL_DEPTH_DEFAULT;
+        let mut batch_txns_max = BATCH_TXNS_DEFAULT;
+        let mut io_memory_bytes = IO_MEMORY_BYTES_DEFAULT;
+        let mut ring_depth = RING_DEPTH_DEFAULT;
+        // Canonical key → the line that first set it.
+        let mut seen: HashMap<String, usize> = HashMap::new();
+
+        for (line, text) in logical_lines(text) {
+            let syntax = || ConfigError::Syntax { origin: origin.to_string(), line, text: text.clone() };
+            let (raw_key, raw_value) = split_key_value(&text).ok_or_else(syntax)?;
+            let key = unescape(raw_key).ok_or_else(syntax)?;
+            let key = key.trim();
+            if key.is_empty() {
+                return Err(syntax());
+            }
+            let value = match unescape(raw_value) {
+                Some(v) => v,
+                None => {
+                    return Err(ConfigError::BadValue {
+                        origin: origin.to_string(),
+                        line,
+                        key: key.to_string(),
+                        value: raw_value.to_string(),
+                        why: "malformed \\uXXXX escape".into(),
+                    })
+                }
+            };
+            let value = value.trim();
+            let e = Entry { origin, line, key, value };
+
+            let canon = canonical_key(key);
+            let server_id = match canon.strip_prefix("server.") {
+                Some(n) => Some(n.parse::<u64>().map_err(|_| e.bad("server.N needs a numeric server id N"))?),
+                None => None,
+            };
+            let dedup_key = match server_id {
+                Some(id) => format!("server.{id}"),
+                None => canon.to_string(),
+            };
+            match seen.get(&dedup_key) {
+                Some(first) => warnings.push(format!(
+                    "{origin}: key '{key}' at line {line} was already set at line {first}; the last value wins"
+                )),
+                None => {
+                    seen.insert(dedup_key, line);
+                }
+            }
+
+            match canon {
+                "tickTime" => tick_time_ms = e.u32(1, TICK_TIME_MS_MAX, " ms")?,
+                "dataDir" => data_dir = Some(e.path()?),
+                "dataLogDir" => data_log_dir = Some(e.path()?),
+                "clientPort" => client_port = e.int(1, u16::MAX.into(), "")? as u16,
+                "clientPortAddress" => {
+                    let bare = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(value);
+                    client_port_address = bare.parse().map_err(|_| {
+                        e.bad("expected an IP address like 127.0.0.1 or ::1 (host names are not resolved)")
+                    })?;
+                }
+                "maxClientCnxns" => max_client_cnxns = e.u32(0, u32::MAX, " connections (0 = unlimited)")?,
+                "minSessionTimeout" => min_session = e.session_timeout()?.map(|v| (v, line)),
+                "maxSessionTimeout" => max_session = e.session_timeout()?.map(|v| (v, line)),
+                "snapCount" => snap_count = e.int(1, i64::MAX, " txns")? as u64,
+                "preAllocSize" => {
+                    pre_alloc_size_kib =
+                        e.int(PRE_ALLOC_SIZE_KIB_MIN as i64, PRE_ALLOC_SIZE_KIB_MAX as i64, " KiB")? as u64;
+                }
+                "autopurge.snapRetainCount" => {
+                    let v = e.u32(0, u32::MAX, " snapshots")?;
+                    if v < SNAP_RETAIN_COUNT_MIN {
+                        warnings.push(format!(
+                            "{origin}: autopurge.snapRetainCount {v} at line {line} is below the minimum; using {SNAP_RETAIN_COUNT_MIN}"
+                        ));
+                    }
+                    snap_retain = v.max(SNAP_RETAIN_COUNT_MIN);
+                }
+                // ZooKeeper disables purging for any value <= 0.
+                "autopurge.purgeInterval" => {
+                    purge_interval_hours = e.int(i32::MIN.into(), u32::MAX.into(), " hours")?.max(0) as u32
+                }
+                "forceSync" => force_sync = e.boolean()?,
+                "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
+                "jute.maxbuffer" => {
+                    jute_max_buffer_bytes = e.usize(JUTE_MAX_BUFFER_BYTES_MIN, JUTE_MAX_BUFFER_BYTES_MAX, " bytes")?;
+                }
+                "DigestAuthenticationProvider.superDigest" => {
+                    check_super_digest(value).map_err(|why| e.bad(why))?;
+                    super_digest = Some(value.to_string());
+                }
+                "znode.container.checkIntervalMs" => {
+                    container_check_interval_ms = e.int(1, CONTAINER_CHECK_INTERVAL_MS_MAX as i64, " ms")? as u64;
+                }
+                "4lw.commands.whitelist" => {
+                    four_letter_words =
+                        value.split(',').map(str::trim).filter(|w| !w.is_empty()).map(str::to_string).collect();
+                }
+                "initLimit" => init_limit_ticks = e.u32(1, u32::MAX, " ticks")?,
+                "syncLimit" => sync_limit_ticks = e.u32(1, u32::MAX, " ticks")?,
+                "ringkeeper.clientCores" => client_cores = Some(e.usize(1, CLIENT_CORES_MAX, " cores")?),
+                "ringkeeper.cpuPinning" => cpu_pinning = e.boolean()?,
+                "ringkeeper.clientCpus" => {
+                    let list = parse_cpu_list(value).map_err(|why| e.bad(why))?;
+                    client_cpus = Some((list, line, value.to_string()));
+                }
+                "ringkeeper.pipelineCpu" => pipeline_cpu = Some((e.usize(0, CPU_INDEX_MAX, "")?, line)),
+                "ringkeeper.channelDepth" => channel_depth = e.usize(1, CHANNEL_DEPTH_MAX, " messages")?,
+                "ringkeeper.batchTxnsMax" => batch_txns_max = e.usize(1, BATCH_TXNS_LIMIT, " txns")?,
+                "ringkeeper.ioMemoryBytes" => {
+                    io_memory_bytes = e.usize(IO_MEMORY_BYTES_MIN, IO_MEMORY_BYTES_MAX, " bytes")?
+                }
+                "ringkeeper.ringDepth" => {
+                    ring_depth = e.usize(RING_DEPTH_MIN, RING_DEPTH_MAX, " entries")?;
+                    if !ring_depth.is_power_of_two() {
+                        return Err(e.bad(format!("must be a power of two from {RING_DEPTH_MIN} to {RING_DEPTH_MAX}")));
+                    }
+                }
+                _ if server_id.is_some() => {
+                    if value.is_empty() {
+                        return Err(e.bad("empty server address; expected host:quorumPort:electionPort"));
+                    }
+                    let id = server_id.unwrap_or_default();
+                    match servers.iter_mut().find(|(n, _)| *n == id) {
+                        Some(s) => s.1 = value.to_string(),
+                        None => servers.push((id, value.to_string())),
+                    }
+                }
+                "secureClientPort" | "secureClientPortAddress" => warnings.push(format!(
+                    "{origin}: {key} at line {line} is not used: ringkeeper does not serve TLS (ignored)"
+                )),
+                "skipACL" if e.boolean().unwrap_or(false) => warnings.push(format!(
+                    "{origin}: skipACL at line {line} is not used: ringkeeper always checks ACLs (ignored)"
+                )),
+                k if ZOOCFG_KEYS_UNUSED.contains(&k) || is_unused_sysprop(k) => {}
+                _ => warnings.push(format!("{origin}: unknown key '{key}' at line {line} (ignored)")),
+            }
+        }
+
+        let data_dir =
+            data_dir.ok_or_else(|| ConfigError::Missing { origin: origin.to_string(), key: "dataDir".into() })?;
+
+        let min_session_timeout_ms =
+            min_session.map_or(tick_time_ms.saturating_mul(MIN_SESSION_TIMEOUT_TICKS_DEFAULT), |(v, _)| v);
+        let max_session_timeout_ms =
+            max_session.map_or(tick_time_ms.saturating_mul(MAX_SESSION_TIMEOUT_TICKS_DEFAULT), |(v, _)| v);
+        if min_session_timeout_ms > max_session_timeout_ms {
+            let describe = |name: &str, v: u32, set: Option<(u32, usize)>, ticks: u32| match set {
+                Some((_, l)) => format!("{name} ({v} ms, line {l})"),
+                None => format!("{name} ({v} ms, the default {ticks} × tickTime)"),
+            };
+            let why = format!(
+                "{} is greater than {}",
+                describe("minSessionTimeout", min_session_timeout_ms, min_session, MIN_SESSION_TIMEOUT_TICKS_DEFAULT),
+                describe("maxSessionTimeout", max_session_timeout_ms, max_session, MAX_SESSION_TIMEOUT_TICKS_DEFAULT),
+            );
+            // Blame the later of the explicit settings (at least one is explicit).
+            let blame = match (min_session, max_session) {
+                (Some((v, ml)), Some((_, xl))) if ml > xl => Some(("minSessionTimeout", v, ml)),
+                (_, Some((v, xl))) => Some(("maxSessionTimeout", v, xl)),
+                (Some((v, ml)), None) => Some(("minSessionTimeout", v, ml)),
+                (None, None) => None,
+            };
+            return Err(match blame {
+                Some((key, v, line)) => ConfigError::BadValue {
+                    origin: origin.to_string(),
+                    line,
+                    key: key.into(),
+                    value: v.to_string(),
+                    why,
+                },
+                None => ConfigError::Invalid { origin: origin.to_string(), why },
+            });
+        }
+
+        let client_cores = match (client_cores, &client_cpus) {
+            (Some(n), Some((list, line, raw))) if list.len() != n => {
+                return Err(ConfigError::BadValue {
+                    origin: origin.to_string(),
+                    line: *line,
+                    key: "ringkeeper.clientCpus".into(),
+                    value: raw.clone(),
+                    why: format!(
+                        "lists {} CPUs but ringkeeper.clientCores is {n}: give one CPU per client core",
+                        list.len()
+                    ),
+                });
+            }
+            (Some(n), _) => n,
+            // Without clientCores, the CPU list says how many client cores there are.
+            (None, Some((list, _, _))) => list.len(),
+            (None, None) => available_cpus.saturating_sub(1).clamp(1, CLIENT_CORES_MAX),
+        };
+        if let Some((list, line, _)) = &client_cpus {
+            let mut sorted = list.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if sorted.len() != list.len() {
+                warnings.push(format!(
+                    "{origin}: ringkeeper.clientCpus at line {line} names a CPU twice; those client cores will share it"
+                ));
+            }
+            let pipeline = pipeline_cpu.map_or(0, |(c, _)| c);
+            if cpu_pinning && list.contains(&pipeline) {
+                warnings.push(format!(
+                    "{origin}: ringkeeper.clientCpus at line {line} includes the pipeline CPU {pipeline}; they will share it"
+                ));
+            }
+        }
+        if !cpu_pinning {
+            let lines: Vec<String> = [client_cpus.as_ref().map(|c| c.1), pipeline_cpu.map(|p| p.1)]
+                .into_iter()
+                .flatten()
+                .map(|l| l.to_string())
+                .collect();
+            if !lines.is_empty() {
+                warnings.push(format!(
+                    "{origin}: CPU numbers (line {}) have no effect with ringkeeper.cpuPinning=false",
+                    lines.join(", ")
+                ));
+            }
+        }
+
+        let config = Config {
+            tick_time_ms,
+            data_log_dir: data_log_dir.unwrap_or_else(|| data_dir.clone()),
+            data_dir,
+            client_port,
+            client_port_address,
+            max_client_cnxns,
+            min_session_timeout_ms,
+            max_session_timeout_ms,
+            snap_count,
+            pre_alloc_size_bytes: pre_alloc_size_kib * 1024,
+            autopurge_snap_retain_count: snap_retain,
+            autopurge_purge_interval_hours: purge_interval_hours,
+            force_sync,
+            extended_types_enabled,
+            jute_max_buffer_bytes,
+            super_digest,
+            container_check_interval_ms,
+            four_letter_words,
+            init_limit_ticks,
+            sync_limit_ticks,
+            servers,
+            client_cores,
+            cpu_pinning,
+            client_cpus: client_cpus.map(|(list, _, _)| list),
+            pipeline_cpu: pipeline_cpu.map(|(c, _)| c),
+            channel_depth,
+            batch_txns_max,
+            io_memory_bytes,
+            ring_depth,
+        };
+        Ok((config, warnings))
+    }
+
+    /// Reads and parses a zoo.cfg file.
+    pub fn load(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Io { path: path.to_path_buf(), err })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// The embedded default. It is our own constant (a unit test parses it), so failing to
+    /// parse it is a bug in ringkeeper, not a user error.
+    pub fn embedded_default() -> Config {
+        match Config::parse(EMBEDDED_DEFAULT_CFG, EMBEDDED_DEFAULT_ORIGIN) {
+            Ok((config, warnings)) => {
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+                config
+            }
+            Err(e) => panic!("bug: the embedded default config is invalid: {e}"),
+        }
+    }
+
+    /// The address the client port listens on.
+    pub fn client_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.client_port_address, self.client_port)
+    }
+
+    /// Clamp a requested session timeout to [min, max] as ZooKeeper does (min first, then max).
+    pub fn negotiate_session_timeout(&self, requested_ms: i32) -> i32 {
+        let min = i32::try_from(self.min_session_timeout_ms).unwrap_or(i32::MAX);
+        let max = i32::try_from(self.max_session_timeout_ms).unwrap_or(i32::MAX);
+        let mut t = requested_ms;
+        if t < min {
+            t = min;
+        }
+        if t > max {
+            t = max;
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<(Config, Vec<String>), ConfigError> {
+        Config::parse(text, "test.cfg")
+    }
+
+    fn ok(text: &str) -> (Config, Vec<String>) {
+        match parse(text) {
+            Ok(r) => r,
+            Err(e) => panic!("{text:?}: {e}"),
+        }
+    }
+
+    fn quiet(text: &str) -> Config {
+        let (c, w) = ok(text);
+        assert!(w.is_empty(), "{text:?}: {w:?}");
+        c
+    }
+
+    #[test]
+    fn embedded_default_parses_without_warnings() {
+        let c = quiet(EMBEDDED_DEFAULT_CFG);
+        assert_eq!(c.tick_time_ms, 2000);
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert_eq!(c.data_log_dir, c.data_dir);
+        assert_eq!(c.client_addr(), "127.0.0.1:2181".parse::<SocketAddr>().unwrap());
+        assert_eq!(c.max_client_cnxns, 60);
+        assert_eq!((c.min_session_timeout_ms, c.max_session_timeout_ms), (4000, 40000));
+        assert_eq!(c.snap_count, 100_000);
+        assert_eq!(c.pre_alloc_size_bytes, 64 * 1024 * 1024);
+        assert_eq!((c.autopurge_snap_retain_count, c.autopurge_purge_interval_hours), (3, 0));
+        assert!(c.force_sync && !c.extended_types_enabled);
+        assert_eq!(c.jute_max_buffer_bytes, 0xfffff);
+        assert_eq!(c.super_digest, None);
+        assert_eq!(c.container_check_interval_ms, 60_000);
+        assert_eq!(c.four_letter_words, vec!["srvr".to_string()]);
+        assert_eq!((c.init_limit_ticks, c.sync_limit_ticks), (10, 5));
+        assert!(c.servers.is_empty());
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(c.client_cores, (cpus - 1).max(1));
+        assert!(c.cpu_pinning);
+        assert_eq!((c.client_cpus.clone(), c.pipeline_cpu), (None, None));
+        assert_eq!((c.channel_depth, c.batch_txns_max), (1024, 1024));
+        assert_eq!((c.io_memory_bytes, c.ring_depth), (2 * 1024 * 1024, 128));
+        let e = Config::embedded_default();
+        assert_eq!(e.client_addr(), c.client_addr());
+    }
+
+    #[test]
+    fn every_key_parses() {
+        let c = quiet(
+            "tickTime=500\n\
+             dataDir=/d\n\
+             dataLogDir=/l\n\
+             clientPort=2999\n\
+             clientPortAddress=::1\n\
+             maxClientCnxns=0\n\
+             minSessionTimeout=1500\n\
+             maxSessionTimeout=30000\n\
+             snapCount=10\n\
+             preAllocSize=1024\n\
+             autopurge.snapRetainCount=5\n\
+             autopurge.purgeInterval=24\n\
+             forceSync=no\n\
+             zookeeper.extendedTypesEnabled=TRUE\n\
+             jute.maxbuffer=4096\n\
+             zookeeper.DigestAuthenticationProvider.superDigest=super:lK75jTNcA+U9vtVEw5vB51mj/w4=\n\
+             znode.container.checkIntervalMs=1000\n\
+             4lw.commands.whitelist=srvr, ruok ,stat\n\
+             initLimit=20\n\
+             syncLimit=10\n\
+             server.1=10.0.0.1:2888:3888\n\
+             server.2=10.0.0.2:2888:3888;2181\n\
+             ringkeeper.clientCores=3\n\
+             ringkeeper.cpuPinning=Yes\n\
+             ringkeeper.clientCpus=1-2,5\n\
+             ringkeeper.pipelineCpu=4\n\
+             ringkeeper.channelDepth=64\n\
+             ringkeeper.batchTxnsMax=256\n\
+             ringkeeper.ioMemoryBytes=1048576\n\
+             ringkeeper.ringDepth=256\n",
+        );
+        assert_eq!(c.tick_time_ms, 500);
+        assert_eq!((c.data_dir.to_str(), c.data_log_dir.to_str()), (Some("/d"), Some("/l")));
+        assert_eq!(c.client_addr(), "[::1]:2999".parse::<SocketAddr>().unwrap());
+        assert_eq!(c.max_client_cnxns, 0);
+        assert_eq!((c.min_session_timeout_ms, c.max_session_timeout_ms), (1500, 30000));
+        assert_eq!(c.snap_count, 10);
+        assert_eq!(c.pre_alloc_size_bytes, 1024 * 1024);
+        assert_eq!((c.autopurge_snap_retain_count, c.autopurge_purge_interval_hours), (5, 24));
+        assert!(!c.force_sync && c.extended_types_enabled);
+        assert_eq!(c.jute_max_buffer_bytes, 4096);
+        assert_eq!(c.super_digest.as_deref(), Some("super:lK75jTNcA+U9vtVEw5vB51mj/w4="));
+        assert_eq!(c.container_check_interval_ms, 1000);
+        assert_eq!(c.four_letter_words, vec!["srvr", "ruok", "stat"]);
+        assert_eq!((c.init_limit_ticks, c.sync_limit_ticks), (20, 10));
+        assert_eq!(c.servers, vec![(1, "10.0.0.1:2888:3888".to_string()), (2, "10.0.0.2:2888:3888;2181".to_string())]);
+        assert_eq!(c.client_cores, 3);
+        assert!(c.cpu_pinning);
+        assert_eq!(c.client_cpus, Some(vec![1, 2, 5]));
+        assert_eq!(c.pipeline_cpu, Some(4));
+        assert_eq!((c.channel_depth, c.batch_txns_max), (64, 256));
+        assert_eq!((c.io_memory_bytes, c.ring_depth), (1 << 20, 256));
+    }
+
+    #[test]
+    fn system_property_keys_take_either_form() {
+        let c = quiet(
+            "dataDir=/d\nzookeeper.snapCount=7\nzookeeper.preAllocSize=8\nzookeeper.forceSync=false\n\
+             extendedTypesEnabled=yes\nzookeeper.jute.maxbuffer=0x2000\n\
+             DigestAuthenticationProvider.superDigest=admin:lK75jTNcA+U9vtVEw5vB51mj/w4=\n\
+             zookeeper.4lw.commands.whitelist=*\nzookeeper.znode.container.checkIntervalMs=5\n",
+        );
+        assert_eq!((c.snap_count, c.pre_alloc_size_bytes), (7, 8192));
+        assert!(!c.force_sync && c.extended_types_enabled);
+        assert_eq!(c.jute_max_buffer_bytes, 0x2000);
+        assert_eq!(c.super_digest.as_deref(), Some("admin:lK75jTNcA+U9vtVEw5vB51mj/w4="));
+        assert_eq!(c.four_letter_words, vec!["*"]);
+        assert_eq!(c.container_check_interval_ms, 5);
+        // Both forms are the same key.
+        let (c, w) = ok("dataDir=/d\nsnapCount=7\nzookeeper.snapCount=9\n");
+        assert_eq!(c.snap_count, 9);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("'zookeeper.snapCount' at line 3 was already set at line 2"), "{w:?}");
+    }
+
+    #[test]
+    fn properties_syntax() {
+        let c = quiet(
+            "# comment\n! also a comment\n\n   \t\n  tickTime = 1000  \r\n\
+             dataDir: /var/zk\n\
+             clientPort 2182\n\
+             clientPortAddress\t:\t10.1.2.3\n\
+             dataLogDir=/long\\\n      /path\\u0041\n\
+             # a comment ending in a backslash does not continue \\\n\
+             maxClientCnxns=7\n\
+             server.3=a\\:b\n",
+        );
+        assert_eq!(c.tick_time_ms, 1000);
+        assert_eq!(c.data_dir, PathBuf::from("/var/zk"));
+        assert_eq!(c.client_port, 2182);
+        assert_eq!(c.client_port_address, "10.1.2.3".parse::<IpAddr>().unwrap());
+        assert_eq!(c.data_log_dir, PathBuf::from("/long/pathA"));
+        assert_eq!(c.max_client_cnxns, 7);
+        assert_eq!(c.servers, vec![(3, "a:b".to_string())]);
+        // An escaped separator belongs to the key; an even run of backslashes does not continue.
+        let (_, w) = ok("dataDir=/d\\\\\nweird\\=key=1\n");
+        assert!(w[0].contains("unknown key 'weird=key' at line 2"), "{w:?}");
+        // A value may be empty where that means something.
+        assert!(quiet("dataDir=/d\n4lw.commands.whitelist=\n").four_letter_words.is_empty());
+        // Relative paths stay relative (to the working directory).
+        assert_eq!(quiet("dataDir=data\n").data_dir, PathBuf::from("data"));
+    }
+
+    #[test]
+    fn unknown_keys_warn_and_known_zookeeper_keys_do_not() {
+        let (_, w) = ok("dataDir=/d\nfoo=1\nzookeeper.bogus=2\n");
+        assert_eq!(
+            w,
+            vec![
+                "test.cfg: unknown key 'foo' at line 2 (ignored)".to_string(),
+                "test.cfg: unknown key 'zookeeper.bogus' at line 3 (ignored)".to_string(),
+            ]
+        );
+        quiet(
+            "dataDir=/d\ninitLimit=10\nsyncLimit=5\nserver.1=127.0.0.1:2888:3888\nadmin.serverPort=8080\n\
+             admin.enableServer=false\n4lw.commands.whitelist=*\nmetricsProvider.className=x\n\
+             metricsProvider.httpPort=7000\nstandaloneEnabled=true\nreconfigEnabled=false\n\
+             quorumListenOnAllIPs=false\nelectionAlg=3\npeerType=participant\nclientPortListenBacklog=50\n\
+             globalOutstandingLimit=1000\nsyncEnabled=true\nzookeeper.admin.idleTimeout=30000\n\
+             skipACL=no\nquorum.auth.enableSasl=false\n",
+        );
+        let (_, w) = ok("dataDir=/d\nsecureClientPort=2281\nskipACL=yes\n");
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("secureClientPort at line 2") && w[0].contains("TLS"), "{w:?}");
+        assert!(w[1].contains("skipACL at line 3"), "{w:?}");
+    }
+
+    #[test]
+    fn duplicate_keys_warn_and_the_last_wins() {
+        let (c, w) = ok("dataDir=/a\ntickTime=100\ndataDir=/b\nserver.1=x\nserver.01=y\n");
+        assert_eq!(c.data_dir, PathBuf::from("/b"));
+        assert_eq!(c.servers, vec![(1, "y".to_string())]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("'dataDir' at line 3 was already set at line 1"), "{w:?}");
+        assert!(w[1].contains("'server.01' at line 5 was already set at line 4"), "{w:?}");
+    }
+
+    #[test]
+    fn bad_values_name_line_and_key() {
+        let cases: &[(&str, &str)] = &[
+            ("tickTime", "abc"),
+            ("tickTime", "0"),
+            ("tickTime", "-5"),
+            ("tickTime", "3600001"),
+            ("tickTime", ""),
+            ("dataDir", ""),
+            ("dataLogDir", ""),
+            ("clientPort", "0"),
+            ("clientPort", "65536"),
+            ("clientPort", "21 81"),
+            ("clientPortAddress", "example.com"),
+            ("maxClientCnxns", "-1"),
+            ("minSessionTimeout", "0"),
+            ("maxSessionTimeout", "-2"),
+            ("maxSessionTimeout", "2147483648"),
+            ("snapCount", "0"),
+            ("preAllocSize", "0"),
+            ("preAllocSize", "99999999999"),
+            ("autopurge.snapRetainCount", "x"),
+            ("autopurge.purgeInterval", "1.5"),
+            ("forceSync", "maybe"),
+            ("zookeeper.extendedTypesEnabled", "1"),
+            ("jute.maxbuffer", "1023"),
+            ("jute.maxbuffer", "268435457"),
+            ("jute.maxbuffer", "0xzz"),
+            ("zookeeper.DigestAuthenticationProvider.superDigest", "nocolon"),
+            ("zookeeper.DigestAuthenticationProvider.superDigest", ":lK75jTNcA+U9vtVEw5vB51mj/w4="),
+            ("zookeeper.DigestAuthenticationProvider.superDigest", "super:abc="),
+            ("zookeeper.DigestAuthenticationProvider.superDigest", "super:lK75jTNcA+U9vtVEw5vB51mj/w4"),
+            ("zookeeper.DigestAuthenticationProvider.superDigest", "super:lK75jTNcA+U9vtVEw5vB51mj/w5="),
+            ("zookeeper.DigestAuthenticationProvider.superDigest", "super:lK75jTNcA+U9vtVEw5vB51mj*w4="),
+            ("znode.container.checkIntervalMs", "0"),
+            ("initLimit", "0"),
+            ("syncLimit", "x"),
+            ("server.x", "a:1:2"),
+            ("server.1", ""),
+            ("ringkeeper.clientCores", "0"),
+            ("ringkeeper.clientCores", "257"),
+            ("ringkeeper.cpuPinning", "on"),
+            ("ringkeeper.clientCpus", ""),
+            ("ringkeeper.clientCpus", "1,,2"),
+            ("ringkeeper.clientCpus", "3-1"),
+            ("ringkeeper.clientCpus", "a"),
+            ("ringkeeper.clientCpus", "1024"),
+            ("ringkeeper.clientCpus", "0-300"),
+            ("ringkeeper.pipelineCpu", "-1"),
+            ("ringkeeper.pipelineCpu", "1024"),
+            ("ringkeeper.channelDepth", "0"),
+            ("ringkeeper.batchTxnsMax", "0"),
+            ("ringkeeper.batchTxnsMax", "65537"),
+            ("ringkeeper.ioMemoryBytes", "1000"),
+            ("ringkeeper.ringDepth", "100"),
+            ("ringkeeper.ringDepth", "65536"),
+            ("ringkeeper.ringDepth", "4"),
+            ("dataLogDir", "/x\\u00zz"),
+        ];
+        for (key, value) in cases {
+            let text = format!("dataDir=/d\n# comment\n\n{key}={value}\ntickTime=2000\n");
+            match parse(&text) {
+                Err(ConfigError::BadValue { origin, line, key: k, value: v, why }) => {
+                    assert_eq!((origin.as_str(), line, k.as_str()), ("test.cfg", 4, *key), "{text:?}");
+                    assert_eq!(v, *value);
+                    assert!(!why.is_empty());
+                }
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn missing_syntax_and_cross_key_errors() {
+        assert!(matches!(parse("tickTime=2000\n"), Err(ConfigError::Missing { ref key, .. }) if key == "dataDir"));
+        assert!(matches!(parse(""), Err(ConfigError::Missing { .. })));
+        for (text, line) in
+            [("dataDir=/d\njustaword\n", 2), ("dataDir=/d\n\n=value\n", 3), ("  :x\n", 1), ("a\\u12=b\n", 1)]
+        {
+            match parse(text) {
+                Err(ConfigError::Syntax { line: l, .. }) => assert_eq!(l, line, "{text:?}"),
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+        // min > max: blame the later explicit line.
+        match parse("dataDir=/d\nminSessionTimeout=9000\nmaxSessionTimeout=5000\n") {
+            Err(ConfigError::BadValue { line: 3, key, .. }) => assert_eq!(key, "maxSessionTimeout"),
+            other => panic!("{other:?}"),
+        }
+        match parse("dataDir=/d\nmaxSessionTimeout=5000\nminSessionTimeout=9000\n") {
+            Err(ConfigError::BadValue { line: 3, key, .. }) => assert_eq!(key, "minSessionTimeout"),
+            other => panic!("{other:?}"),
+        }
+        // An explicit min above the default max (20 × tickTime).
+        match parse("dataDir=/d\ntickTime=100\nminSessionTimeout=3000\n") {
+            Err(e @ ConfigError::BadValue { line: 3, .. }) => assert!(e.to_string().contains("20 × tickTime"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        // clientCpus must have one CPU per client core.
+        match parse("dataDir=/d\nringkeeper.clientCores=2\nringkeeper.clientCpus=1\n") {
+            Err(ConfigError::BadValue { line: 3, key, .. }) => assert_eq!(key, "ringkeeper.clientCpus"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn messages_name_file_line_and_key() {
+        let e = parse("dataDir=/d\nclientPort=70000\n").unwrap_err();
+        assert_eq!(e.to_string(), "test.cfg:2: bad value \"70000\" for clientPort: must be from 1 to 65535");
+        let e = parse("dataDir=/d\nhello\n").unwrap_err();
+        assert_eq!(e.to_string(), "test.cfg:2: expected `key=value` or `key: value`, found \"hello\"");
+        assert_eq!(parse("").unwrap_err().to_string(), "test.cfg: required key dataDir is not set");
+        let e = Config::load(Path::new("/nonexistent/ringkeeper/zoo.cfg")).unwrap_err();
+        assert!(matches!(e, ConfigError::Io { .. }));
+        assert!(e.to_string().starts_with("cannot read config file /nonexistent/ringkeeper/zoo.cfg: "), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn load_reads_a_file() {
+        let path = std::env::temp_dir().join(format!("ringkeeper-config-test-{}.cfg", std::process::id()));
+        std::fs::write(&path, "dataDir=/d\nclientPort=3000\nbogus=1\n").unwrap();
+        let r = Config::load(&path);
+        std::fs::remove_file(&path).unwrap();
+        let (c, w) = r.unwrap();
+        assert_eq!(c.client_port, 3000);
+        assert_eq!(w, vec![format!("{}: unknown key 'bogus' at line 3 (ignored)", path.display())]);
+    }
+
+    #[test]
+    fn timeouts_default_from_tick_time_and_clamp() {
+        let c = quiet("dataDir=/d\ntickTime=500\n");
+        assert_eq!((c.min_session_timeout_ms, c.max_session_timeout_ms), (1000, 10000));
+        assert_eq!(c.negotiate_session_timeout(100), 1000);
+        assert_eq!(c.negotiate_session_timeout(-5), 1000);
+        assert_eq!(c.negotiate_session_timeout(i32::MIN), 1000);
+        assert_eq!(c.negotiate_session_timeout(5000), 5000);
+        assert_eq!(c.negotiate_session_timeout(60_000), 10_000);
+        assert_eq!(c.negotiate_session_timeout(i32::MAX), 10_000);
+        // -1 means the default, as in ZooKeeper; one explicit bound keeps the other's default.
+        let c = quiet("dataDir=/d\ntickTime=500\nminSessionTimeout=-1\nmaxSessionTimeout=-1\n");
+        assert_eq!((c.min_session_timeout_ms, c.max_session_timeout_ms), (1000, 10000));
+        let c = quiet("dataDir=/d\nmaxSessionTimeout=90000\n");
+        assert_eq!((c.min_session_timeout_ms, c.max_session_timeout_ms), (4000, 90000));
+        // Huge tick times saturate rather than overflow, and clamp within i32.
+        let c = quiet("dataDir=/d\ntickTime=3600000\nmaxSessionTimeout=2147483647\n");
+        assert_eq!(c.min_session_timeout_ms, 7_200_000);
+        assert_eq!(c.negotiate_session_timeout(i32::MAX), i32::MAX);
+        // A hand-built inverted range does not panic (ZooKeeper's order: min, then max).
+        let mut c = c;
+        c.min_session_timeout_ms = 5000;
+        c.max_session_timeout_ms = 1000;
+        assert_eq!(c.negotiate_session_timeout(3000), 1000);
+        c.max_session_timeout_ms = u32::MAX;
+        assert_eq!(c.negotiate_session_timeout(i32::MAX), i32::MAX);
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("1,2,3"), Ok(vec![1, 2, 3]));
+        assert_eq!(parse_cpu_list("1-3"), Ok(vec![1, 2, 3]));
+        assert_eq!(parse_cpu_list(" 0-1 , 4 ,6-6"), Ok(vec![0, 1, 4, 6]));
+        assert_eq!(parse_cpu_list("7"), Ok(vec![7]));
+        assert_eq!(parse_cpu_list("1023"), Ok(vec![1023]));
+        assert!(parse_cpu_list("").is_err());
+        assert!(parse_cpu_list("1,").is_err());
+        assert!(parse_cpu_list("1-").is_err());
+        assert!(parse_cpu_list("-1").is_err());
+        assert!(parse_cpu_list("2-1").is_err());
+        assert!(parse_cpu_list("0-1023").is_err());
+        // Without clientCores, the list sets the number of client cores.
+        let c = quiet("dataDir=/d\nringkeeper.clientCpus=2-4\n");
+        assert_eq!((c.client_cores, c.client_cpus), (3, Some(vec![2, 3, 4])));
+        // Shared CPUs warn.
+        let (_, w) = ok("dataDir=/d\nringkeeper.clientCpus=1,1\n");
+        assert!(w.len() == 1 && w[0].contains("names a CPU twice"), "{w:?}");
+        let (_, w) = ok("dataDir=/d\nringkeeper.pipelineCpu=2\nringkeeper.clientCpus=1-2\n");
+        assert!(w.len() == 1 && w[0].contains("pipeline CPU 2"), "{w:?}");
+        let (_, w) = ok("dataDir=/d\nringkeeper.clientCpus=0\n");
+        assert!(w.len() == 1 && w[0].contains("pipeline CPU 0"), "{w:?}");
+        // CPU numbers without pinning are pointless.
+        let (c, w) = ok("dataDir=/d\nringkeeper.cpuPinning=false\nringkeeper.clientCpus=0\nringkeeper.pipelineCpu=0\n");
+        assert!(!c.cpu_pinning);
+        assert!(w.len() == 1 && w[0].contains("line 3, 4") && w[0].contains("cpuPinning=false"), "{w:?}");
+    }
+
+    #[test]
+    fn snapshots_purging_and_sizes() {
+        let (c, w) = ok("dataDir=/d\nautopurge.snapRetainCount=1\nautopurge.purgeInterval=-3\n");
+        assert_eq!((c.autopurge_snap_retain_count, c.autopurge_purge_interval_hours), (3, 0));
+        assert_eq!(
+            w,
+            vec!["test.cfg: autopurge.snapRetainCount 1 at line 2 is below the minimum; using 3".to_string()]
+        );
+        let c = quiet("dataDir=/d\npreAllocSize=4\njute.maxbuffer=0xfffff\nsnapCount=#10\n");
+        assert_eq!((c.pre_alloc_size_bytes, c.jute_max_buffer_bytes, c.snap_count), (4096, 0xfffff, 16));
+        let c = quiet("dataDir=/d\nclientPortAddress=[::]\n");
+        assert_eq!(c.client_addr(), "[::]:2181".parse::<SocketAddr>().unwrap());
+    }
+
+    #[test]
+    fn odd_input_never_panics() {
+        let pieces = [
+            "", "=", ":", " ", "\\", "\\u", "\\u12", "\\uD800", "ä", "ö=ü", "#", "!", "\r", "\t", "server.", "0x", "-",
+            "+", "#x",
+        ];
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    let text = format!("{a}{b}{c}\n{b}{c}\\\n{a}");
+                    let _ = parse(&text);
+                    let _ = parse(&format!("dataDir=/d\ntickTime={a}{b}{c}\nringkeeper.clientCpus={c}{b}"));
+                }
+            }
+        }
+        assert_eq!(parse_int("-"), None);
+        assert_eq!(parse_int("0x"), None);
+        assert_eq!(parse_int("99999999999999999999"), None);
+        assert_eq!(parse_int("-0x10"), Some(-16));
+    }
+}

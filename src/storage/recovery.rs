@@ -1,0 +1,397 @@
+//! Recovery at startup: find the newest snapshot whose checksum verifies, read every log
+//! record after it, cut (and zero on disk) a torn batch at the tail of the last segment, and
+//! tell the log writer where to continue. Runs on the main thread before executors start, so
+//! it uses blocking std::fs. Rules: a damaged snapshot is skipped for an older one (with a
+//! warning); a torn tail is cut with a warning; any other damage, a zxid gap, or logs that do
+//! not reach back to the chosen snapshot stop the server with an error naming the file.
+
+use super::files::{fsync_dir, list_segments, list_snapshots, segment_index_for};
+use super::log::{scan_segment_file, LogError};
+use super::snapshot::{decode_snapshot, verify_snapshot, SnapshotError, SNAPSHOT_PREFIX, SNAPSHOT_TMP_SUFFIX};
+use crate::tree::DataTree;
+use crate::txn::{apply::apply, codec};
+use bytes::Bytes;
+use std::fmt;
+use std::fs;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Where the log writer continues.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogTail {
+    /// The segment to append to; None: start a new segment named by the next zxid.
+    pub segment: Option<PathBuf>,
+    /// Block-aligned offset of the next batch in `segment` (0 when `segment` is None).
+    pub next_offset: u64,
+}
+
+/// Everything a core needs to rebuild its DataTree. Send: the server hands it to every core.
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    /// Raw bytes of the newest valid snapshot (None: start from an empty tree).
+    pub snapshot: Option<Bytes>,
+    /// Zxid the snapshot is exact at (0 without one).
+    pub snapshot_zxid: i64,
+    /// Every log record with zxid > snapshot_zxid, in zxid order without gaps.
+    pub records: Vec<Bytes>,
+    /// Zxid of the last txn (snapshot_zxid when no record follows it).
+    pub last_zxid: i64,
+    pub tail: LogTail,
+    /// What recovery repaired or skipped (also logged with tracing::warn!).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug)]
+pub enum RecoveryError {
+    Io { path: PathBuf, source: io::Error },
+    Log(LogError),
+    /// The logs do not hold every txn after the snapshot recovery starts from.
+    MissingTxns { snapshot_zxid: i64, first_missing_zxid: i64, detail: String },
+    /// The snapshot chosen by recover() failed to decode (rebuild_tree).
+    Snapshot(SnapshotError),
+    /// A record whose batch checksum is fine but which does not decode.
+    BadRecord { zxid: i64, error: codec::TxnDecodeError },
+}
+
+impl fmt::Display for RecoveryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecoveryError::Io { path, source } => write!(f, "recovery: {}: {source}", path.display()),
+            RecoveryError::Log(e) => write!(f, "recovery: {e}"),
+            RecoveryError::MissingTxns { snapshot_zxid, first_missing_zxid, detail } => write!(
+                f,
+                "recovery: the txn logs do not hold zxid {first_missing_zxid:#x} (needed to replay after the \
+                 snapshot at {snapshot_zxid:#x}): {detail}. The server will not start without it"
+            ),
+            RecoveryError::Snapshot(e) => write!(f, "recovery: {e}"),
+            RecoveryError::BadRecord { zxid, error } => write!(f, "recovery: log record {zxid:#x}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for RecoveryError {}
+
+impl From<LogError> for RecoveryError {
+    fn from(e: LogError) -> Self {
+        RecoveryError::Log(e)
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecoveryError + '_ {
+    move |source| RecoveryError::Io { path: path.to_path_buf(), source }
+}
+
+fn warn(warnings: &mut Vec<String>, msg: String) {
+    tracing::warn!("{msg}");
+    warnings.push(msg);
+}
+
+/// Removes `snapshot.*.tmp` files a crash left behind (safe: no writer runs yet).
+fn remove_stale_temps(data_dir: &Path, warnings: &mut Vec<String>) -> Result<(), RecoveryError> {
+    for entry in fs::read_dir(data_dir).map_err(io_err(data_dir))? {
+        let entry = entry.map_err(io_err(data_dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with(SNAPSHOT_PREFIX) && name.ends_with(SNAPSHOT_TMP_SUFFIX) {
+            let p = entry.path();
+            fs::remove_file(&p).map_err(io_err(&p))?;
+            warn(warnings, format!("removed unfinished snapshot {}", p.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Overwrites `[from, to)` of `path` with zeroes and syncs it.
+fn zero_range(path: &Path, from: u64, to: u64) -> Result<(), RecoveryError> {
+    let mut f = fs::OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
+    let len = f.metadata().map_err(io_err(path))?.len();
+    let to = to.min(len);
+    if to <= from {
+        return Ok(());
+    }
+    f.seek(SeekFrom::Start(from)).map_err(io_err(path))?;
+    let zeroes = vec![0u8; super::LOG_BLOCK_BYTES * 16];
+    let mut left = to - from;
+    while left > 0 {
+        let n = left.min(zeroes.len() as u64) as usize;
+        f.write_all(&zeroes[..n]).map_err(io_err(path))?;
+        left -= n as u64;
+    }
+    f.sync_data().map_err(io_err(path))
+}
+
+/// Recovers the state on disk. Creates `data_dir` and `log_dir` if missing.
+pub fn recover(data_dir: &Path, log_dir: &Path) -> Result<Recovered, RecoveryError> {
+    fs::create_dir_all(data_dir).map_err(io_err(data_dir))?;
+    fs::create_dir_all(log_dir).map_err(io_err(log_dir))?;
+    let mut warnings = Vec::new();
+    remove_stale_temps(data_dir, &mut warnings)?;
+
+    // Newest snapshot that verifies.
+    let mut snapshot: Option<Bytes> = None;
+    let mut snapshot_zxid = 0i64;
+    for (zxid, p) in list_snapshots(data_dir).map_err(io_err(data_dir))?.into_iter().rev() {
+        let bytes = fs::read(&p).map_err(io_err(&p))?;
+        match verify_snapshot(&bytes) {
+            Ok(z) if z == zxid => {
+                snapshot = Some(Bytes::from(bytes));
+                snapshot_zxid = z;
+                break;
+            }
+            Ok(z) => warn(&mut warnings, format!("skipping snapshot {}: it holds zxid {z:#x}, not the one in its name", p.display())),
+            Err(e) => warn(&mut warnings, format!("skipping snapshot {}: {e}", p.display())),
+        }
+    }
+
+    let segments = list_segments(log_dir).map_err(io_err(log_dir))?;
+    let mut records: Vec<Bytes> = Vec::new();
+    let mut last_zxid = snapshot_zxid;
+    let mut tail = LogTail::default();
+    if !segments.is_empty() {
+        let Some(start) = segment_index_for(&segments, snapshot_zxid + 1) else {
+            return Err(RecoveryError::MissingTxns {
+                snapshot_zxid,
+                first_missing_zxid: snapshot_zxid + 1,
+                detail: format!("the oldest log segment {} starts after it", segments[0].1.display()),
+            });
+        };
+        // Next zxid the log must continue with.
+        let mut next = segments[start].0;
+        for (i, (first, p)) in segments.iter().enumerate().skip(start) {
+            let is_last = i + 1 == segments.len();
+            let file = p.display().to_string();
+            if *first != next {
+                return Err(RecoveryError::MissingTxns {
+                    snapshot_zxid,
+                    first_missing_zxid: next,
+                    detail: format!("segment {file} starts at {first:#x}"),
+                });
+            }
+            let mut raw = fs::read(p).map_err(io_err(p))?;
+            // Drop the preallocated zeroes: the records keep the buffer alive.
+            let used = raw.iter().rposition(|b| *b != 0).map_or(0, |i| super::log::align_up(i + 1)).min(raw.len());
+            raw.truncate(used);
+            raw.shrink_to_fit();
+            let data = Bytes::from(raw);
+            let scan = scan_segment_file(&file, data, is_last, Some(*first))?;
+            if let Some(torn) = &scan.torn {
+                warn(
+                    &mut warnings,
+                    format!(
+                        "txn log {file}: cut a torn write at byte {} ({}); zeroing bytes {}..{}",
+                        torn.offset, torn.reason, torn.offset, torn.garbage_end
+                    ),
+                );
+                zero_range(p, torn.offset, torn.garbage_end)?;
+            }
+            next = first + scan.records.len() as i64;
+            for r in scan.records {
+                if codec::record_zxid(&r).is_some_and(|z| z > snapshot_zxid) {
+                    records.push(r);
+                }
+            }
+            if is_last {
+                // The writer may continue in this segment only if its next zxid follows on.
+                if next > snapshot_zxid {
+                    tail = LogTail { segment: Some(p.clone()), next_offset: scan.end_offset };
+                } else {
+                    warn(
+                        &mut warnings,
+                        format!("the txn logs end at {:#x}, before the snapshot at {snapshot_zxid:#x}; a new segment will start", next - 1),
+                    );
+                }
+            }
+        }
+        if let Some(r) = records.last() {
+            last_zxid = codec::record_zxid(r).unwrap_or(last_zxid);
+        }
+    } else if snapshot.is_none() && !list_snapshots(data_dir).map_err(io_err(data_dir))?.is_empty() {
+        return Err(RecoveryError::MissingTxns {
+            snapshot_zxid: 0,
+            first_missing_zxid: 1,
+            detail: "no snapshot verifies and there are no txn logs".into(),
+        });
+    }
+    fsync_dir(data_dir).map_err(io_err(data_dir))?;
+    Ok(Recovered { snapshot, snapshot_zxid, records, last_zxid, tail, warnings })
+}
+
+/// Builds a core's DataTree from what recover() found: the snapshot, then every record
+/// decoded and applied in order.
+pub fn rebuild_tree(rec: &Recovered) -> Result<DataTree, RecoveryError> {
+    let mut tree = match &rec.snapshot {
+        Some(bytes) => decode_snapshot(bytes).map_err(RecoveryError::Snapshot)?,
+        None => DataTree::new(),
+    };
+    let mut changes = Vec::new();
+    for r in &rec.records {
+        let zxid = codec::record_zxid(r).unwrap_or(-1);
+        let txn = codec::decode(r.clone()).map_err(|error| RecoveryError::BadRecord { zxid, error })?;
+        changes.clear();
+        apply(&mut tree, &txn, &mut changes);
+    }
+    Ok(tree)
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+    use crate::storage::files::write_atomic;
+    use crate::storage::log::{encode_batch, segment_name, LOG_BLOCK_BYTES};
+    use crate::storage::snapshot::{encode_snapshot, snapshot_name};
+    use crate::txn::{Txn, TxnHeader, TxnOp};
+    use bytes::BytesMut;
+
+    struct TempDir(PathBuf);
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            static N: AtomicU64 = AtomicU64::new(0);
+            let p = std::env::temp_dir().join(format!("rk-recovery-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+            let _ = fs::remove_dir_all(&p);
+            TempDir(p)
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// zxid 1 creates a session, 2 creates /n, the rest set /n's data to their zxid.
+    fn txn(zxid: i64) -> Bytes {
+        let op = match zxid {
+            1 => TxnOp::CreateSession { timeout_ms: 5000 },
+            2 => TxnOp::Create {
+                path: "/n".into(),
+                data: None,
+                acl: crate::tree::acl::open_acl_unsafe(),
+                ephemeral_owner: 0,
+                response_type: 1,
+            },
+            z => TxnOp::SetData { path: "/n".into(), data: Some(Bytes::from(z.to_string())) },
+        };
+        let mut b = BytesMut::new();
+        codec::encode(&Txn { header: TxnHeader { zxid, session_id: 0x77, cxid: zxid as i32, time_ms: 100 + zxid }, op }, &mut b);
+        b.freeze()
+    }
+
+    fn write_segment(dir: &Path, batches: &[std::ops::Range<i64>], prealloc: usize) -> PathBuf {
+        let mut out = Vec::new();
+        for b in batches {
+            out.extend(encode_batch(&b.clone().map(txn).collect::<Vec<_>>()));
+        }
+        if out.len() < prealloc {
+            out.resize(prealloc, 0);
+        }
+        let p = dir.join(segment_name(batches[0].start));
+        fs::write(&p, out).unwrap();
+        p
+    }
+
+    fn tree_at(zxid: i64) -> DataTree {
+        let rec = Recovered { records: (1..=zxid).map(txn).collect(), ..Default::default() };
+        rebuild_tree(&rec).unwrap()
+    }
+
+    #[test]
+    fn fresh_dirs_are_created_and_empty() {
+        let d = TempDir::new("fresh");
+        let r = recover(&d.0.join("data"), &d.0.join("log")).unwrap();
+        assert!(d.0.join("data").is_dir() && d.0.join("log").is_dir());
+        assert_eq!((r.snapshot_zxid, r.last_zxid, r.records.len()), (0, 0, 0));
+        assert_eq!(r.tail, LogTail::default());
+        assert_eq!(rebuild_tree(&r).unwrap().node_count(), DataTree::new().node_count());
+    }
+
+    #[test]
+    fn snapshot_plus_logs_with_a_torn_tail() {
+        let d = TempDir::new("torn");
+        let (data, logs) = (d.0.join("data"), d.0.join("log"));
+        fs::create_dir_all(&data).unwrap();
+        fs::create_dir_all(&logs).unwrap();
+        write_segment(&logs, &[1..4, 4..10], 0);
+        let seg2 = write_segment(&logs, &[10..12, 12..20, 20..25], 16 * LOG_BLOCK_BYTES);
+        write_atomic(&data.join(snapshot_name(6)), &encode_snapshot(&tree_at(6))).unwrap();
+        // A newer snapshot that is damaged is skipped.
+        let mut bad = encode_snapshot(&tree_at(12));
+        bad[30] ^= 1;
+        fs::write(data.join(snapshot_name(12)), bad).unwrap();
+        fs::write(data.join(snapshot_name(13) + ".tmp"), b"partial").unwrap();
+        // Tear the last batch (20..25) in the middle.
+        let mut bytes = fs::read(&seg2).unwrap();
+        let b1 = encode_batch(&(10..12).map(txn).collect::<Vec<_>>()).len();
+        let b2 = encode_batch(&(12..20).map(txn).collect::<Vec<_>>()).len();
+        let torn_at = b1 + b2;
+        bytes[torn_at + 100] ^= 0xff;
+        fs::write(&seg2, &bytes).unwrap();
+
+        let r = recover(&data, &logs).unwrap();
+        assert_eq!(r.snapshot_zxid, 6);
+        assert_eq!(r.records.len(), 13);
+        assert_eq!(codec::record_zxid(&r.records[0]), Some(7));
+        assert_eq!(r.last_zxid, 19);
+        assert_eq!(r.tail, LogTail { segment: Some(seg2.clone()), next_offset: torn_at as u64 });
+        assert!(r.warnings.iter().any(|w| w.contains("cut a torn write")), "{:?}", r.warnings);
+        assert!(r.warnings.iter().any(|w| w.contains("skipping snapshot")), "{:?}", r.warnings);
+        assert!(!data.join(snapshot_name(13) + ".tmp").exists());
+        // The torn bytes were zeroed: a second recovery sees a clean tail.
+        let on_disk = fs::read(&seg2).unwrap();
+        assert!(on_disk[torn_at..].iter().all(|b| *b == 0));
+        let again = recover(&data, &logs).unwrap();
+        assert!(again.warnings.iter().all(|w| !w.contains("cut a torn write")), "{:?}", again.warnings);
+        assert_eq!(again.last_zxid, 19);
+        // The rebuilt tree equals one built by applying 1..=19.
+        let tree = rebuild_tree(&r).unwrap();
+        crate::storage::snapshot::tests::assert_same_tree(&tree, &tree_at(19));
+        assert_eq!(tree.get("/n").unwrap().data.as_deref(), Some(&b"19"[..]));
+    }
+
+    #[test]
+    fn corruption_in_an_older_segment_names_the_file() {
+        let d = TempDir::new("corrupt");
+        let (data, logs) = (d.0.join("data"), d.0.join("log"));
+        fs::create_dir_all(&logs).unwrap();
+        let seg1 = write_segment(&logs, &[1..4, 4..10], 0);
+        write_segment(&logs, &[10..12], 0);
+        let mut bytes = fs::read(&seg1).unwrap();
+        let last = bytes.len() - 10;
+        bytes[last - 4000] ^= 1;
+        fs::write(&seg1, bytes).unwrap();
+        let err = recover(&data, &logs).unwrap_err();
+        assert!(matches!(err, RecoveryError::Log(LogError::Corrupt { .. })), "{err}");
+        assert!(err.to_string().contains(&segment_name(1)), "{err}");
+    }
+
+    #[test]
+    fn a_gap_between_segments_or_before_the_logs_is_an_error() {
+        let d = TempDir::new("gap");
+        let (data, logs) = (d.0.join("data"), d.0.join("log"));
+        fs::create_dir_all(&logs).unwrap();
+        write_segment(&logs, &[1..4], 0);
+        write_segment(&logs, &[5..8], 0);
+        assert!(matches!(recover(&data, &logs), Err(RecoveryError::MissingTxns { first_missing_zxid: 4, .. })));
+        fs::remove_file(logs.join(segment_name(1))).unwrap();
+        assert!(matches!(recover(&data, &logs), Err(RecoveryError::MissingTxns { first_missing_zxid: 1, .. })));
+        // With a snapshot at 4 the logs from 5 suffice.
+        fs::create_dir_all(&data).unwrap();
+        write_atomic(&data.join(snapshot_name(4)), &encode_snapshot(&tree_at(4))).unwrap();
+        let r = recover(&data, &logs).unwrap();
+        assert_eq!((r.snapshot_zxid, r.last_zxid, r.records.len()), (4, 7, 3));
+        crate::storage::snapshot::tests::assert_same_tree(&rebuild_tree(&r).unwrap(), &tree_at(7));
+    }
+
+    #[test]
+    fn logs_ending_before_the_snapshot_start_a_new_segment() {
+        let d = TempDir::new("behind");
+        let (data, logs) = (d.0.join("data"), d.0.join("log"));
+        fs::create_dir_all(&data).unwrap();
+        fs::create_dir_all(&logs).unwrap();
+        write_segment(&logs, &[1..4], LOG_BLOCK_BYTES * 4);
+        write_atomic(&data.join(snapshot_name(9)), &encode_snapshot(&tree_at(9))).unwrap();
+        let r = recover(&data, &logs).unwrap();
+        assert_eq!((r.snapshot_zxid, r.last_zxid, r.records.len()), (9, 9, 0));
+        assert_eq!(r.tail, LogTail::default());
+    }
+}

@@ -1,0 +1,354 @@
+"""Shared helpers for the client integration tests: starting and stopping servers
+(ringkeeper or Apache ZooKeeper), free ports, polling, and the external clients
+(zkCli.sh, cli_mt)."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import rawzk
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+RK_BIN = os.environ.get("RK_BIN", os.path.join(REPO, "target", "release", "ringkeeper"))
+ZKCLI = os.environ.get("ZKCLI", "/usr/share/zookeeper/bin/zkCli.sh")
+CLI_MT = os.environ.get("CLI_MT", "/usr/lib/zookeeper/bin/cli_mt")
+# cli_mt writes with stdio; unbuffer it so that output can be polled through a pipe
+STDBUF = ["stdbuf", "-o0", "-e0"] if shutil.which("stdbuf") else []
+JAVA = os.environ.get("JAVA", shutil.which("java") or "/usr/bin/java")
+
+# Debian's zookeeper.jar manifest lists most dependencies in its Class-Path; these are
+# the ones it lacks (see DESIGN.md §7).
+APACHE_CLASSPATH = ":".join(
+    "/usr/share/java/%s.jar" % j
+    for j in ("zookeeper", "netty-codec", "netty-resolver",
+              "netty-transport-native-unix-common", "slf4j-simple")
+)
+APACHE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+# superuser "super" with password "superpw"
+SUPER_USER, SUPER_PASSWORD = "super", "superpw"
+SUPER_DIGEST = rawzk.digest_id(SUPER_USER, SUPER_PASSWORD)
+
+# Keys that Apache ZooKeeper only takes as Java system properties; ringkeeper reads them
+# from the config file under the same names.
+SYSTEM_PROPERTY_KEYS = (
+    "zookeeper.extendedTypesEnabled",
+    "jute.maxbuffer",
+    "zookeeper.DigestAuthenticationProvider.superDigest",
+    "znode.container.checkIntervalMs",
+)
+
+TICK_MS = 500
+
+ALL_KINDS = ("ringkeeper", "apache")
+
+
+def selected_kinds():
+    raw = os.environ.get("RK_SERVERS", ",".join(ALL_KINDS))
+    kinds = [k.strip() for k in raw.split(",") if k.strip()]
+    for k in kinds:
+        if k not in ALL_KINDS:
+            raise ValueError(f"RK_SERVERS: unknown server kind {k!r}")
+    return kinds
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_until(pred, timeout=10.0, interval=0.05, what="condition"):
+    """Poll pred() until it returns a truthy value; return it or raise AssertionError."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = pred()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last={last!r})")
+        time.sleep(interval)
+
+
+def default_config(extended_types=True):
+    cfg = {
+        "tickTime": str(TICK_MS),
+        "maxClientCnxns": "0",
+        "snapCount": "100000",
+        "zookeeper.DigestAuthenticationProvider.superDigest": SUPER_DIGEST,
+        # Apache reaps empty containers every 60 s by default; make it 500 ms. ringkeeper
+        # may treat the key as unknown (a warning) — the container test polls for a while.
+        "znode.container.checkIntervalMs": "500",
+    }
+    if extended_types:
+        cfg["zookeeper.extendedTypesEnabled"] = "true"
+    return cfg
+
+
+class Server:
+    """One server process on 127.0.0.1 with its own temporary data directory.
+
+    kind: "ringkeeper" or "apache".  `config` holds extra zoo.cfg keys (values as
+    strings); dataDir, dataLogDir, clientPort and clientPortAddress are filled in."""
+
+    def __init__(self, kind, config=None, port=None):
+        self.kind = kind
+        self.config = dict(default_config() if config is None else config)
+        self.port = port or free_port()
+        self.tmp = tempfile.mkdtemp(prefix=f"rk-{kind}-")
+        self.data_dir = os.path.join(self.tmp, "data")
+        self.log_dir = os.path.join(self.tmp, "log")
+        os.makedirs(self.data_dir)
+        os.makedirs(self.log_dir)
+        self.cfg_path = os.path.join(self.tmp, "zoo.cfg")
+        self.proc = None
+        self.log_path = None
+        self.starts = 0
+        self.extra_lines = []  # raw lines appended to the config (for bad-config tests)
+
+    # -- configuration --------------------------------------------------------
+
+    @property
+    def hostport(self):
+        return f"127.0.0.1:{self.port}"
+
+    def full_config(self):
+        cfg = {
+            "dataDir": self.data_dir,
+            "dataLogDir": self.log_dir,
+            "clientPort": str(self.port),
+            "clientPortAddress": "127.0.0.1",
+        }
+        cfg.update(self.config)
+        if self.kind == "ringkeeper":
+            cfg.setdefault("ringkeeper.clientCores", "1")
+            cfg.setdefault("ringkeeper.cpuPinning", "false")
+        return cfg
+
+    def write_config(self):
+        cfg = self.full_config()
+        lines = []
+        for k, v in cfg.items():
+            if self.kind == "apache" and (k in SYSTEM_PROPERTY_KEYS or k.startswith("ringkeeper.")):
+                continue
+            lines.append(f"{k}={v}")
+        if self.kind == "apache":
+            lines.append("admin.enableServer=false")
+            lines.append("4lw.commands.whitelist=*")
+        lines += self.extra_lines
+        with open(self.cfg_path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+    def command(self):
+        if self.kind == "ringkeeper":
+            return [RK_BIN, "serve", "--config", self.cfg_path]
+        cfg = self.full_config()
+        props = [f"-D{k}={cfg[k]}" for k in SYSTEM_PROPERTY_KEYS if k in cfg]
+        return [JAVA, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-Dzookeeper.admin.enableServer=false", *props,
+                "-cp", APACHE_CLASSPATH, APACHE_MAIN, self.cfg_path]
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def spawn(self):
+        """Start the process without waiting for it to answer."""
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.write_config()
+        self.starts += 1
+        self.log_path = os.path.join(self.tmp, f"server-{self.starts}.log")
+        logf = open(self.log_path, "wb")
+        env = dict(os.environ)
+        env.setdefault("RUST_BACKTRACE", "1")
+        self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env,
+                                     start_new_session=True)
+        logf.close()
+        return self.proc
+
+    def start(self, timeout=30.0):
+        self.spawn()
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout=30.0):
+        """Wait until a ConnectRequest gets a valid ConnectResponse (the session is
+        then closed again)."""
+        deadline = time.monotonic() + timeout
+        last_err = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} exited with {self.proc.returncode} during "
+                                   f"startup:\n{self.log_tail()}")
+            try:
+                with rawzk.RawConn(self.hostport, timeout_ms=4000, io_timeout=2.0) as c:
+                    if c.session.timeout > 0:
+                        c.close_session()
+                        return
+            except (OSError, rawzk.ConnectionClosed, rawzk.ReadTimeout, ValueError) as e:
+                last_err = e
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.kind} did not answer on {self.hostport} within {timeout}s "
+                           f"({last_err}):\n{self.log_tail()}")
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=10.0):
+        """SIGTERM, then SIGKILL after `timeout`; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._killpg()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def _killpg(self):
+        # the server runs in its own session/process group: take any children with it
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill9(self):
+        """SIGKILL the server (its whole process group) and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self._killpg()
+            self.proc.wait(10)
+
+    def restart(self, kill=False, timeout=30.0):
+        """Stop (SIGTERM, or kill -9 with kill=True) and start again on the same data dir."""
+        if kill:
+            self.kill9()
+        else:
+            self.stop()
+        return self.start(timeout)
+
+    def cleanup(self):
+        try:
+            self.stop(timeout=5.0)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def log_text(self):
+        out = []
+        for i in range(1, self.starts + 1):
+            p = os.path.join(self.tmp, f"server-{i}.log")
+            try:
+                with open(p, "rb") as f:
+                    out.append(f.read().decode(errors="replace"))
+            except OSError:
+                pass
+        return "\n".join(out)
+
+    def log_tail(self, n=40):
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def __repr__(self):
+        return f"<Server {self.kind} {self.hostport}>"
+
+
+# ---------------------------------------------------------------------------
+# zkCli.sh
+# ---------------------------------------------------------------------------
+
+_ZKCLI_NOISE = re.compile(r"^(SLF4J:|\s*$|Connecting to |Welcome to ZooKeeper|JLine support|"
+                          r"WATCHER::|WatchedEvent state:(SyncConnected|Closed) type:None)")
+
+
+def zkcli(hostport, commands, timeout=60.0):
+    """Run several zkCli.sh commands in one JVM (commands piped on stdin) and return the
+    output lines (stdout+stderr merged) with the connection/logging noise removed."""
+    script = "\n".join(commands) + "\nquit\n"
+    env = dict(os.environ)
+    env["CLIENT_JVMFLAGS"] = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xmx128m"
+    p = subprocess.run([ZKCLI, "-server", hostport], input=script.encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                       env=env)
+    text = p.stdout.decode(errors="replace")
+    return [l for l in text.splitlines() if not _ZKCLI_NOISE.match(l)]
+
+
+def zkcli_oneshot(hostport, args, timeout=60.0):
+    """zkCli.sh -server HP cmd args... (one command, its exit code and output)."""
+    env = dict(os.environ)
+    env["CLIENT_JVMFLAGS"] = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xmx128m"
+    p = subprocess.run([ZKCLI, "-server", hostport, *args], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                       env=env)
+    text = p.stdout.decode(errors="replace")
+    return p.returncode, [l for l in text.splitlines() if not _ZKCLI_NOISE.match(l)]
+
+
+# ---------------------------------------------------------------------------
+# cli_mt (the C client's shell)
+# ---------------------------------------------------------------------------
+
+class CliMt:
+    """Drives /usr/lib/zookeeper/bin/cli_mt through a pipe. Output is collected by a
+    reader thread; send() writes one command; wait_for() polls the output."""
+
+    def __init__(self, hostport):
+        self.p = subprocess.Popen([*STDBUF, CLI_MT, hostport], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.out = bytearray()
+        self.lock = threading.Lock()
+        self.t = threading.Thread(target=self._reader, daemon=True)
+        self.t.start()
+
+    def _reader(self):
+        while True:
+            b = self.p.stdout.read1(65536)
+            if not b:
+                return
+            with self.lock:
+                self.out += b
+
+    def text(self):
+        with self.lock:
+            return self.out.decode(errors="replace")
+
+    def send(self, cmd):
+        self.p.stdin.write((cmd + "\n").encode())
+        self.p.stdin.flush()
+
+    def wait_for(self, pattern, timeout=10.0, count=1):
+        rx = re.compile(pattern, re.M)
+        return wait_until(lambda: len(rx.findall(self.text())) >= count, timeout,
+                          what=f"cli_mt output {pattern!r} x{count}\n--- output:\n{self.text()}")
+
+    def run(self, cmd, pattern, timeout=10.0):
+        """Send cmd and wait for one more match of pattern than there was before."""
+        n = len(re.findall(pattern, self.text(), re.M))
+        self.send(cmd)
+        self.wait_for(pattern, timeout, n + 1)
+
+    def close(self):
+        try:
+            if self.p.poll() is None:
+                try:
+                    self.send("quit")
+                except (BrokenPipeError, OSError):
+                    pass
+                try:
+                    self.p.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.p.kill()
+                    self.p.wait(5)
+        finally:
+            self.t.join(2)

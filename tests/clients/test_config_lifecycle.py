@@ -1,0 +1,123 @@
+"""Process lifecycle and configuration: SIGTERM/SIGINT stop the server (ringkeeper: exit
+0), data survives a graceful restart, a bad config value is a clear error with a non-zero
+exit, an unknown key is only a warning, a taken port is an error. Runs on both kinds;
+the ringkeeper-specific expectations (exit code 0, the warning) are checked on
+ringkeeper only — Apache's JVM exits 143 on SIGTERM and ignores unknown keys silently."""
+
+import signal
+import subprocess
+
+import pytest
+
+import rawzk
+
+
+def test_sigterm_exits_cleanly_and_data_survives(make_server):
+    """SIGTERM stops the server (exit 0 for ringkeeper) and a restart on the same data
+    dir has the data and the zxid sequence continues."""
+    s = make_server()
+    with rawzk.RawConn(s.hostport) as c:
+        c.create("/keep", b"kept")
+        c.set_data("/keep", b"kept2")
+        z = c.last_zxid
+    rc = s.stop(timeout=15)
+    if s.kind == "ringkeeper":
+        assert rc == 0, s.log_tail()
+    else:
+        assert rc in (0, 143)
+    s.start()
+    with rawzk.RawConn(s.hostport) as c:
+        data, st = c.get_data("/keep")
+        assert data == b"kept2" and st.version == 1 and st.mzxid == z
+        c.create("/after")
+        assert c.last_zxid > z
+
+
+def test_sigint_exits(make_server):
+    """SIGINT stops the server too (exit 0 for ringkeeper)."""
+    s = make_server()
+    s.proc.send_signal(signal.SIGINT)
+    rc = s.proc.wait(15)
+    if s.kind == "ringkeeper":
+        assert rc == 0, s.log_tail()
+    else:
+        assert rc in (0, 130)
+
+
+@pytest.mark.parametrize("key,value", [("tickTime", "abc"), ("clientPort", "notaport"),
+                                       ("maxClientCnxns", "many")])
+def test_bad_config_value_fails(make_server, key, value):
+    """A malformed value for a known key: the process exits non-zero and names the key
+    in its output."""
+    s = make_server(start=False)
+    s.config[key] = value
+    s.spawn()
+    try:
+        rc = s.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"server kept running with {key}={value}:\n{s.log_tail()}")
+    assert rc != 0
+    log = s.log_text()
+    assert key in log or value in log, log[-3000:]
+    if s.kind == "ringkeeper":
+        assert "panicked" not in log, "a bad value must be an error message, not a panic"
+
+
+def test_unknown_key_is_only_a_warning(make_server):
+    """An unknown key does not stop the server; ringkeeper logs a warning naming it."""
+    s = make_server(start=False)
+    s.config["someUnknownKey.forTesting"] = "42"
+    s.start()
+    with rawzk.RawConn(s.hostport) as c:
+        assert c.exists("/") is not None
+    if s.kind == "ringkeeper":
+        log = s.log_text()
+        assert "someUnknownKey.forTesting" in log, log[-3000:]
+        assert "warn" in log.lower(), log[-3000:]
+
+
+def test_port_in_use_fails(make_server):
+    """A second server on a port already in use exits non-zero."""
+    a = make_server()
+    b = make_server(start=False)
+    b.port = a.port
+    b.spawn()
+    try:
+        rc = b.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"second server on a used port kept running:\n{b.log_tail()}")
+    assert rc != 0
+    with rawzk.RawConn(a.hostport) as c:
+        assert c.exists("/") is not None
+
+
+def test_max_client_cnxns_per_ip(make_server):
+    """maxClientCnxns=3: a fourth concurrent connection from 127.0.0.1 is closed at once
+    without a ConnectResponse; after one closes, a new one is accepted."""
+    s = make_server(maxClientCnxns=3)
+    conns = [rawzk.RawConn(s.hostport) for _ in range(3)]
+    try:
+        extra = rawzk.RawConn(s.hostport, handshake=False)
+        try:
+            try:
+                extra.send_frame(rawzk.encode_connect(timeout=10000))
+            except OSError:
+                pass
+            closed, frames = extra.wait_closed(5)
+            assert closed and frames == []
+        finally:
+            extra.close()
+        conns.pop().close()
+        import time
+        deadline = time.monotonic() + 5
+        while True:  # the server notices the close asynchronously
+            try:
+                with rawzk.RawConn(s.hostport, io_timeout=2) as c:
+                    assert c.exists("/") is not None
+                break
+            except (rawzk.ConnectionClosed, rawzk.ReadTimeout, OSError):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        for c in conns:
+            c.close()
