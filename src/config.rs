@@ -139,14 +139,18 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Io { path, err } => write!(f, "cannot read config file {}: {err}", path.display()),
+            ConfigError::Io { path, err } => {
+                write!(f, "cannot read config file {}: {err}", path.display())
+            }
             ConfigError::Syntax { origin, line, text } => {
                 write!(f, "{origin}:{line}: expected `key=value` or `key: value`, found {text:?}")
             }
             ConfigError::BadValue { origin, line, key, value, why } => {
                 write!(f, "{origin}:{line}: bad value {value:?} for {key}: {why}")
             }
-            ConfigError::Missing { origin, key } => write!(f, "{origin}: required key {key} is not set"),
+            ConfigError::Missing { origin, key } => {
+                write!(f, "{origin}: required key {key} is not set")
+            }
             ConfigError::Invalid { origin, why } => write!(f, "{origin}: {why}"),
         }
     }
@@ -1113,12 +1117,16 @@ mod tests {
         }
         // An explicit min above the default max (20 × tickTime).
         match parse("dataDir=/d\ntickTime=100\nminSessionTimeout=3000\n") {
-            Err(e @ ConfigError::BadValue { line: 3, .. }) => assert!(e.to_string().contains("20 × tickTime"), "{e}"),
+            Err(e @ ConfigError::BadValue { line: 3, .. }) => {
+                assert!(e.to_string().contains("20 × tickTime"), "{e}")
+            }
             other => panic!("{other:?}"),
         }
         // clientCpus must have one CPU per client core.
         match parse("dataDir=/d\nringkeeper.clientCores=2\nringkeeper.clientCpus=1\n") {
-            Err(ConfigError::BadValue { line: 3, key, .. }) => assert_eq!(key, "ringkeeper.clientCpus"),
+            Err(ConfigError::BadValue { line: 3, key, .. }) => {
+                assert_eq!(key, "ringkeeper.clientCpus")
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "ringkeeper", version, about = "A ZooKeeper-compatible coordination service, thread-per-core on io_uring")]
+#[command(
+    name = "ringkeeper",
+    version,
+    about = "A ZooKeeper-compatible coordination service, thread-per-core on io_uring"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -27,7 +31,8 @@ enum Command {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         .init();

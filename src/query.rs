@@ -41,9 +41,15 @@ pub fn read(tree: &DataTree, req: &Request, auth: &[Id], session_id: i64) -> Opt
                     if !acl::check(&node.acl, perms::READ, auth) {
                         return Some(outcome(Err(ErrorCode::NoAuth)));
                     }
-                    ReadOutcome { result: Ok(Response::Stat(node.stat())), watch: watch.then(|| WatchRequest::Data(path.clone())) }
+                    ReadOutcome {
+                        result: Ok(Response::Stat(node.stat())),
+                        watch: watch.then(|| WatchRequest::Data(path.clone())),
+                    }
                 }
-                None => ReadOutcome { result: Err(ErrorCode::NoNode), watch: watch.then(|| WatchRequest::Data(path.clone())) },
+                None => ReadOutcome {
+                    result: Err(ErrorCode::NoNode),
+                    watch: watch.then(|| WatchRequest::Data(path.clone())),
+                },
             }
         }
         Request::GetData { path, watch } => match get_data(tree, path, auth) {
@@ -64,8 +70,11 @@ pub fn read(tree: &DataTree, req: &Request, auth: &[Id], session_id: i64) -> Opt
             Some(_) => Ok(Response::AllChildrenNumber(tree.descendant_count(path) as i32)),
         }),
         Request::GetEphemerals { prefix } => {
-            let paths: Vec<String> =
-                tree.ephemerals_of(session_id).filter(|p| p.starts_with(prefix.as_str())).map(|p| p.to_string()).collect();
+            let paths: Vec<String> = tree
+                .ephemerals_of(session_id)
+                .filter(|p| p.starts_with(prefix.as_str()))
+                .map(|p| p.to_string())
+                .collect();
             outcome(Ok(Response::Ephemerals(paths)))
         }
         Request::MultiRead(ops) => {

@@ -59,7 +59,12 @@ pub struct SessionTracker {
 impl SessionTracker {
     pub fn new(bucket_ms: u32, first_id: i64) -> SessionTracker {
         assert!(bucket_ms > 0, "session bucket interval must be positive");
-        SessionTracker { bucket_ms: bucket_ms as i64, sessions: HashMap::new(), buckets: BTreeMap::new(), next_id: first_id }
+        SessionTracker {
+            bucket_ms: bucket_ms as i64,
+            sessions: HashMap::new(),
+            buckets: BTreeMap::new(),
+            next_id: first_id,
+        }
     }
 
     /// A fresh session id, never handed out before by this tracker.
@@ -74,7 +79,9 @@ impl SessionTracker {
     }
 
     fn schedule(&mut self, id: i64, now_ms: i64) {
-        let Some(t) = self.sessions.get_mut(&id) else { return };
+        let Some(t) = self.sessions.get_mut(&id) else {
+            return;
+        };
         let bucket = (now_ms + t.timeout_ms as i64) / self.bucket_ms * self.bucket_ms + self.bucket_ms;
         if t.deadline_ms == bucket {
             return;

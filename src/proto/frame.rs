@@ -32,7 +32,9 @@ impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FrameError::NegativeLength(n) => write!(f, "negative frame length {n}"),
-            FrameError::TooLarge { len, max } => write!(f, "frame length {len} exceeds jute.maxbuffer {max}"),
+            FrameError::TooLarge { len, max } => {
+                write!(f, "frame length {len} exceeds jute.maxbuffer {max}")
+            }
         }
     }
 }

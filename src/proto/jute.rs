@@ -30,8 +30,6 @@ pub enum JuteError {
     NegativeLength(i32),
     /// A string or buffer length beyond both the frame and `FIELD_LEN_MAX_BYTES`.
     TooLong(usize),
-    /// A ustring whose bytes are not UTF-8.
-    InvalidUtf8,
     /// A ustring encoded as null (-1) where a value is required.
     NullString,
     /// A vector count that the bytes left cannot possibly hold.
@@ -44,7 +42,6 @@ impl std::fmt::Display for JuteError {
             JuteError::Truncated => write!(f, "record truncated"),
             JuteError::NegativeLength(n) => write!(f, "negative length {n}"),
             JuteError::TooLong(n) => write!(f, "unreasonable length {n}"),
-            JuteError::InvalidUtf8 => write!(f, "string is not valid UTF-8"),
             JuteError::NullString => write!(f, "null string where one is required"),
             JuteError::TooManyEntries(n) => write!(f, "vector count {n} exceeds the bytes left"),
         }
@@ -117,15 +114,10 @@ impl JuteReader {
         Ok(Some(self.buf.split_to(len)))
     }
 
-    /// A `ustring` that may be null (-1).
+    /// A `ustring` that may be null (-1). Decoded as Java's reader does: a byte sequence that
+    /// is not UTF-8 becomes U+FFFD, which path validation then refuses (BadArguments).
     pub fn read_opt_string(&mut self) -> Result<Option<String>, JuteError> {
-        match self.read_buffer()? {
-            None => Ok(None),
-            Some(b) => match std::str::from_utf8(&b) {
-                Ok(s) => Ok(Some(s.to_owned())),
-                Err(_) => Err(JuteError::InvalidUtf8),
-            },
-        }
+        Ok(self.read_buffer()?.map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
     /// A `ustring` that must be present: null is `NullString`.
@@ -344,7 +336,7 @@ mod tests {
     #[test]
     fn strings() {
         assert_eq!(reader(&[0xff, 0xff, 0xff, 0xff]).read_string(), Err(JuteError::NullString));
-        assert_eq!(reader(&[0, 0, 0, 2, 0xc3, 0x28]).read_string(), Err(JuteError::InvalidUtf8));
+        assert_eq!(reader(&[0, 0, 0, 2, 0xc3, 0x28]).read_string().as_deref(), Ok("\u{fffd}("));
         let mut out = BytesMut::new();
         write_string(&mut out, "/zk/é");
         assert_eq!(JuteReader::new(out.freeze()).read_string().as_deref(), Ok("/zk/é"));

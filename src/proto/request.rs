@@ -208,7 +208,9 @@ impl std::fmt::Display for RequestError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RequestError::Reply { xid, err } => write!(f, "request {xid} rejected with {err}"),
-            RequestError::ReplyAndClose { xid, err } => write!(f, "request {xid} rejected with {err}; closing"),
+            RequestError::ReplyAndClose { xid, err } => {
+                write!(f, "request {xid} rejected with {err}; closing")
+            }
             RequestError::Close { reason } => write!(f, "{reason}"),
         }
     }
@@ -242,9 +244,10 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), RequestE
         OpCode::Check => return Err(unimplemented_close),
         OpCode::Reconfig => return Err(RequestError::Reply { xid, err: ErrorCode::Unimplemented }),
         OpCode::Sasl => return Err(RequestError::ReplyAndClose { xid, err: ErrorCode::AuthFailed }),
-        OpCode::Notification | OpCode::DeleteContainer | OpCode::CreateSession | OpCode::Error => {
-            return Err(unimplemented_close)
-        }
+        // Only the server's own reaper deletes containers. Apache 3.8 reads a client's op 20
+        // body raw as the path, which then fails validation: BadArguments, connection kept.
+        OpCode::DeleteContainer => return Err(RequestError::Reply { xid, err: ErrorCode::BadArguments }),
+        OpCode::Notification | OpCode::CreateSession | OpCode::Error => return Err(unimplemented_close),
         OpCode::Multi => Request::Multi(read_multi(&mut r, is_multi_op).map_err(|_| marshalling)?),
         OpCode::MultiRead => Request::MultiRead(read_multi(&mut r, is_multi_read_op).map_err(|_| marshalling)?),
         other => match read_body(other, &mut r) {
@@ -660,7 +663,7 @@ mod tests {
             Err(RequestError::Close { reason: "truncated request header" })
         );
         assert_eq!(decode_request(Bytes::new()), Err(RequestError::Close { reason: "truncated request header" }));
-        for op in [0, 10, 20, 23, 99, 108, -10, -1, -12, i32::MAX, i32::MIN] {
+        for op in [0, 10, 23, 99, 108, -10, -1, -12, i32::MAX, i32::MIN] {
             assert_eq!(decode_request(raw(8, op, &[])), reply_close(8, ErrorCode::Unimplemented), "opcode {op}");
         }
         assert_eq!(
@@ -668,15 +671,22 @@ mod tests {
             reply_close(8, ErrorCode::Unimplemented)
         );
         assert_eq!(decode_request(raw(8, 16, &[])), Err(RequestError::Reply { xid: 8, err: ErrorCode::Unimplemented }));
+        // deleteContainer from a client: BadArguments, as Apache 3.8 answers it.
+        assert_eq!(
+            decode_request(raw(8, 20, &[0, 0, 0, 2, b'/', b'a'])),
+            Err(RequestError::Reply { xid: 8, err: ErrorCode::BadArguments })
+        );
         assert_eq!(decode_request(raw(8, 102, &[0, 0, 0, 0])), reply_close(8, ErrorCode::AuthFailed));
         // Malformed bodies.
         assert_eq!(
             decode_request(raw(9, 4, &[0, 0, 0, 1, b'/'])),
             Err(RequestError::Reply { xid: 9, err: ErrorCode::MarshallingError })
         );
+        // Bytes that are not UTF-8 decode as U+FFFD, as Java's reader does (paths with it are
+        // then refused by validation, or simply not found by reads).
         assert_eq!(
             decode_request(raw(9, 3, &[0, 0, 0, 1, 0xff, 0])),
-            Err(RequestError::Reply { xid: 9, err: ErrorCode::MarshallingError })
+            Ok((RequestHeader { xid: 9, opcode: 3 }, Request::Exists { path: "\u{fffd}".into(), watch: false }))
         );
         assert_eq!(
             decode_request(raw(9, 8, &[0xff, 0xff, 0xff, 0xff, 0])),

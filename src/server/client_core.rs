@@ -9,7 +9,7 @@ use super::connection;
 use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
 use crate::config::Config;
 use crate::proto::connect::ConnectResponse;
-use crate::proto::opcode::{add_watch_mode, event_type, XID_AUTH, XID_PING, XID_SET_WATCHES, STATE_SYNC_CONNECTED};
+use crate::proto::opcode::{add_watch_mode, event_type, STATE_SYNC_CONNECTED, XID_PING};
 use crate::proto::reply::{self, MultiResult, ReplyHeader, Response};
 use crate::proto::request::Request;
 use crate::proto::{ErrorCode, Id, OpCode};
@@ -160,6 +160,13 @@ impl Core {
     /// A request arrived on `conn` (after the handshake). Decides where it goes.
     pub fn on_request(&self, conn: &Rc<Conn>, xid: i32, req: Request) {
         self.touch(conn.session_id.get());
+        if let Request::Auth { scheme, auth, .. } = &req {
+            // As in ZooKeeper, auth takes effect (and is answered) on receipt, ahead of the
+            // requests still queued: a write sent after it carries the new ids.
+            self.authenticate(conn, xid, scheme, auth);
+            conn.writer_wake.signal(1);
+            return;
+        }
         let write = match &req {
             Request::Create { opcode, path, data, acl, flags, ttl_ms } => Some((
                 *opcode,
@@ -172,7 +179,9 @@ impl Core {
                     ttl_ms: *ttl_ms,
                 },
             )),
-            Request::Delete { path, version } => Some((OpCode::Delete, WriteOp::Delete { path: path.clone(), version: *version })),
+            Request::Delete { path, version } => {
+                Some((OpCode::Delete, WriteOp::Delete { path: path.clone(), version: *version }))
+            }
             Request::SetData { path, data, version } => {
                 Some((OpCode::SetData, WriteOp::SetData { path: path.clone(), data: data.clone(), version: *version }))
             }
@@ -199,6 +208,33 @@ impl Core {
             conn.writer_wake.signal(1);
         } else {
             conn.pending.borrow_mut().push_back(Pending::Local { xid, req });
+        }
+    }
+
+    /// An AuthPacket: adds the ids it proves to the connection; the reply echoes `xid` (clients
+    /// send -4) with zxid 0. A failed auth is AuthFailed and the connection closes.
+    fn authenticate(&self, conn: &Rc<Conn>, xid: i32, scheme: &str, auth: &[u8]) {
+        let ids = if scheme == acl::SCHEME_DIGEST {
+            acl::digest_auth_ids(auth, self.config.super_digest.as_deref())
+        } else {
+            None
+        };
+        match ids {
+            Some(ids) => {
+                let mut all: Vec<Id> = conn.auth.borrow().to_vec();
+                for id in ids {
+                    if !all.contains(&id) {
+                        all.push(id);
+                    }
+                }
+                *conn.auth.borrow_mut() = all.into();
+                conn.reply(ReplyHeader { xid, zxid: 0, err: 0 }, &Response::None);
+            }
+            None => {
+                tracing::warn!("auth failed for scheme '{scheme}' from {}", conn.peer);
+                conn.reply(ReplyHeader { xid, zxid: 0, err: ErrorCode::AuthFailed.code() }, &Response::None);
+                conn.close();
+            }
         }
     }
 
@@ -247,43 +283,20 @@ impl Core {
         let err = |e: ErrorCode| conn.reply(ReplyHeader { xid, zxid, err: e.code() }, &Response::None);
         match req {
             Request::Ping => conn.reply(ReplyHeader { xid: XID_PING, zxid, err: 0 }, &Response::None),
-            Request::Auth { scheme, auth, .. } => {
-                let ids = if scheme == acl::SCHEME_DIGEST {
-                    acl::digest_auth_ids(&auth, self.config.super_digest.as_deref())
-                } else {
-                    None
-                };
-                match ids {
-                    Some(ids) => {
-                        let mut all: Vec<Id> = conn.auth.borrow().to_vec();
-                        for id in ids {
-                            if !all.contains(&id) {
-                                all.push(id);
-                            }
-                        }
-                        *conn.auth.borrow_mut() = all.into();
-                        conn.reply(ReplyHeader { xid: XID_AUTH, zxid: 0, err: 0 }, &Response::None);
-                    }
-                    None => {
-                        tracing::warn!("auth failed for scheme '{scheme}' from {}", conn.peer);
-                        conn.reply(ReplyHeader { xid: XID_AUTH, zxid: 0, err: ErrorCode::AuthFailed.code() }, &Response::None);
-                        conn.close();
-                    }
-                }
-            }
             Request::SetWatches { relative_zxid, data, exist, child } => {
                 self.set_watches(conn, relative_zxid, &data, &exist, &child, &[], &[]);
-                conn.reply(ReplyHeader { xid: XID_SET_WATCHES, zxid, err: 0 }, &Response::None);
+                conn.reply(ReplyHeader { xid, zxid, err: 0 }, &Response::None);
             }
             Request::SetWatches2 { relative_zxid, data, exist, child, persistent, persistent_recursive } => {
                 self.set_watches(conn, relative_zxid, &data, &exist, &child, &persistent, &persistent_recursive);
-                conn.reply(ReplyHeader { xid: XID_SET_WATCHES, zxid, err: 0 }, &Response::None);
+                conn.reply(ReplyHeader { xid, zxid, err: 0 }, &Response::None);
             }
             Request::AddWatch { path, mode } => {
                 let recursive = match mode {
                     add_watch_mode::PERSISTENT => false,
                     add_watch_mode::PERSISTENT_RECURSIVE => true,
-                    _ => return err(ErrorCode::BadArguments),
+                    // Apache fails to convert the mode and answers MarshallingError.
+                    _ => return err(ErrorCode::MarshallingError),
                 };
                 self.watches.borrow_mut().add_persistent(&path, conn.id, recursive);
                 ok(Response::ErrorResponse(0))
@@ -292,14 +305,16 @@ impl Core {
                 match self.watches.borrow_mut().remove_watch(&path, conn.id, wt) {
                     Ok(true) => ok(Response::None),
                     Ok(false) => err(ErrorCode::NoWatcher),
-                    Err(()) => err(ErrorCode::BadArguments),
+                    Err(()) => err(ErrorCode::MarshallingError),
                 }
             }
-            Request::CheckWatches { path, watcher_type: wt } => match self.watches.borrow().has_watch(&path, conn.id, wt) {
-                Ok(true) => ok(Response::None),
-                Ok(false) => err(ErrorCode::NoWatcher),
-                Err(()) => err(ErrorCode::BadArguments),
-            },
+            Request::CheckWatches { path, watcher_type: wt } => {
+                match self.watches.borrow().has_watch(&path, conn.id, wt) {
+                    Ok(true) => ok(Response::None),
+                    Ok(false) => err(ErrorCode::NoWatcher),
+                    Err(()) => err(ErrorCode::MarshallingError),
+                }
+            }
             Request::WhoAmI => {
                 let infos = conn
                     .auth
@@ -424,10 +439,16 @@ impl Core {
                     }
                 }
                 Commit::Connected { conn, session_id, timeout_ms, passwd } => {
-                    let Some(c) = self.my_conn(conn) else { continue };
+                    let Some(c) = self.my_conn(conn) else {
+                        continue;
+                    };
                     c.session_id.set(*session_id);
                     let front = c.pending.borrow_mut().pop_front();
-                    assert!(matches!(front, Some(Pending::Connect)), "connection {} got a session it did not ask for", c.id);
+                    assert!(
+                        matches!(front, Some(Pending::Connect)),
+                        "connection {} got a session it did not ask for",
+                        c.id
+                    );
                     let resp = ConnectResponse {
                         protocol_version: 0,
                         timeout_ms: *timeout_ms,
@@ -441,7 +462,9 @@ impl Core {
                     self.mark_dirty(&c);
                 }
                 Commit::SessionExpired { conn } => {
-                    let Some(c) = self.my_conn(conn) else { continue };
+                    let Some(c) = self.my_conn(conn) else {
+                        continue;
+                    };
                     let resp = ConnectResponse::expired(0, c.read_only_flag.get().map(|_| SERVER_READ_ONLY));
                     crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
                     tracing::info!("connection {} from {}: session expired or unknown", c.id, c.peer);
@@ -453,17 +476,32 @@ impl Core {
                     }
                 }
                 Commit::SyncDone { conn, xid, path } => {
-                    let Some(c) = self.my_conn(conn) else { continue };
+                    let Some(c) = self.my_conn(conn) else {
+                        continue;
+                    };
                     let front = c.pending.borrow_mut().pop_front();
-                    assert!(matches!(front, Some(Pending::Sync { xid: x }) if x == *xid), "sync reply out of order on {}", c.id);
-                    c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: 0 }, &Response::Sync { path: path.clone() });
+                    assert!(
+                        matches!(front, Some(Pending::Sync { xid: x }) if x == *xid),
+                        "sync reply out of order on {}",
+                        c.id
+                    );
+                    c.reply(
+                        ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: 0 },
+                        &Response::Sync { path: path.clone() },
+                    );
                     self.drain(&c);
                     self.mark_dirty(&c);
                 }
                 Commit::Rejected { conn, xid, err } => {
-                    let Some(c) = self.my_conn(conn) else { continue };
+                    let Some(c) = self.my_conn(conn) else {
+                        continue;
+                    };
                     let front = c.pending.borrow_mut().pop_front();
-                    assert!(matches!(front, Some(Pending::Write { xid: x, .. }) if x == *xid), "reply out of order on {}", c.id);
+                    assert!(
+                        matches!(front, Some(Pending::Write { xid: x, .. }) if x == *xid),
+                        "reply out of order on {}",
+                        c.id
+                    );
                     c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: *err }, &Response::None);
                     self.drain(&c);
                     self.mark_dirty(&c);
@@ -518,7 +556,9 @@ fn to_multi_write_op(r: &Request) -> WriteOp {
             ttl_ms: *ttl_ms,
         },
         Request::Delete { path, version } => WriteOp::Delete { path: path.clone(), version: *version },
-        Request::SetData { path, data, version } => WriteOp::SetData { path: path.clone(), data: data.clone(), version: *version },
+        Request::SetData { path, data, version } => {
+            WriteOp::SetData { path: path.clone(), data: data.clone(), version: *version }
+        }
         Request::Check { path, version } => WriteOp::Check { path: path.clone(), version: *version },
         // The decoder admits nothing else into a multi; prep rejects it if it ever did.
         _ => WriteOp::CloseSession,
@@ -537,7 +577,9 @@ fn write_response(opcode: OpCode, result: OpResult) -> (i32, Response) {
             }
         }
         OpResult::DataSet { stat } | OpResult::AclSet { stat } => (0, Response::Stat(stat)),
-        OpResult::Deleted | OpResult::SessionClosed | OpResult::SessionCreated | OpResult::Checked => (0, Response::None),
+        OpResult::Deleted | OpResult::SessionClosed | OpResult::SessionCreated | OpResult::Checked => {
+            (0, Response::None)
+        }
         OpResult::Multi(results) => {
             let results: Vec<MultiResult> = results
                 .into_iter()
@@ -572,7 +614,8 @@ pub struct CoreParams {
 /// Runs one client core until the pipeline core says shutdown.
 pub async fn run(params: CoreParams) -> Result<(), String> {
     let CoreParams { id, config, recovered, to_pipeline, from_pipeline } = params;
-    let tree = storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("core {id}: rebuilding the tree: {e}"))?;
+    let tree =
+        storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("core {id}: rebuilding the tree: {e}"))?;
     drop(recovered);
     let core = Rc::new(Core {
         id,

@@ -51,7 +51,13 @@ async fn sync_dir(dir: &Path) -> io::Result<()> {
 impl TxnLogWriter {
     /// Opens the writer where recovery left the log: `tail` from `recover()`, `next_zxid` the
     /// zxid of the first record the next append must carry (recovered last_zxid + 1).
-    pub async fn open(log_dir: &Path, tail: &LogTail, next_zxid: i64, prealloc_bytes: u64, force_sync: bool) -> io::Result<TxnLogWriter> {
+    pub async fn open(
+        log_dir: &Path,
+        tail: &LogTail,
+        next_zxid: i64,
+        prealloc_bytes: u64,
+        force_sync: bool,
+    ) -> io::Result<TxnLogWriter> {
         if !tail.next_offset.is_multiple_of(LOG_BLOCK_BYTES as u64) {
             return Err(invalid(format!("log tail offset {} is not block aligned", tail.next_offset)));
         }
@@ -66,7 +72,14 @@ impl TxnLogWriter {
                 Some(Segment { file, path: path.clone(), offset: tail.next_offset })
             }
         };
-        Ok(TxnLogWriter { log_dir: log_dir.to_path_buf(), segment, next_zxid, prealloc_bytes, force_sync, failed: false })
+        Ok(TxnLogWriter {
+            log_dir: log_dir.to_path_buf(),
+            segment,
+            next_zxid,
+            prealloc_bytes,
+            force_sync,
+            failed: false,
+        })
     }
 
     /// Zxid the next appended record must carry.
@@ -95,7 +108,9 @@ impl TxnLogWriter {
             let expected = self.next_zxid + i as i64;
             match record_zxid(r) {
                 Some(z) if z == expected => enc.push(r.clone()),
-                found => return Err(invalid(format!("log append out of order: expected zxid {expected:#x}, got {found:?}"))),
+                found => {
+                    return Err(invalid(format!("log append out of order: expected zxid {expected:#x}, got {found:?}")))
+                }
             }
         }
         let batch = enc.finish();
@@ -113,7 +128,9 @@ impl TxnLogWriter {
         if self.segment.is_none() {
             self.segment = Some(self.create_segment(batch.first_zxid()).await?);
         }
-        let Some(seg) = self.segment.as_mut() else { return Err(invalid("no log segment".into())) };
+        let Some(seg) = self.segment.as_mut() else {
+            return Err(invalid("no log segment".into()));
+        };
         write_batch(&seg.file, seg.offset, batch).await?;
         if self.force_sync {
             seg.file.fdatasync().await?;
@@ -182,7 +199,13 @@ mod tests {
 
     fn txn(zxid: i64, data_len: usize) -> Bytes {
         let op = if zxid == 1 {
-            TxnOp::Create { path: "/n".into(), data: None, acl: crate::tree::acl::open_acl_unsafe(), ephemeral_owner: 0, response_type: 1 }
+            TxnOp::Create {
+                path: "/n".into(),
+                data: None,
+                acl: crate::tree::acl::open_acl_unsafe(),
+                ephemeral_owner: 0,
+                response_type: 1,
+            }
         } else {
             TxnOp::SetData { path: "/n".into(), data: Some(Bytes::from(vec![(zxid % 251) as u8; data_len])) }
         };

@@ -24,6 +24,7 @@ pub fn run(config: Config) -> Result<(), String> {
     let config = Arc::new(config);
     let cores = config.client_cores;
     startup::check_host(cores + 1, config.io_memory_bytes).map_err(|e| e.to_string())?;
+    startup::check_client_port(config.client_addr()).map_err(|e| e.to_string())?;
 
     let recovered = storage::recovery::recover(&config.data_dir, &config.data_log_dir).map_err(|e| e.to_string())?;
     tracing::info!(
@@ -36,7 +37,8 @@ pub fn run(config: Config) -> Result<(), String> {
 
     let shutdown = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, shutdown.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
+        signal_hook::flag::register(sig, shutdown.clone())
+            .map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
 
     let depth = config.channel_depth.max(1);
@@ -51,9 +53,18 @@ pub fn run(config: Config) -> Result<(), String> {
         core_ends.push((up_tx, down_rx));
     }
 
-    let placement = |cpu: usize| if config.cpu_pinning { Placement::Fixed(cpu) } else { Placement::Unbound };
+    let placement = |cpu: usize| {
+        if config.cpu_pinning {
+            Placement::Fixed(cpu)
+        } else {
+            Placement::Unbound
+        }
+    };
     let builder = |name: String, cpu: usize| {
-        LocalExecutorBuilder::new(placement(cpu)).name(&name).io_memory(config.io_memory_bytes).ring_depth(config.ring_depth)
+        LocalExecutorBuilder::new(placement(cpu))
+            .name(&name)
+            .io_memory(config.io_memory_bytes)
+            .ring_depth(config.ring_depth)
     };
 
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);

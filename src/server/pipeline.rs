@@ -94,7 +94,12 @@ impl Pipeline {
                     self.conn_sessions.insert(conn, id);
                     let header = self.next_header(id, 0, now);
                     self.commit_txn(header, TxnOp::CreateSession { timeout_ms }, None);
-                    self.items.push(Commit::Connected { conn, session_id: id, timeout_ms, passwd: session::password_of(id) });
+                    self.items.push(Commit::Connected {
+                        conn,
+                        session_id: id,
+                        timeout_ms,
+                        passwd: session::password_of(id),
+                    });
                     return;
                 }
                 let expected = session::password_of(session_id);
@@ -324,13 +329,17 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
             glommio::spawn_local(async move {
                 let zxid = tree.last_zxid();
                 match snapshot_writer::write_snapshot(&cfg.data_dir, tree).await {
-                    Ok(path) => tracing::info!("snapshot at zxid {zxid:#x} written to {}", path.display()),
+                    Ok(path) => {
+                        tracing::info!("snapshot at zxid {zxid:#x} written to {}", path.display())
+                    }
                     Err(e) => tracing::error!("snapshot at zxid {zxid:#x} failed: {e}"),
                 }
                 if purge_due {
-                    if let Err(e) =
-                        storage::files::purge(&cfg.data_dir, &cfg.data_log_dir, cfg.autopurge_snap_retain_count as usize)
-                    {
+                    if let Err(e) = storage::files::purge(
+                        &cfg.data_dir,
+                        &cfg.data_log_dir,
+                        cfg.autopurge_snap_retain_count as usize,
+                    ) {
                         tracing::warn!("purge failed: {e}");
                     }
                 }
@@ -348,6 +357,8 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     }
     drop(ticker);
     drop(receivers);
-    log.close().await;
+    if let Err(e) = log.close().await {
+        tracing::warn!("closing the txn log: {e}");
+    }
     Ok(())
 }

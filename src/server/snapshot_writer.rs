@@ -86,7 +86,10 @@ async fn write_block_run(file: &DmaFile, offset: u64, bytes: &[u8]) -> io::Resul
         buf.as_bytes_mut()[..rest.len()].copy_from_slice(rest);
         let written = file.write_at(buf, offset + done as u64).await?;
         if written == 0 || !written.is_multiple_of(LOG_BLOCK_BYTES) {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, format!("short snapshot write: {written} of {} bytes", rest.len())));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short snapshot write: {written} of {} bytes", rest.len()),
+            ));
         }
         done += written.min(rest.len());
     }
@@ -117,7 +120,14 @@ mod tests {
                 let mut z = 0;
                 for i in 0..300 {
                     z += 1;
-                    t.create_node(&format!("/d{i}"), Some(Bytes::from(vec![i as u8; 3000])), acl.clone(), if i % 7 == 0 { 9 } else { 0 }, z, z);
+                    t.create_node(
+                        &format!("/d{i}"),
+                        Some(Bytes::from(vec![i as u8; 3000])),
+                        acl.clone(),
+                        if i % 7 == 0 { 9 } else { 0 },
+                        z,
+                        z,
+                    );
                 }
                 t.set_last_zxid(z);
                 let copy = t.clone();
@@ -136,7 +146,8 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
-        let names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let names: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
         assert!(names.iter().all(|n| !n.ends_with(SNAPSHOT_TMP_SUFFIX)));
         std::fs::remove_dir_all(&dir).unwrap();

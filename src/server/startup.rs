@@ -1,8 +1,10 @@
 //! Start-up checks of the host: io_uring must be usable and RLIMIT_MEMLOCK high enough for
-//! glommio's registered buffers. Each failure becomes a message that says what to do.
+//! glommio's registered buffers, and the client port must be free. Each failure becomes a
+//! message that says what to do.
 //! Rules: never panic here; raise the soft limit when the hard limit allows it.
 
 use std::fmt;
+use std::net::SocketAddr;
 
 /// Locked memory one executor needs besides its io memory (rings, registered buffers).
 pub const EXECUTOR_MEMLOCK_OVERHEAD_BYTES: u64 = 512 * 1024;
@@ -11,6 +13,7 @@ pub const EXECUTOR_MEMLOCK_OVERHEAD_BYTES: u64 = 512 * 1024;
 pub enum StartupError {
     IoUringDisabled { setting: String },
     MemlockTooLow { needed_bytes: u64, soft_bytes: u64, hard_bytes: u64 },
+    ClientPortUnavailable { addr: SocketAddr, error: std::io::Error },
 }
 
 impl fmt::Display for StartupError {
@@ -30,6 +33,11 @@ impl fmt::Display for StartupError {
                  unit, or a memlock line in /etc/security/limits.conf; or lower ringkeeper.ioMemoryBytes / \
                  ringkeeper.clientCores",
                 kib = needed_bytes.div_ceil(1024)
+            ),
+            StartupError::ClientPortUnavailable { addr, error } => write!(
+                f,
+                "cannot listen on {addr}: {error}. Another server (ZooKeeper or ringkeeper) may be running there: \
+                 stop it, or set clientPort / clientPortAddress to a free address"
             ),
         }
     }
@@ -72,4 +80,11 @@ pub fn check_host(executors: usize, io_memory_bytes: usize) -> Result<(), Startu
         return Ok(());
     }
     Err(StartupError::MemlockTooLow { needed_bytes: needed, soft_bytes: lim.rlim_cur, hard_bytes: lim.rlim_max })
+}
+
+/// Checks that nothing listens on the client address yet. The client cores bind with
+/// SO_REUSEPORT (one listener each), which would silently share the port with another
+/// server; a plain bind here fails instead when the address is taken.
+pub fn check_client_port(addr: SocketAddr) -> Result<(), StartupError> {
+    std::net::TcpListener::bind(addr).map(drop).map_err(|error| StartupError::ClientPortUnavailable { addr, error })
 }

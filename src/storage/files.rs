@@ -122,7 +122,11 @@ mod tests {
         pub fn new(tag: &str) -> TempDir {
             use std::sync::atomic::{AtomicU64, Ordering};
             static N: AtomicU64 = AtomicU64::new(0);
-            let p = std::env::temp_dir().join(format!("rk-storage-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+            let p = std::env::temp_dir().join(format!(
+                "rk-storage-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
             let _ = fs::remove_dir_all(&p);
             fs::create_dir_all(&p).unwrap();
             TempDir(p)
@@ -161,7 +165,10 @@ mod tests {
         // retain 1 is raised to 3: keep 30, 40, 50; replay from 31 needs log.31 (31 <= 31).
         let r = purge(&data, &logs, 1).unwrap();
         assert_eq!(r.removed_snapshots, vec![data.join(snapshot_name(10)), data.join(snapshot_name(20))]);
-        assert_eq!(r.removed_segments, vec![logs.join(segment_name(1)), logs.join(segment_name(15)), logs.join(segment_name(25))]);
+        assert_eq!(
+            r.removed_segments,
+            vec![logs.join(segment_name(1)), logs.join(segment_name(15)), logs.join(segment_name(25))]
+        );
         let left: Vec<i64> = list_segments(&logs).unwrap().into_iter().map(|s| s.0).collect();
         assert_eq!(left, vec![31, 45]);
         assert_eq!(list_snapshots(&data).unwrap().len(), 3);

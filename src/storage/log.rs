@@ -114,7 +114,13 @@ impl BatchEncoder {
         header[24..32].copy_from_slice(&last.to_be_bytes());
         let crc = crc32c::crc32c_combine(crc32c::crc32c(&header[8..]), self.body_crc, self.body_len);
         header[4..8].copy_from_slice(&crc.to_be_bytes());
-        EncodedBatch { header, len: align_up(BATCH_HEADER_BYTES + self.body_len), first_zxid: self.first_zxid, last_zxid: last, records: self.records }
+        EncodedBatch {
+            header,
+            len: align_up(BATCH_HEADER_BYTES + self.body_len),
+            first_zxid: self.first_zxid,
+            last_zxid: last,
+            records: self.records,
+        }
     }
 }
 
@@ -203,7 +209,9 @@ pub fn encode_batch(records: &[Bytes]) -> Vec<u8> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BadBatch {
     BadMagic,
-    BodyPastEnd { body_len: u64 },
+    BodyPastEnd {
+        body_len: u64,
+    },
     ChecksumMismatch,
     RecordFraming,
     HeaderMismatch,
@@ -213,20 +221,29 @@ pub enum BadBatch {
     /// A zero header, then a valid batch further on.
     HoleBeforeData,
     /// The first record of a segment is not the zxid its name says.
-    FirstZxidMismatch { expected: i64, found: i64 },
+    FirstZxidMismatch {
+        expected: i64,
+        found: i64,
+    },
 }
 
 impl fmt::Display for BadBatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BadBatch::BadMagic => write!(f, "bad batch magic"),
-            BadBatch::BodyPastEnd { body_len } => write!(f, "batch body of {body_len} bytes runs past the end of the file"),
+            BadBatch::BodyPastEnd { body_len } => {
+                write!(f, "batch body of {body_len} bytes runs past the end of the file")
+            }
             BadBatch::ChecksumMismatch => write!(f, "batch checksum mismatch"),
             BadBatch::RecordFraming => write!(f, "records do not fill the batch body exactly"),
             BadBatch::HeaderMismatch => write!(f, "batch header does not match its records"),
-            BadBatch::ZxidsNotSequential => write!(f, "record zxids do not follow the batch header"),
+            BadBatch::ZxidsNotSequential => {
+                write!(f, "record zxids do not follow the batch header")
+            }
             BadBatch::DataAfterEnd => write!(f, "non-zero bytes after the end of the log data"),
-            BadBatch::HoleBeforeData => write!(f, "a block of zeroes where a batch should be, followed by more batches"),
+            BadBatch::HoleBeforeData => {
+                write!(f, "a block of zeroes where a batch should be, followed by more batches")
+            }
             BadBatch::FirstZxidMismatch { expected, found } => {
                 write!(f, "zxid gap: expected zxid {expected:#x}, found {found:#x}")
             }
@@ -384,7 +401,8 @@ pub fn scan_segment_file(
     let mut off = 0usize;
     let mut records: Vec<Bytes> = Vec::new();
     let mut next = expected_first_zxid;
-    let corrupt = |offset: usize, reason: BadBatch| LogError::Corrupt { file: file.to_string(), offset: offset as u64, reason };
+    let corrupt =
+        |offset: usize, reason: BadBatch| LogError::Corrupt { file: file.to_string(), offset: offset as u64, reason };
     loop {
         let (reason, after) = match read_batch(&data, off) {
             Batch::Valid(batch, len) => {
@@ -419,7 +437,11 @@ pub fn scan_segment_file(
             return Err(corrupt(after, reason));
         }
         let garbage_end = nonzero_end(&data, off) as u64;
-        return Ok(SegmentScan { records, end_offset: off as u64, torn: Some(TornTail { offset: off as u64, reason, garbage_end }) });
+        return Ok(SegmentScan {
+            records,
+            end_offset: off as u64,
+            torn: Some(TornTail { offset: off as u64, reason, garbage_end }),
+        });
     }
 }
 
@@ -513,7 +535,10 @@ mod tests {
             assert_eq!(pieces, whole, "chunk {chunk}");
         }
         let s = scan(&whole, true);
-        assert!(matches!(s, Err(LogError::Corrupt { reason: BadBatch::FirstZxidMismatch { expected: 1, found: 10 }, .. })));
+        assert!(matches!(
+            s,
+            Err(LogError::Corrupt { reason: BadBatch::FirstZxidMismatch { expected: 1, found: 10 }, .. })
+        ));
         let s = scan_segment(&whole, true).unwrap();
         assert_eq!(s.records, recs);
     }
@@ -598,7 +623,10 @@ mod tests {
     #[test]
     fn a_zxid_gap_is_corruption() {
         let seg = segment(&[1..3, 4..6], 0);
-        assert!(matches!(scan(&seg, true), Err(LogError::Corrupt { reason: BadBatch::FirstZxidMismatch { expected: 3, found: 4 }, .. })));
+        assert!(matches!(
+            scan(&seg, true),
+            Err(LogError::Corrupt { reason: BadBatch::FirstZxidMismatch { expected: 3, found: 4 }, .. })
+        ));
     }
 
     proptest::proptest! {

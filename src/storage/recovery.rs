@@ -43,14 +43,24 @@ pub struct Recovered {
 
 #[derive(Debug)]
 pub enum RecoveryError {
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        path: PathBuf,
+        source: io::Error,
+    },
     Log(LogError),
     /// The logs do not hold every txn after the snapshot recovery starts from.
-    MissingTxns { snapshot_zxid: i64, first_missing_zxid: i64, detail: String },
+    MissingTxns {
+        snapshot_zxid: i64,
+        first_missing_zxid: i64,
+        detail: String,
+    },
     /// The snapshot chosen by recover() failed to decode (rebuild_tree).
     Snapshot(SnapshotError),
     /// A record whose batch checksum is fine but which does not decode.
-    BadRecord { zxid: i64, error: codec::TxnDecodeError },
+    BadRecord {
+        zxid: i64,
+        error: codec::TxnDecodeError,
+    },
 }
 
 impl fmt::Display for RecoveryError {
@@ -138,7 +148,10 @@ pub fn recover(data_dir: &Path, log_dir: &Path) -> Result<Recovered, RecoveryErr
                 snapshot_zxid = z;
                 break;
             }
-            Ok(z) => warn(&mut warnings, format!("skipping snapshot {}: it holds zxid {z:#x}, not the one in its name", p.display())),
+            Ok(z) => warn(
+                &mut warnings,
+                format!("skipping snapshot {}: it holds zxid {z:#x}, not the one in its name", p.display()),
+            ),
             Err(e) => warn(&mut warnings, format!("skipping snapshot {}: {e}", p.display())),
         }
     }
@@ -248,7 +261,11 @@ mod tests {
         fn new(tag: &str) -> TempDir {
             use std::sync::atomic::{AtomicU64, Ordering};
             static N: AtomicU64 = AtomicU64::new(0);
-            let p = std::env::temp_dir().join(format!("rk-recovery-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+            let p = std::env::temp_dir().join(format!(
+                "rk-recovery-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
             let _ = fs::remove_dir_all(&p);
             TempDir(p)
         }
@@ -273,7 +290,10 @@ mod tests {
             z => TxnOp::SetData { path: "/n".into(), data: Some(Bytes::from(z.to_string())) },
         };
         let mut b = BytesMut::new();
-        codec::encode(&Txn { header: TxnHeader { zxid, session_id: 0x77, cxid: zxid as i32, time_ms: 100 + zxid }, op }, &mut b);
+        codec::encode(
+            &Txn { header: TxnHeader { zxid, session_id: 0x77, cxid: zxid as i32, time_ms: 100 + zxid }, op },
+            &mut b,
+        );
         b.freeze()
     }
 

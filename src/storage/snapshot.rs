@@ -43,18 +43,37 @@ pub fn parse_snapshot_name(name: &str) -> Option<i64> {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SnapshotError {
-    TooShort { len: usize },
+    TooShort {
+        len: usize,
+    },
     BadMagic,
     UnsupportedVersion(u32),
     ChecksumMismatch,
     /// A field runs past the node section.
-    Truncated { offset: usize },
-    BadUtf8 { offset: usize },
-    BadPath { offset: usize, path: String },
-    ParentMissing { path: String },
-    DuplicateNode { path: String },
-    BadAclRef { offset: usize, index: u32 },
-    NodeCountMismatch { trailer: u64, found: u64 },
+    Truncated {
+        offset: usize,
+    },
+    BadUtf8 {
+        offset: usize,
+    },
+    BadPath {
+        offset: usize,
+        path: String,
+    },
+    ParentMissing {
+        path: String,
+    },
+    DuplicateNode {
+        path: String,
+    },
+    BadAclRef {
+        offset: usize,
+        index: u32,
+    },
+    NodeCountMismatch {
+        trailer: u64,
+        found: u64,
+    },
 }
 
 impl fmt::Display for SnapshotError {
@@ -64,12 +83,22 @@ impl fmt::Display for SnapshotError {
             SnapshotError::BadMagic => write!(f, "not a snapshot (bad magic)"),
             SnapshotError::UnsupportedVersion(v) => write!(f, "unsupported snapshot version {v}"),
             SnapshotError::ChecksumMismatch => write!(f, "snapshot checksum mismatch"),
-            SnapshotError::Truncated { offset } => write!(f, "snapshot record truncated at byte {offset}"),
-            SnapshotError::BadUtf8 { offset } => write!(f, "invalid UTF-8 in snapshot at byte {offset}"),
-            SnapshotError::BadPath { offset, path } => write!(f, "invalid path {path:?} in snapshot at byte {offset}"),
-            SnapshotError::ParentMissing { path } => write!(f, "snapshot node {path} comes before its parent"),
+            SnapshotError::Truncated { offset } => {
+                write!(f, "snapshot record truncated at byte {offset}")
+            }
+            SnapshotError::BadUtf8 { offset } => {
+                write!(f, "invalid UTF-8 in snapshot at byte {offset}")
+            }
+            SnapshotError::BadPath { offset, path } => {
+                write!(f, "invalid path {path:?} in snapshot at byte {offset}")
+            }
+            SnapshotError::ParentMissing { path } => {
+                write!(f, "snapshot node {path} comes before its parent")
+            }
             SnapshotError::DuplicateNode { path } => write!(f, "snapshot holds node {path} twice"),
-            SnapshotError::BadAclRef { offset, index } => write!(f, "snapshot ACL reference {index} at byte {offset} is unknown"),
+            SnapshotError::BadAclRef { offset, index } => {
+                write!(f, "snapshot ACL reference {index} at byte {offset} is unknown")
+            }
             SnapshotError::NodeCountMismatch { trailer, found } => {
                 write!(f, "snapshot trailer says {trailer} nodes, found {found}")
             }
@@ -171,7 +200,9 @@ impl<'a> SnapshotEncoder<'a> {
         let tree = self.tree;
         if !self.root_done {
             self.root_done = true;
-            let Some(root) = tree.get("/") else { return false };
+            let Some(root) = tree.get("/") else {
+                return false;
+            };
             self.emit(out, "/", root);
             self.stack.push(("/".to_string(), root.children.iter()));
             return true;
@@ -399,8 +430,11 @@ pub(crate) mod tests {
     pub(crate) fn sample_tree() -> DataTree {
         let mut t = DataTree::new();
         let open: Rc<[Acl]> = crate::tree::acl::open_acl_unsafe().into();
-        let digest: Rc<[Acl]> =
-            vec![Acl { perms: 31, id: Id { scheme: "digest".into(), id: "u:hash=".into() } }, Acl { perms: 1, id: Id { scheme: "world".into(), id: "anyone".into() } }].into();
+        let digest: Rc<[Acl]> = vec![
+            Acl { perms: 31, id: Id { scheme: "digest".into(), id: "u:hash=".into() } },
+            Acl { perms: 1, id: Id { scheme: "world".into(), id: "anyone".into() } },
+        ]
+        .into();
         t.add_session(0x100, 4000);
         t.add_session(0x200, 30000);
         let mut z = 0;

@@ -104,11 +104,7 @@ pub fn check(acl: &[Acl], perm: i32, ids: &[Id]) -> bool {
         }
         ids.iter().any(|caller| {
             caller.scheme == a.id.scheme
-                && if a.id.scheme == SCHEME_IP {
-                    ip_matches(&a.id.id, &caller.id)
-                } else {
-                    caller.id == a.id.id
-                }
+                && if a.id.scheme == SCHEME_IP { ip_matches(&a.id.id, &caller.id) } else { caller.id == a.id.id }
         })
     })
 }

@@ -183,7 +183,11 @@ impl DataTree {
 
     /// Records that every txn up to `zxid` is applied. Zxids only grow.
     pub fn set_last_zxid(&mut self, zxid: i64) {
-        assert!(zxid > self.last_zxid || (zxid == 0 && self.last_zxid == 0), "zxid went backwards: {zxid:#x} after {:#x}", self.last_zxid);
+        assert!(
+            zxid > self.last_zxid || (zxid == 0 && self.last_zxid == 0),
+            "zxid went backwards: {zxid:#x} after {:#x}",
+            self.last_zxid
+        );
         self.last_zxid = zxid;
     }
 
@@ -221,11 +225,10 @@ impl DataTree {
 
     /// Number of nodes below `p` (not counting `p`).
     pub fn descendant_count(&self, p: &str) -> usize {
-        let Some(node) = self.nodes.get(p) else { return 0 };
-        node.children
-            .iter()
-            .map(|c| 1 + self.descendant_count(&path::join(p, c)))
-            .sum()
+        let Some(node) = self.nodes.get(p) else {
+            return 0;
+        };
+        node.children.iter().map(|c| 1 + self.descendant_count(&path::join(p, c))).sum()
     }
 
     // ---- mutation primitives, used by txn::apply only ----
@@ -234,20 +237,25 @@ impl DataTree {
         self.sessions.insert(id, SessionEntry { timeout_ms });
     }
 
-    /// Removes a session and returns its ephemerals (sorted) for the caller to delete.
+    /// Removes a session and returns its ephemerals for the caller to delete, in the order
+    /// ZooKeeper deletes them (see `java_order`), which is the order their watches fire.
     pub fn remove_session(&mut self, id: i64) -> Vec<Rc<str>> {
         self.sessions.remove(&id);
-        self.ephemerals.get(&id).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        let mut doomed: Vec<(Rc<str>, i64)> = self
+            .ephemerals
+            .get(&id)
+            .map(|s| s.iter().map(|p| (p.clone(), self.nodes.get(p.as_ref()).map_or(0, |n| n.czxid))).collect())
+            .unwrap_or_default();
+        super::java_order::session_close_order(&mut doomed);
+        doomed.into_iter().map(|(p, _)| p).collect()
     }
 
     pub fn create_node(&mut self, p: &str, data: Option<Bytes>, acl: Rc<[Acl]>, owner: i64, zxid: i64, time_ms: i64) {
         assert!(!self.nodes.contains_key(p), "create of existing node {p} at zxid {zxid:#x}");
         let parent = path::parent(p).unwrap_or_else(|| panic!("create of the root at zxid {zxid:#x}"));
         {
-            let parent_node = self
-                .nodes
-                .get_mut(parent)
-                .unwrap_or_else(|| panic!("create {p}: parent missing at zxid {zxid:#x}"));
+            let parent_node =
+                self.nodes.get_mut(parent).unwrap_or_else(|| panic!("create {p}: parent missing at zxid {zxid:#x}"));
             parent_node.child_creates = parent_node.child_creates.wrapping_add(1);
             if zxid > parent_node.pzxid {
                 parent_node.pzxid = zxid;
@@ -257,10 +265,7 @@ impl DataTree {
     }
 
     pub fn delete_node(&mut self, p: &str, zxid: i64) {
-        let node = self
-            .nodes
-            .remove(p)
-            .unwrap_or_else(|| panic!("delete of missing node {p} at zxid {zxid:#x}"));
+        let node = self.nodes.remove(p).unwrap_or_else(|| panic!("delete of missing node {p} at zxid {zxid:#x}"));
         assert!(node.children.is_empty(), "delete of {p} with children at zxid {zxid:#x}");
         self.data_bytes -= node.data.as_ref().map_or(0, |d| d.len() as i64);
         match node.kind() {
@@ -310,7 +315,9 @@ impl DataTree {
         let mut out = Vec::with_capacity(self.nodes.len());
         let mut stack: Vec<Rc<str>> = vec![Rc::from("/")];
         while let Some(p) = stack.pop() {
-            let Some(node) = self.nodes.get(&*p) else { continue };
+            let Some(node) = self.nodes.get(&*p) else {
+                continue;
+            };
             for c in node.children.iter().rev() {
                 stack.push(Rc::from(path::join(&p, c)));
             }

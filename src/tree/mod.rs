@@ -3,6 +3,7 @@
 
 pub mod acl;
 pub mod datatree;
+pub mod java_order;
 pub mod path;
 pub mod watches;
 

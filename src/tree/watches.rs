@@ -49,8 +49,12 @@ impl WatchTable {
     }
 
     fn remove(&mut self, p: &str, conn: ConnId, modes: &[WatchMode]) -> bool {
-        let Some(entry) = self.by_path.get_mut(p) else { return false };
-        let Some(mode) = entry.get(&conn).copied() else { return false };
+        let Some(entry) = self.by_path.get_mut(p) else {
+            return false;
+        };
+        let Some(mode) = entry.get(&conn).copied() else {
+            return false;
+        };
         if !modes.contains(&mode) {
             return false;
         }
@@ -107,7 +111,9 @@ impl WatchTable {
     }
 
     fn remove_conn(&mut self, conn: ConnId) {
-        let Some(paths) = self.by_conn.remove(&conn) else { return };
+        let Some(paths) = self.by_conn.remove(&conn) else {
+            return;
+        };
         for p in paths {
             if let Some(entry) = self.by_path.get_mut(&p) {
                 if entry.remove(&conn) == Some(WatchMode::PersistentRecursive) {

@@ -23,7 +23,9 @@ pub struct TxnHeader {
 /// The change a txn makes. Sub-ops of a multi are any of these but Multi and the session ops.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxnOp {
-    CreateSession { timeout_ms: i32 },
+    CreateSession {
+        timeout_ms: i32,
+    },
     CloseSession,
     Create {
         path: String,
@@ -34,12 +36,24 @@ pub enum TxnOp {
         /// The response type a client expects: 1 (CreateResponse) or 15 (Create2Response).
         response_type: i32,
     },
-    Delete { path: String },
-    SetData { path: String, data: Option<Bytes> },
-    SetAcl { path: String, acl: Vec<Acl> },
-    Check { path: String },
+    Delete {
+        path: String,
+    },
+    SetData {
+        path: String,
+        data: Option<Bytes>,
+    },
+    SetAcl {
+        path: String,
+        acl: Vec<Acl>,
+    },
+    Check {
+        path: String,
+    },
     /// A write that failed validation: it still takes a zxid, and changes nothing.
-    Error { err: i32 },
+    Error {
+        err: i32,
+    },
     Multi(Vec<TxnOp>),
 }
 
@@ -62,20 +76,41 @@ pub enum WriteOp {
         /// -1 when the request carries no TTL.
         ttl_ms: i64,
     },
-    Delete { path: String, version: i32 },
-    SetData { path: String, data: Option<Bytes>, version: i32 },
-    SetAcl { path: String, acl: Option<Vec<Acl>>, version: i32 },
-    Check { path: String, version: i32 },
+    Delete {
+        path: String,
+        version: i32,
+    },
+    SetData {
+        path: String,
+        data: Option<Bytes>,
+        version: i32,
+    },
+    SetAcl {
+        path: String,
+        acl: Option<Vec<Acl>>,
+        version: i32,
+    },
+    Check {
+        path: String,
+        version: i32,
+    },
     Multi(Vec<WriteOp>),
-    CreateSession { timeout_ms: i32 },
+    CreateSession {
+        timeout_ms: i32,
+    },
     CloseSession,
     /// Server-internal: the container / TTL reaper.
-    DeleteContainer { path: String },
+    DeleteContainer {
+        path: String,
+    },
 }
 
 impl WriteOp {
     /// True for an op that may stand inside a multi.
     pub fn allowed_in_multi(&self) -> bool {
-        matches!(self, WriteOp::Create { .. } | WriteOp::Delete { .. } | WriteOp::SetData { .. } | WriteOp::Check { .. })
+        matches!(
+            self,
+            WriteOp::Create { .. } | WriteOp::Delete { .. } | WriteOp::SetData { .. } | WriteOp::Check { .. }
+        )
     }
 }

@@ -5,7 +5,7 @@
 
 use super::{apply, TxnOp, WriteOp};
 use crate::proto::opcode::{create_flags, perms};
-use crate::proto::{Id, ErrorCode};
+use crate::proto::{ErrorCode, Id};
 use crate::tree::datatree::{EPHEMERAL_OWNER_CONTAINER, EPHEMERAL_OWNER_TTL_MASK, TTL_MS_MAX};
 use crate::tree::{acl, path, DataTree, NodeKind};
 
@@ -161,12 +161,16 @@ fn prep_create(
     }
     let sequential = matches!(
         flags,
-        create_flags::PERSISTENT_SEQUENTIAL | create_flags::EPHEMERAL_SEQUENTIAL | create_flags::PERSISTENT_SEQUENTIAL_WITH_TTL
+        create_flags::PERSISTENT_SEQUENTIAL
+            | create_flags::EPHEMERAL_SEQUENTIAL
+            | create_flags::PERSISTENT_SEQUENTIAL_WITH_TTL
     );
     let ephemeral = matches!(flags, create_flags::EPHEMERAL | create_flags::EPHEMERAL_SEQUENTIAL);
     let container = opcode == crate::proto::OpCode::CreateContainer.code() && flags == create_flags::CONTAINER;
     // 2. a slash and no NUL.
-    let Some(last_slash) = p.rfind('/') else { return Err(ErrorCode::BadArguments) };
+    let Some(last_slash) = p.rfind('/') else {
+        return Err(ErrorCode::BadArguments);
+    };
     if p.contains('\0') {
         return Err(ErrorCode::BadArguments);
     }
@@ -261,7 +265,10 @@ mod tests {
         assert_eq!(err(run(&mut t, &create("/e", 0), 7)), -110);
         assert_eq!(err(run(&mut t, &WriteOp::Delete { path: "/zookeeper".into(), version: -1 }, 8)), -8);
         assert_eq!(err(run(&mut t, &WriteOp::SetData { path: "/e".into(), data: None, version: 3 }, 9)), -103);
-        assert_eq!(err(run(&mut t, &WriteOp::SetData { path: "/zookeeper/config".into(), data: None, version: -1 }, 10)), -102);
+        assert_eq!(
+            err(run(&mut t, &WriteOp::SetData { path: "/zookeeper/config".into(), data: None, version: -1 }, 10)),
+            -102
+        );
     }
 
     #[test]

@@ -49,6 +49,26 @@ TICK_MS = 500
 ALL_KINDS = ("ringkeeper", "apache")
 
 
+def apache_version():
+    """The version of Debian's zookeeper package as a tuple, e.g. (3, 8, 0)."""
+    try:
+        v = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "zookeeper"],
+                           capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return (0, 0, 0)
+    m = re.match(r"(?:\d+:)?(\d+)\.(\d+)\.(\d+)", v)
+    return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+
+
+def exists_checks_read(kind):
+    """Whether exists() on an existing node needs READ. Apache added the check in 3.8.4
+    and 3.9.2 (before, exists checked nothing); ringkeeper follows the current releases."""
+    if kind == "ringkeeper":
+        return True
+    v = apache_version()
+    return v >= (3, 9, 2) or ((3, 8, 4) <= v < (3, 9, 0))
+
+
 def selected_kinds():
     raw = os.environ.get("RK_SERVERS", ",".join(ALL_KINDS))
     kinds = [k.strip() for k in raw.split(",") if k.strip()]

@@ -7,7 +7,7 @@ from kazoo.security import (OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_acl, make_dig
                             make_digest_acl_credential)
 
 import rawzk
-from helpers import SUPER_PASSWORD, SUPER_USER
+from helpers import SUPER_PASSWORD, SUPER_USER, exists_checks_read
 
 
 def test_digest_acl_denies_without_auth(zk, kazoo_factory, server, base):
@@ -24,7 +24,12 @@ def test_digest_acl_denies_without_auth(zk, kazoo_factory, server, base):
                lambda: anon.set_acls(p, OPEN_ACL_UNSAFE), lambda: anon.get_acls(p)):
         with pytest.raises(NoAuthError):
             op()
-    assert anon.exists(p) is not None, "exists checks no permission"
+    if exists_checks_read(server.kind):
+        with pytest.raises(NoAuthError):
+            anon.exists(p)
+    else:
+        assert anon.exists(p) is not None, "exists checks no permission before 3.8.4"
+    assert anon.exists(f"{p}/missing") is None, "exists of a missing node checks nothing"
     wrong = kazoo_factory(server.hostport, auth_data=[("digest", "alice:nope")])
     with pytest.raises(NoAuthError):
         wrong.get(p)
@@ -34,10 +39,10 @@ def test_digest_acl_denies_without_auth(zk, kazoo_factory, server, base):
     assert zk.get(p)[0] == b"new"
 
 
-def test_permission_per_operation(raw, base):
+def test_permission_per_operation(raw, server, base):
     """Each op checks ZooKeeper's permission: getData/getChildren READ, setData WRITE,
     create CREATE on the parent, delete DELETE on the parent, setACL ADMIN,
-    getACL READ or ADMIN; exists and sync check nothing."""
+    getACL READ or ADMIN; exists READ (3.8.4+, see exists_checks_read); sync nothing."""
     c = raw()
     P = rawzk
     W = lambda perms: [rawzk.ACL(perms, "world", "anyone")]  # noqa: E731
@@ -63,7 +68,11 @@ def test_permission_per_operation(raw, base):
     assert c.call_err(P.OP_GETCHILDREN, P.encode_path_watch(w)) == P.NO_AUTH
     assert c.call_err(P.OP_GETACL, P.Writer().ustring(w).bytes()) == P.NO_AUTH
     assert c.set_data(w, b"ok").version == 1
-    assert c.exists(w) is not None and c.sync(w) == w
+    if exists_checks_read(server.kind):
+        assert c.call_err(P.OP_EXISTS, P.encode_path_watch(w)) == P.NO_AUTH
+    else:
+        assert c.exists(w) is not None
+    assert c.sync(w) == w
 
     cr = node("c", P.PERM_CREATE, kids=["k"])
     assert c.create(f"{cr}/n") == f"{cr}/n"
