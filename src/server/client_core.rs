@@ -9,7 +9,7 @@ use super::connection;
 use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
 use crate::config::Config;
 use crate::proto::connect::ConnectResponse;
-use crate::proto::opcode::{add_watch_mode, event_type, STATE_SYNC_CONNECTED, XID_PING};
+use crate::proto::opcode::{add_watch_mode, event_type, perms, STATE_SYNC_CONNECTED, XID_PING};
 use crate::proto::reply::{self, MultiResult, ReplyHeader, Response};
 use crate::proto::request::Request;
 use crate::proto::{ErrorCode, Id, OpCode};
@@ -22,7 +22,6 @@ use crate::txn::apply::{self, Change, OpResult};
 use crate::txn::WriteOp;
 use bytes::BytesMut;
 use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
-use glommio::net::TcpListener;
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -413,23 +412,17 @@ impl Core {
                     changes.clear();
                     notes.clear();
                     let result = apply::apply(&mut self.tree.borrow_mut(), txn, &mut changes);
-                    if !changes.is_empty() {
-                        let mut watches = self.watches.borrow_mut();
-                        for ch in &changes {
+                    for ch in &changes {
+                        {
+                            let mut watches = self.watches.borrow_mut();
                             match ch {
-                                Change::Created(p) => watches.on_created(p, &mut notes),
-                                Change::Deleted(p) => watches.on_deleted(p, &mut notes),
-                                Change::DataChanged(p) => watches.on_data_changed(p, &mut notes),
+                                Change::Created { path, .. } => watches.on_created(path, &mut notes),
+                                Change::Deleted { path, .. } => watches.on_deleted(path, &mut notes),
+                                Change::DataChanged { path, .. } => watches.on_data_changed(path, &mut notes),
                             }
                         }
-                    }
-                    if !notes.is_empty() {
-                        let conns = self.conns.borrow();
-                        for (cid, ev, p) in notes.drain(..) {
-                            if let Some(c) = conns.get(&cid) {
-                                reply::encode_notification(&mut c.out.borrow_mut(), ev, STATE_SYNC_CONNECTED, &p);
-                                self.mark_dirty(c);
-                            }
+                        if !notes.is_empty() {
+                            self.deliver(ch, &mut notes);
                         }
                     }
                     if let Some((origin, xid)) = origin {
@@ -509,6 +502,22 @@ impl Core {
             }
         }
         self.flush_dirty();
+    }
+
+    /// Queues the notifications of one change on their connections: only to a connection
+    /// that may READ the node the event is about (ZooKeeper 3.8.4+); the watch is used up
+    /// either way.
+    fn deliver(&self, change: &Change, notes: &mut Vec<Notification>) {
+        let conns = self.conns.borrow();
+        for (cid, ev, p) in notes.drain(..) {
+            let Some(c) = conns.get(&cid) else { continue };
+            if !acl::check(change.acl_for_event(ev), perms::READ, &c.auth.borrow()) {
+                tracing::debug!("event {ev} on {p} withheld from connection {cid}: no READ permission");
+                continue;
+            }
+            reply::encode_notification(&mut c.out.borrow_mut(), ev, STATE_SYNC_CONNECTED, &p);
+            self.mark_dirty(c);
+        }
     }
 
     fn my_conn(&self, r: &ConnRef) -> Option<Rc<Conn>> {
@@ -660,7 +669,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
             }
         })
     };
-    let listener = TcpListener::bind(config.client_addr())
+    let listener = super::startup::bind_client_listener(config.client_addr())
         .map_err(|e| format!("core {id}: cannot listen on {}: {e}", config.client_addr()))?;
     tracing::info!("client core {id} listening on {}", config.client_addr());
     let acceptor = {

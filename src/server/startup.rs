@@ -82,9 +82,46 @@ pub fn check_host(executors: usize, io_memory_bytes: usize) -> Result<(), Startu
     Err(StartupError::MemlockTooLow { needed_bytes: needed, soft_bytes: lim.rlim_cur, hard_bytes: lim.rlim_max })
 }
 
-/// Checks that nothing listens on the client address yet. The client cores bind with
+/// Pending connections the kernel queues on each client core's listener.
+pub const LISTEN_BACKLOG_MAX: i32 = 1024;
+
+/// How long start-up waits for the client port to become free. A server killed a moment ago
+/// keeps its listener open until the kernel tears down its io_uring (in-flight accepts hold
+/// the socket), so a restart right after kill -9 may find the port briefly busy.
+pub const CLIENT_PORT_WAIT_MS_MAX: u64 = 3000;
+
+/// Checks that nothing listens on the client address. The client cores bind with
 /// SO_REUSEPORT (one listener each), which would silently share the port with another
-/// server; a plain bind here fails instead when the address is taken.
+/// server; this bind has SO_REUSEADDR only, so it fails on a live listener but not on the
+/// TIME_WAIT connections a previous run left behind. Retries for CLIENT_PORT_WAIT_MS_MAX.
 pub fn check_client_port(addr: SocketAddr) -> Result<(), StartupError> {
-    std::net::TcpListener::bind(addr).map(drop).map_err(|error| StartupError::ClientPortUnavailable { addr, error })
+    let probe = || -> std::io::Result<()> {
+        let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+        s.set_reuse_address(true)?;
+        s.bind(&addr.into())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(CLIENT_PORT_WAIT_MS_MAX);
+    loop {
+        match probe() {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(error) => return Err(StartupError::ClientPortUnavailable { addr, error }),
+        }
+    }
+}
+
+/// One client core's listener: SO_REUSEADDR (so its connections' TIME_WAIT never blocks a
+/// restart) and SO_REUSEPORT (the kernel spreads connections over the client cores).
+pub fn bind_client_listener(addr: SocketAddr) -> std::io::Result<glommio::net::TcpListener> {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(LISTEN_BACKLOG_MAX)?;
+    // SAFETY: the fd is a listening TCP socket that we own and hand over whole.
+    Ok(unsafe { glommio::net::TcpListener::from_raw_fd(s.into_raw_fd()) })
 }

@@ -4,16 +4,57 @@
 //! is a replica divergence and panics (in the tree primitives).
 
 use super::{Txn, TxnOp};
-use crate::proto::Stat;
-use crate::tree::DataTree;
+use crate::proto::opcode::event_type;
+use crate::proto::{Acl, Stat};
+use crate::tree::{path, DataTree};
 use std::rc::Rc;
 
-/// A change that may fire watches, in apply order.
+/// A change that may fire watches, in apply order, with the ACLs in force when it happened:
+/// an event reaches a connection only if it may READ the node (the parent, for
+/// NodeChildrenChanged), as in ZooKeeper 3.8.4+ (a multi may create and delete the same node,
+/// so the tree after the txn cannot answer this).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    Created(String),
-    Deleted(String),
-    DataChanged(String),
+    Created { path: String, acl: Rc<[Acl]>, parent_acl: Rc<[Acl]> },
+    Deleted { path: String, acl: Rc<[Acl]>, parent_acl: Rc<[Acl]> },
+    DataChanged { path: String, acl: Rc<[Acl]> },
+}
+
+impl Change {
+    pub fn path(&self) -> &str {
+        match self {
+            Change::Created { path, .. } | Change::Deleted { path, .. } | Change::DataChanged { path, .. } => path,
+        }
+    }
+
+    /// The ACL that decides who may see `event` (a WatcherEvent type) of this change.
+    pub fn acl_for_event(&self, event: i32) -> &[Acl] {
+        match self {
+            Change::Created { acl, parent_acl, .. } | Change::Deleted { acl, parent_acl, .. } => {
+                if event == event_type::NODE_CHILDREN_CHANGED {
+                    parent_acl
+                } else {
+                    acl
+                }
+            }
+            Change::DataChanged { acl, .. } => acl,
+        }
+    }
+}
+
+fn acl_of(tree: &DataTree, p: &str) -> Rc<[Acl]> {
+    tree.get(p).map(|n| n.acl.clone()).unwrap_or_else(|| Rc::from(Vec::new()))
+}
+
+fn parent_acl_of(tree: &DataTree, p: &str) -> Rc<[Acl]> {
+    path::parent(p).map(|parent| acl_of(tree, parent)).unwrap_or_else(|| Rc::from(Vec::new()))
+}
+
+/// Deletes `p` and reports it.
+fn delete(tree: &mut DataTree, p: &str, zxid: i64, changes: &mut Vec<Change>) {
+    let (acl, parent_acl) = (acl_of(tree, p), parent_acl_of(tree, p));
+    tree.delete_node(p, zxid);
+    changes.push(Change::Deleted { path: p.to_string(), acl, parent_acl });
 }
 
 /// What the origin connection's reply is built from.
@@ -51,25 +92,23 @@ fn apply_op(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change
         }
         TxnOp::CloseSession => {
             for p in tree.remove_session(txn.header.session_id) {
-                tree.delete_node(&p, zxid);
-                changes.push(Change::Deleted(p.to_string()));
+                delete(tree, &p, zxid, changes);
             }
             OpResult::SessionClosed
         }
         TxnOp::Create { path, data, acl, ephemeral_owner, response_type } => {
             let acl: Rc<[_]> = acl.clone().into();
-            tree.create_node(path, data.clone(), acl, *ephemeral_owner, zxid, time);
-            changes.push(Change::Created(path.clone()));
+            tree.create_node(path, data.clone(), acl.clone(), *ephemeral_owner, zxid, time);
+            changes.push(Change::Created { path: path.clone(), acl, parent_acl: parent_acl_of(tree, path) });
             OpResult::Created { path: path.clone(), stat: stat_of(tree, path), response_type: *response_type }
         }
         TxnOp::Delete { path } => {
-            tree.delete_node(path, zxid);
-            changes.push(Change::Deleted(path.clone()));
+            delete(tree, path, zxid, changes);
             OpResult::Deleted
         }
         TxnOp::SetData { path, data } => {
             tree.set_data(path, data.clone(), zxid, time);
-            changes.push(Change::DataChanged(path.clone()));
+            changes.push(Change::DataChanged { path: path.clone(), acl: acl_of(tree, path) });
             OpResult::DataSet { stat: stat_of(tree, path) }
         }
         TxnOp::SetAcl { path, acl } => {

@@ -62,7 +62,8 @@ def apache_version():
 
 def exists_checks_read(kind):
     """Whether exists() on an existing node needs READ. Apache added the check in 3.8.4
-    and 3.9.2 (before, exists checked nothing); ringkeeper follows the current releases."""
+    and 3.9.2 (before, exists checked nothing; Debian's 3.8.0 package does not carry it);
+    ringkeeper follows the current releases."""
     if kind == "ringkeeper":
         return True
     v = apache_version()

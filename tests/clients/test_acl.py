@@ -192,3 +192,31 @@ def test_kazoo_auth_failed(kazoo_factory, server):
     c = kazoo_factory(server.hostport)
     with pytest.raises(AuthFailedError):
         c.add_auth("nosuchscheme", "x")
+
+
+def test_watch_events_need_read(raw, base):
+    """A watcher without READ on a node is not told of its changes (CVE-2024-23944, fixed in
+    3.8.4 and in Debian's 3.8.0 package): a recursive watch on a subtree reports the open
+    node's events but not the secret node's; NodeChildrenChanged is judged by the parent's
+    ACL; a one-shot watch whose event is withheld is used up all the same."""
+    owner = raw()
+    assert owner.add_auth("digest", b"owner:pw") == 0
+    secret_acl = [rawzk.ACL(rawzk.PERM_ALL, "digest", rawzk.digest_id("owner", "pw"))]
+    watcher = raw()
+    watcher.add_watch(base, rawzk.AW_PERSISTENT_RECURSIVE)
+    owner.create(f"{base}/open", b"o")
+    owner.create(f"{base}/secret", b"s", acl=secret_acl)
+    owner.set_data(f"{base}/secret", b"s2")
+    owner.set_data(f"{base}/open", b"o2")
+    assert sorted(watcher.get_children(base, watch=True)) == ["open", "secret"]
+    owner.create(f"{base}/closed", b"", acl=secret_acl)
+    seen = [(e.type, e.path) for e in watcher.quiet_events(0.5)]
+    assert seen == [(1, f"{base}/open"), (3, f"{base}/open"), (4, base)]
+
+    one_shot = raw()
+    assert one_shot.call_err(rawzk.OP_EXISTS, rawzk.encode_path_watch(f"{base}/later", True)) \
+        == rawzk.NO_NODE
+    owner.create(f"{base}/later", b"", acl=secret_acl)   # withheld, and the watch is gone
+    owner.set_acl(f"{base}/later", rawzk.OPEN_ACL_UNSAFE)
+    owner.delete(f"{base}/later")                         # would be visible, but no watch is left
+    assert one_shot.quiet_events(0.5) == []
