@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ringkeeper's test entry point (called by .ci/run).
 #
-#   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a Rust toolchain
-#      if there is none, a Python venv at target/venv with kazoo, pytest, pytest-timeout);
+#   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
+#      Python venv at target/venv with kazoo, pytest, pytest-timeout); needs cargo;
 #   2. cargo build --release;
 #   3. unit tests: cargo nextest run --release (cargo test --release without nextest);
 #   4. integration tests: pytest tests/clients against the real binary and against
@@ -34,10 +34,7 @@ if [ ! -x "$VENV/bin/python" ] && ! python3 -c 'import venv, ensurepip' >/dev/nu
     pkgs+=(python3-venv)
 fi
 command -v stdbuf >/dev/null 2>&1 || pkgs+=(coreutils)
-if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
-    command -v curl >/dev/null 2>&1 || pkgs+=(curl ca-certificates)
-    command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
-fi
+command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
 if [ ${#pkgs[@]} -gt 0 ]; then
     echo "installing: ${pkgs[*]}"
     apt-get update -q
@@ -48,11 +45,12 @@ fi
 
 # --- Rust toolchain -------------------------------------------------------------------
 if ! command -v cargo >/dev/null 2>&1; then
-    if [ ! -x "$HOME/.cargo/bin/cargo" ]; then
-        log "installing Rust with rustup"
-        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+    if [ -x "$HOME/.cargo/bin/cargo" ]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    else
+        echo "error: no Rust toolchain (cargo) found; install one with rustup, then re-run" >&2
+        exit 1
     fi
-    export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
 # --- 2. Python venv ------------------------------------------------------------------
