@@ -71,6 +71,10 @@ pub const IO_MEMORY_BYTES_MAX: usize = 1024 * 1024 * 1024;
 pub const RING_DEPTH_DEFAULT: usize = 128;
 pub const RING_DEPTH_MIN: usize = 8;
 pub const RING_DEPTH_MAX: usize = 32_768;
+/// ringkeeper.spinBeforeParkUs: how long an idle executor polls before it sleeps, in µs.
+/// Waking a sleeping thread is the largest cost of a lone request crossing cores.
+pub const SPIN_BEFORE_PARK_US_DEFAULT: u64 = 100;
+pub const SPIN_BEFORE_PARK_US_MAX: u64 = 10_000;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -120,6 +124,7 @@ pub struct Config {
     pub batch_txns_max: usize,
     pub io_memory_bytes: usize,
     pub ring_depth: usize,
+    pub spin_before_park_us: u64,
 }
 
 #[derive(Debug)]
@@ -541,6 +546,7 @@ impl Config {
         let mut batch_txns_max = BATCH_TXNS_DEFAULT;
         let mut io_memory_bytes = IO_MEMORY_BYTES_DEFAULT;
         let mut ring_depth = RING_DEPTH_DEFAULT;
+        let mut spin_before_park_us = SPIN_BEFORE_PARK_US_DEFAULT;
         // Canonical key → the line that first set it.
         let mut seen: HashMap<String, usize> = HashMap::new();
 
@@ -646,6 +652,9 @@ impl Config {
                 "ringkeeper.batchTxnsMax" => batch_txns_max = e.usize(1, BATCH_TXNS_LIMIT, " txns")?,
                 "ringkeeper.ioMemoryBytes" => {
                     io_memory_bytes = e.usize(IO_MEMORY_BYTES_MIN, IO_MEMORY_BYTES_MAX, " bytes")?
+                }
+                "ringkeeper.spinBeforeParkUs" => {
+                    spin_before_park_us = e.usize(0, SPIN_BEFORE_PARK_US_MAX as usize, " µs")? as u64
                 }
                 "ringkeeper.ringDepth" => {
                     ring_depth = e.usize(RING_DEPTH_MIN, RING_DEPTH_MAX, " entries")?;
@@ -788,6 +797,7 @@ impl Config {
             batch_txns_max,
             io_memory_bytes,
             ring_depth,
+            spin_before_park_us,
         };
         Ok((config, warnings))
     }
@@ -877,7 +887,7 @@ mod tests {
         assert!(c.cpu_pinning);
         assert_eq!((c.client_cpus.clone(), c.pipeline_cpu), (None, None));
         assert_eq!((c.channel_depth, c.batch_txns_max), (1024, 1024));
-        assert_eq!((c.io_memory_bytes, c.ring_depth), (2 * 1024 * 1024, 128));
+        assert_eq!((c.io_memory_bytes, c.ring_depth, c.spin_before_park_us), (2 * 1024 * 1024, 128, 100));
         let e = Config::embedded_default();
         assert_eq!(e.client_addr(), c.client_addr());
     }
@@ -914,7 +924,8 @@ mod tests {
              ringkeeper.channelDepth=64\n\
              ringkeeper.batchTxnsMax=256\n\
              ringkeeper.ioMemoryBytes=1048576\n\
-             ringkeeper.ringDepth=256\n",
+             ringkeeper.ringDepth=256\n\
+             ringkeeper.spinBeforeParkUs=0\n",
         );
         assert_eq!(c.tick_time_ms, 500);
         assert_eq!((c.data_dir.to_str(), c.data_log_dir.to_str()), (Some("/d"), Some("/l")));
@@ -937,6 +948,7 @@ mod tests {
         assert_eq!(c.pipeline_cpu, Some(4));
         assert_eq!((c.channel_depth, c.batch_txns_max), (64, 256));
         assert_eq!((c.io_memory_bytes, c.ring_depth), (1 << 20, 256));
+        assert_eq!(c.spin_before_park_us, 0);
     }
 
     #[test]
@@ -1079,6 +1091,8 @@ mod tests {
             ("ringkeeper.ringDepth", "100"),
             ("ringkeeper.ringDepth", "65536"),
             ("ringkeeper.ringDepth", "4"),
+            ("ringkeeper.spinBeforeParkUs", "10001"),
+            ("ringkeeper.spinBeforeParkUs", "-1"),
             ("dataLogDir", "/x\\u00zz"),
         ];
         for (key, value) in cases {

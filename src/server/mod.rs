@@ -65,6 +65,7 @@ pub fn run(config: Config) -> Result<(), String> {
             .name(&name)
             .io_memory(config.io_memory_bytes)
             .ring_depth(config.ring_depth)
+            .spin_before_park(std::time::Duration::from_micros(config.spin_before_park_us))
     };
 
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);

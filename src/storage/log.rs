@@ -20,6 +20,9 @@ pub const BATCH_BODY_BYTES_MAX: usize = 1024 * 1024 * 1024;
 /// Shortest valid record: a txn record starts with its 8-byte zxid.
 pub const RECORD_BYTES_MIN: usize = 8;
 pub const SEGMENT_PREFIX: &str = "log.";
+/// The next segment, zero-filled ahead of need; renamed to `log.<zxid>` when the log rolls.
+/// Recovery ignores it (it holds no record) and the writer replaces it at start.
+pub const SPARE_SEGMENT_NAME: &str = "log.spare";
 
 /// File name of the segment whose first record has `first_zxid`.
 pub fn segment_name(first_zxid: i64) -> String {
