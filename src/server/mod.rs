@@ -20,7 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Runs a standalone server until SIGTERM / SIGINT. Errors are messages for the operator.
-pub fn run(config: Config) -> Result<(), String> {
+pub fn run(mut config: Config) -> Result<(), String> {
+    // Relative directories mean the cwd at start (glommio's directory calls need absolute ones).
+    for dir in [&mut config.data_dir, &mut config.data_log_dir] {
+        *dir = std::path::absolute(&*dir).map_err(|e| format!("cannot resolve directory {}: {e}", dir.display()))?;
+    }
     let config = Arc::new(config);
     let cores = config.client_cores;
     startup::check_host(cores + 1, config.io_memory_bytes).map_err(|e| e.to_string())?;

@@ -125,3 +125,62 @@ def test_max_client_cnxns_per_ip(make_server):
     finally:
         for c in conns:
             c.close()
+
+
+def test_embedded_default_from_a_fresh_directory(tmp_path):
+    """`ringkeeper` with no subcommand and no config (what `cargo run --release` runs) serves
+    127.0.0.1:2181 with its data under ./data of the working directory, and a restart finds
+    the data there."""
+    import os
+    import socket
+    import time
+    import helpers
+
+    if "ringkeeper" not in helpers.selected_kinds() or not os.access(helpers.RK_BIN, os.X_OK):
+        pytest.skip("ringkeeper binary not selected or not built")
+    probe = socket.socket()
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
+    try:
+        probe.bind(("127.0.0.1", 2181))
+    except OSError:
+        pytest.skip("127.0.0.1:2181 is taken on this machine")
+    finally:
+        probe.close()
+
+    def start():
+        p = subprocess.Popen([helpers.RK_BIN], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=open(tmp_path / "server.log", "ab"), start_new_session=True)
+        deadline = time.monotonic() + 20
+        while True:
+            assert p.poll() is None, (tmp_path / "server.log").read_text()
+            try:
+                return p, rawzk.RawConn("127.0.0.1:2181", io_timeout=2)
+            except (OSError, rawzk.ConnectionClosed, rawzk.ReadTimeout):
+                assert time.monotonic() < deadline, "no answer on 127.0.0.1:2181"
+                time.sleep(0.1)
+
+    def stop(p):
+        p.send_signal(signal.SIGTERM)
+        try:
+            return p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+            return None
+
+    p, c = start()
+    try:
+        c.create("/app", b"hello")
+        c.set_data("/app", b"world")
+        c.close()
+    finally:
+        rc = stop(p)
+    assert rc == 0, (tmp_path / "server.log").read_text()
+    assert any(n.startswith("log.") for n in os.listdir(tmp_path / "data")), "txn log under ./data"
+    p, c = start()
+    try:
+        data, st = c.get_data("/app")
+        assert (data, st.version) == (b"world", 1)
+        c.close()
+    finally:
+        stop(p)
