@@ -184,3 +184,34 @@ def test_embedded_default_from_a_fresh_directory(tmp_path):
         c.close()
     finally:
         stop(p)
+
+
+def test_low_memlock_limit_is_a_clear_error():
+    """Started by an unprivileged user whose RLIMIT_MEMLOCK (hard) is too low for the
+    io_uring buffers, ringkeeper exits non-zero with a message naming the limit and the fix,
+    and does not panic."""
+    import os
+    import shutil
+    import helpers
+
+    if "ringkeeper" not in helpers.selected_kinds() or not os.access(helpers.RK_BIN, os.X_OK):
+        pytest.skip("ringkeeper binary not selected or not built")
+    if os.geteuid() != 0 or not (shutil.which("setpriv") and shutil.which("prlimit")):
+        pytest.skip("needs root, setpriv and prlimit to run as an unprivileged user")
+    import tempfile
+    d = tempfile.mkdtemp(prefix="rk-memlock-")   # readable by the unprivileged user
+    try:
+        os.chmod(d, 0o755)
+        cfg = os.path.join(d, "zoo.cfg")
+        with open(cfg, "w") as f:
+            f.write(f"dataDir={d}/data\nclientPort={helpers.free_port()}\n"
+                    "clientPortAddress=127.0.0.1\nringkeeper.cpuPinning=false\n")
+        os.chmod(cfg, 0o644)
+        r = subprocess.run(["prlimit", "--memlock=65536:65536", "setpriv", "--reuid=65534",
+                            "--regid=65534", "--clear-groups", helpers.RK_BIN, "serve",
+                            "--config", cfg], capture_output=True, text=True, timeout=30)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    out = r.stdout + r.stderr
+    assert r.returncode not in (0, 101), out   # 101 is Rust's exit code for a panic
+    assert "RLIMIT_MEMLOCK" in out and "ulimit -l" in out and "panicked" not in out, out
