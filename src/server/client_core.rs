@@ -49,10 +49,14 @@ pub enum Pending {
     Write { xid: i32, opcode: OpCode },
     /// A sync at the pipeline core.
     Sync { xid: i32 },
-    /// A request answered on this core once everything before it is answered.
-    Local { xid: i32, req: Request },
+    /// A request answered on this core once everything before it is answered, with the ids
+    /// the connection held when it arrived (a later auth does not apply to it).
+    Local { xid: i32, req: Request, auth: Arc<[Id]> },
     /// An error reply owed in order (a request the decoder rejected); `close` after it.
     Error { xid: i32, err: ErrorCode, close: bool },
+    /// The reply to an auth packet that arrived before the session was established (its ids
+    /// already apply); a failed one closes the connection.
+    AuthReply { xid: i32, ok: bool },
 }
 
 /// One client connection, shared by its reader and writer tasks and the apply path.
@@ -67,6 +71,8 @@ pub struct Conn {
     pub writer_wake: Semaphore,
     pub reader_wake: Semaphore,
     pub closing: Cell<bool>,
+    /// Set when a reply that closes the connection is queued: nothing after it is read.
+    pub stop_reading: Cell<bool>,
 }
 
 impl Conn {
@@ -83,6 +89,7 @@ impl Conn {
             writer_wake: Semaphore::new(0),
             reader_wake: Semaphore::new(0),
             closing: Cell::new(false),
+            stop_reading: Cell::new(false),
         }
     }
 
@@ -160,10 +167,22 @@ impl Core {
     pub fn on_request(&self, conn: &Rc<Conn>, xid: i32, req: Request) {
         self.touch(conn.session_id.get());
         if let Request::Auth { scheme, auth, .. } = &req {
-            // As in ZooKeeper, auth takes effect (and is answered) on receipt, ahead of the
-            // requests still queued: a write sent after it carries the new ids.
-            self.authenticate(conn, xid, scheme, auth);
-            conn.writer_wake.signal(1);
+            // As in ZooKeeper, auth takes effect on receipt, so a write sent after it carries
+            // the new ids, and is answered at once, ahead of the requests still queued; but
+            // nothing is answered before the ConnectResponse, so behind a pending connect the
+            // reply waits its turn (and a failure stops reading, as ZooKeeper reads nothing
+            // more from a connection without a session).
+            let ok = self.authenticate(conn, scheme, auth);
+            let connecting = matches!(conn.pending.borrow().front(), Some(Pending::Connect));
+            if connecting {
+                conn.pending.borrow_mut().push_back(Pending::AuthReply { xid, ok });
+                if !ok {
+                    conn.stop_reading.set(true);
+                }
+            } else {
+                self.answer_auth(conn, xid, ok);
+                conn.writer_wake.signal(1);
+            }
             return;
         }
         let write = match &req {
@@ -202,43 +221,52 @@ impl Core {
             self.send(ToPipeline::Sync { conn: self.conn_ref(conn), xid, path: path.clone() });
             return;
         }
+        let auth = conn.auth.borrow().clone();
         if conn.pending.borrow().is_empty() {
-            self.answer_local(conn, xid, req);
+            self.answer_local(conn, xid, req, &auth);
             conn.writer_wake.signal(1);
         } else {
-            conn.pending.borrow_mut().push_back(Pending::Local { xid, req });
+            conn.pending.borrow_mut().push_back(Pending::Local { xid, req, auth });
         }
     }
 
-    /// An AuthPacket: adds the ids it proves to the connection; the reply echoes `xid` (clients
-    /// send -4) with zxid 0. A failed auth is AuthFailed and the connection closes.
-    fn authenticate(&self, conn: &Rc<Conn>, xid: i32, scheme: &str, auth: &[u8]) {
+    /// An AuthPacket: adds the ids it proves to the connection; false if it proves nothing
+    /// (an unknown scheme or a malformed digest credential).
+    fn authenticate(&self, conn: &Rc<Conn>, scheme: &str, auth: &[u8]) -> bool {
         let ids = if scheme == acl::SCHEME_DIGEST {
             acl::digest_auth_ids(auth, self.config.super_digest.as_deref())
         } else {
             None
         };
-        match ids {
-            Some(ids) => {
-                let mut all: Vec<Id> = conn.auth.borrow().to_vec();
-                for id in ids {
-                    if !all.contains(&id) {
-                        all.push(id);
-                    }
-                }
-                *conn.auth.borrow_mut() = all.into();
-                conn.reply(ReplyHeader { xid, zxid: 0, err: 0 }, &Response::None);
+        let Some(ids) = ids else {
+            tracing::warn!("auth failed for scheme '{scheme}' from {}", conn.peer);
+            return false;
+        };
+        let mut all: Vec<Id> = conn.auth.borrow().to_vec();
+        for id in ids {
+            if !all.contains(&id) {
+                all.push(id);
             }
-            None => {
-                tracing::warn!("auth failed for scheme '{scheme}' from {}", conn.peer);
-                conn.reply(ReplyHeader { xid, zxid: 0, err: ErrorCode::AuthFailed.code() }, &Response::None);
-                conn.close();
-            }
+        }
+        *conn.auth.borrow_mut() = all.into();
+        true
+    }
+
+    /// The reply echoes the auth packet's `xid` (clients send -4) with zxid 0; AuthFailed
+    /// closes the connection.
+    fn answer_auth(&self, conn: &Rc<Conn>, xid: i32, ok: bool) {
+        let err = if ok { 0 } else { ErrorCode::AuthFailed.code() };
+        conn.reply(ReplyHeader { xid, zxid: 0, err }, &Response::None);
+        if !ok {
+            conn.close();
         }
     }
 
     /// A request the decoder rejected: its error reply keeps its place in the order.
     pub fn on_bad_request(&self, conn: &Rc<Conn>, xid: i32, err: ErrorCode, close: bool) {
+        if close {
+            conn.stop_reading.set(true);
+        }
         if conn.pending.borrow().is_empty() {
             self.answer_error(conn, xid, err, close);
             conn.writer_wake.signal(1);
@@ -257,26 +285,53 @@ impl Core {
     }
 
     /// Answers what can be answered at the head of `conn`'s queue.
+    /// Answers what can be answered at the head of `conn`'s queue; nothing once the
+    /// connection is closing (after closeSession or a closing error, ZooKeeper answers no more).
     fn drain(&self, conn: &Rc<Conn>) {
-        loop {
+        while !conn.closing.get() {
             let next = {
                 let mut pending = conn.pending.borrow_mut();
                 match pending.front() {
-                    Some(Pending::Local { .. }) | Some(Pending::Error { .. }) => pending.pop_front(),
+                    Some(Pending::Local { .. } | Pending::Error { .. } | Pending::AuthReply { .. }) => {
+                        pending.pop_front()
+                    }
                     _ => None,
                 }
             };
             match next {
-                Some(Pending::Local { xid, req }) => self.answer_local(conn, xid, req),
+                Some(Pending::Local { xid, req, auth }) => self.answer_local(conn, xid, req, &auth),
                 Some(Pending::Error { xid, err, close }) => self.answer_error(conn, xid, err, close),
+                Some(Pending::AuthReply { xid, ok }) => self.answer_auth(conn, xid, ok),
                 _ => break,
             }
         }
         conn.reader_wake.signal(1);
     }
 
+    /// Takes the head of `conn`'s queue for an answer from the pipeline core. None when the
+    /// connection is closing (nobody waits), or when the head is not what was answered: the
+    /// session moved, ended or never began while the request was in flight, and the
+    /// connection cannot be answered in order any more, so it is closed.
+    fn take_head(&self, conn: &Rc<Conn>, answered: &str, is_it: impl FnOnce(&Pending) -> bool) -> Option<Pending> {
+        if conn.closing.get() {
+            return None;
+        }
+        let mut pending = conn.pending.borrow_mut();
+        if pending.front().is_some_and(is_it) {
+            return pending.pop_front();
+        }
+        drop(pending);
+        tracing::error!(
+            "connection {} ({}): {answered} does not match the request it waits for; closing",
+            conn.id,
+            conn.peer
+        );
+        conn.close();
+        None
+    }
+
     /// Answers a request from this core's replica and watch index.
-    fn answer_local(&self, conn: &Rc<Conn>, xid: i32, req: Request) {
+    fn answer_local(&self, conn: &Rc<Conn>, xid: i32, req: Request, auth: &Arc<[Id]>) {
         let zxid = self.last_zxid();
         let ok = |body: Response| conn.reply(ReplyHeader { xid, zxid, err: 0 }, &body);
         let err = |e: ErrorCode| conn.reply(ReplyHeader { xid, zxid, err: e.code() }, &Response::None);
@@ -315,9 +370,7 @@ impl Core {
                 }
             }
             Request::WhoAmI => {
-                let infos = conn
-                    .auth
-                    .borrow()
+                let infos = auth
                     .iter()
                     .map(|id| {
                         let user = match id.scheme.as_str() {
@@ -331,10 +384,9 @@ impl Core {
                 ok(Response::WhoAmI(infos))
             }
             other => {
-                let auth = conn.auth.borrow().clone();
                 let outcome = {
                     let tree = self.tree.borrow();
-                    query::read(&tree, &other, &auth, conn.session_id.get())
+                    query::read(&tree, &other, auth, conn.session_id.get())
                 };
                 match outcome {
                     Some(o) => {
@@ -435,13 +487,10 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
+                    if self.take_head(&c, "a session", |p| matches!(p, Pending::Connect)).is_none() {
+                        continue;
+                    }
                     c.session_id.set(*session_id);
-                    let front = c.pending.borrow_mut().pop_front();
-                    assert!(
-                        matches!(front, Some(Pending::Connect)),
-                        "connection {} got a session it did not ask for",
-                        c.id
-                    );
                     let resp = ConnectResponse {
                         protocol_version: 0,
                         timeout_ms: *timeout_ms,
@@ -472,12 +521,10 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    let front = c.pending.borrow_mut().pop_front();
-                    assert!(
-                        matches!(front, Some(Pending::Sync { xid: x }) if x == *xid),
-                        "sync reply out of order on {}",
-                        c.id
-                    );
+                    let answered = format!("the reply to sync {xid}");
+                    if self.take_head(&c, &answered, |p| matches!(p, Pending::Sync { xid: x } if x == xid)).is_none() {
+                        continue;
+                    }
                     c.reply(
                         ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: 0 },
                         &Response::Sync { path: path.clone() },
@@ -489,12 +536,13 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    let front = c.pending.borrow_mut().pop_front();
-                    assert!(
-                        matches!(front, Some(Pending::Write { xid: x, .. }) if x == *xid),
-                        "reply out of order on {}",
-                        c.id
-                    );
+                    let answered = format!("the rejection of request {xid}");
+                    if self
+                        .take_head(&c, &answered, |p| matches!(p, Pending::Write { xid: x, .. } if x == xid))
+                        .is_none()
+                    {
+                        continue;
+                    }
                     c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: *err }, &Response::None);
                     self.drain(&c);
                     self.mark_dirty(&c);
@@ -528,10 +576,11 @@ impl Core {
     }
 
     fn reply_write(&self, conn: &Rc<Conn>, xid: i32, zxid: i64, result: OpResult) {
-        let front = conn.pending.borrow_mut().pop_front();
-        let opcode = match front {
-            Some(Pending::Write { xid: x, opcode }) if x == xid => opcode,
-            _ => panic!("write reply for xid {xid} out of order on connection {}", conn.id),
+        let answered = format!("the reply to write {xid}");
+        let opcode = match self.take_head(conn, &answered, |p| matches!(p, Pending::Write { xid: x, .. } if *x == xid))
+        {
+            Some(Pending::Write { opcode, .. }) => opcode,
+            _ => return,
         };
         let (err, body) = write_response(opcode, result);
         conn.reply(ReplyHeader { xid, zxid, err }, &body);

@@ -2,8 +2,9 @@
 //! task (queued reply bytes → socket). All protocol decisions are made by `proto` (bytes) and
 //! `client_core` (what to do); this file only moves bytes.
 //! Rules: a frame longer than jute.maxbuffer, an undecodable ConnectRequest or header closes
-//! the connection with a log line; the reader stops reading while the connection is
-//! backlogged; closing shuts the socket down in both directions so both tasks end.
+//! the connection with a log line; the reader decodes no further frame while the connection
+//! is backlogged, and none after a reply that closes it; closing shuts the socket down in
+//! both directions so both tasks end.
 
 use super::client_core::{Conn, Core, Pending};
 use super::messages::ToPipeline;
@@ -85,23 +86,8 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut handshaken = false;
     loop {
-        while conn.backlogged() && !conn.closing.get() {
-            if conn.reader_wake.acquire(1).await.is_err() {
-                return;
-            }
-        }
-        if conn.closing.get() {
-            return;
-        }
-        let n = match rd.read(&mut chunk).await {
-            Ok(0) => return,
-            Ok(n) => n,
-            Err(e) => {
-                tracing::debug!("connection {}: read failed: {e}", conn.id);
-                return;
-            }
-        };
-        buf.extend_from_slice(&chunk[..n]);
+        // Decode what is buffered, one frame at a time, while the connection has room: a
+        // single read can hold thousands of small requests.
         if !handshaken && buf.len() >= 4 {
             if let Some(cmd) = four_letter_word(&buf[..4]) {
                 answer_four_letter_word(core, conn, cmd);
@@ -109,6 +95,14 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
             }
         }
         loop {
+            while conn.backlogged() && !conn.closing.get() {
+                if conn.reader_wake.acquire(1).await.is_err() {
+                    return;
+                }
+            }
+            if conn.closing.get() {
+                return;
+            }
             let frame = match decoder.next_frame(&mut buf) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
@@ -153,10 +147,26 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
                     return;
                 }
             }
-            if conn.closing.get() {
+            if conn.stop_reading.get() {
+                // A reply that closes the connection is queued: nothing after it is read or
+                // run; wait until the replies before it (and it) are out.
+                while !conn.closing.get() {
+                    if conn.reader_wake.acquire(1).await.is_err() {
+                        return;
+                    }
+                }
                 return;
             }
         }
+        let n = match rd.read(&mut chunk).await {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!("connection {}: read failed: {e}", conn.id);
+                return;
+            }
+        };
+        buf.extend_from_slice(&chunk[..n]);
     }
 }
 

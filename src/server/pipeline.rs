@@ -31,6 +31,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const REAP_PER_PASS_MAX: usize = 10_000;
 /// How often the pipeline checks for shutdown and expired sessions, at most.
 pub const TICK_INTERVAL_MS_MAX: u64 = 100;
+/// Messages from the client cores waiting for the pipeline; past this the pipeline stops
+/// taking from the channels, so their bounded depth pushes back on the client cores.
+pub const INBOX_MESSAGES_MAX: usize = 64 * 1024;
 
 /// Wall-clock milliseconds (only the pipeline core reads the clock; txns carry the result).
 pub fn now_ms() -> i64 {
@@ -58,9 +61,10 @@ struct Pipeline {
 }
 
 impl Pipeline {
+    /// A standalone server counts zxids on past 2^32 into the epoch half, as ZooKeeper's
+    /// standalone server does (in an ensemble the leader starts a new epoch instead).
     fn next_header(&self, session_id: i64, cxid: i32, time_ms: i64) -> TxnHeader {
-        let zxid = self.tree.last_zxid() + 1;
-        assert!(zxid & 0xffff_ffff != 0, "zxid counter overflow at {zxid:#x}: a new epoch is needed");
+        let zxid = self.tree.last_zxid().checked_add(1).expect("zxid space exhausted");
         TxnHeader { zxid, session_id, cxid, time_ms }
     }
 
@@ -138,9 +142,12 @@ impl Pipeline {
                 self.commit_txn(header, txn_op, Some((conn, xid)));
             }
             ToPipeline::Sync { conn, xid, path } => {
-                if let Some(&s) = self.conn_sessions.get(&conn) {
-                    self.sessions.touch(s, now);
-                }
+                // A connection without a session here was refused, closed or moved: it is
+                // closing, and nobody waits for the answer.
+                let Some(&s) = self.conn_sessions.get(&conn) else {
+                    return;
+                };
+                self.sessions.touch(s, now);
                 self.items.push(Commit::SyncDone { conn, xid, path });
             }
             ToPipeline::Touch { sessions } => {
@@ -238,17 +245,29 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     let inbox: Rc<RefCell<VecDeque<ToPipeline>>> = Rc::new(RefCell::new(VecDeque::new()));
     let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
+    // Receivers wait on `inbox_room` while the inbox is full; the loop below signals it once
+    // the inbox has room again.
+    let inbox_room = Rc::new(Semaphore::new(0));
+    let inbox_full = Rc::new(Cell::new(false));
     let mut receivers = Vec::new();
     for rx in from_cores {
         let rx = rx.connect().await;
-        let (inbox, wake) = (inbox.clone(), wake.clone());
+        let (inbox, wake, room, full) = (inbox.clone(), wake.clone(), inbox_room.clone(), inbox_full.clone());
         receivers.push(glommio::spawn_local(async move {
-            while let Some(batch) = rx.recv().await {
+            loop {
+                while inbox.borrow().len() >= INBOX_MESSAGES_MAX {
+                    full.set(true);
+                    if room.acquire(1).await.is_err() {
+                        return;
+                    }
+                }
+                let Some(batch) = rx.recv().await else { return };
                 inbox.borrow_mut().extend(batch);
                 wake.signal(1);
             }
         }));
     }
+    let receiver_count = receivers.len() as u64;
     let mut senders = Vec::new();
     for tx in to_cores {
         senders.push(tx.connect().await);
@@ -275,19 +294,25 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         }
         let now = now_ms();
         let stopping = shutdown.load(Ordering::Relaxed);
-        if ticked.replace(false) && !stopping {
-            p.expire_sessions(now);
-            if now - last_reap_ms >= config.container_check_interval_ms as i64 {
-                last_reap_ms = now;
-                p.reap(now);
-            }
-        }
         loop {
             let next = inbox.borrow_mut().pop_front();
             let Some(msg) = next else { break };
             p.handle(msg, now);
             if p.records.len() >= batch_max {
                 break;
+            }
+        }
+        if inbox_full.get() && inbox.borrow().len() < INBOX_MESSAGES_MAX {
+            inbox_full.set(false);
+            inbox_room.signal(receiver_count);
+        }
+        // After the inbox: the pings and requests that waited there (during a slow
+        // fdatasync, say) have refreshed their sessions before any is expired.
+        if ticked.replace(false) && !stopping {
+            p.expire_sessions(now);
+            if now - last_reap_ms >= config.container_check_interval_ms as i64 {
+                last_reap_ms = now;
+                p.reap(now);
             }
         }
         if !p.records.is_empty() {
