@@ -165,8 +165,10 @@ fn prep_create(
             | create_flags::EPHEMERAL_SEQUENTIAL
             | create_flags::PERSISTENT_SEQUENTIAL_WITH_TTL
     );
-    let ephemeral = matches!(flags, create_flags::EPHEMERAL | create_flags::EPHEMERAL_SEQUENTIAL);
-    let container = opcode == crate::proto::OpCode::CreateContainer.code() && flags == create_flags::CONTAINER;
+    // createContainer (op 19) makes a container whatever the flags say (as Apache does; the
+    // sequential flags still add the suffix), and create with the CONTAINER flag a plain node.
+    let container = opcode == crate::proto::OpCode::CreateContainer.code();
+    let ephemeral = !container && matches!(flags, create_flags::EPHEMERAL | create_flags::EPHEMERAL_SEQUENTIAL);
     // 2. a slash and no NUL.
     let Some(last_slash) = p.rfind('/') else {
         return Err(ErrorCode::BadArguments);

@@ -256,6 +256,31 @@ def test_container_reaped_after_last_child(raw, base):
     assert c.exists(f"{base}/never") is not None
 
 
+def test_create_container_ignores_plain_flags(raw, base):
+    """createContainer (op 19) makes a container whatever its flags say: with the
+    EPHEMERAL flag the node has no owner and outlives its session, and with a sequential
+    flag it gets the suffix; either is reaped once its last child is gone. create (op 1)
+    with the CONTAINER flag makes a plain persistent node that stays."""
+    c = raw()
+    ops = []
+    for name, flags in (("eph", rawzk.EPHEMERAL), ("seq-", rawzk.PERSISTENT_SEQUENTIAL)):
+        x = c.send_request(rawzk.OP_CREATECONTAINER, rawzk.encode_create(f"{base}/{name}", b"", None, flags))
+        hdr, r = c.read_reply(x)
+        assert hdr.err == 0
+        ops.append(r.ustring())
+    assert ops == [f"{base}/eph", f"{base}/seq-0000000001"]
+    assert c.exists(f"{base}/eph").ephemeralOwner == 0
+    c.create(f"{base}/plain", flags=rawzk.CONTAINER)
+    for p in ops + [f"{base}/plain"]:
+        c.create(f"{p}/k")
+        c.delete(f"{p}/k")
+    c.close_session()
+    check = raw()
+    wait_until(lambda: all(check.exists(p) is None for p in ops), timeout=75, interval=0.25,
+               what="op-19 nodes reaped as containers")
+    assert check.exists(f"{base}/plain") is not None
+
+
 def test_ttl_node(raw, base):
     """TTL nodes (extended types enabled): createTTL works, the Stat shown to clients has
     ephemeralOwner 0 (the TTL marker is internal); bad TTL → BadArguments; the node is
