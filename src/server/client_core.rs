@@ -16,7 +16,7 @@ use crate::proto::{ErrorCode, Id, OpCode};
 use crate::query::{self, WatchRequest};
 use crate::session::ConnRef;
 use crate::storage;
-use crate::tree::watches::{Notification, WatchIndex};
+use crate::tree::watches::{Notification, WatchError, WatchIndex};
 use crate::tree::{acl, DataTree};
 use crate::txn::apply::{self, Change, OpResult};
 use crate::txn::WriteOp;
@@ -359,14 +359,14 @@ impl Core {
                 match self.watches.borrow_mut().remove_watch(&path, conn.id, wt) {
                     Ok(true) => ok(Response::None),
                     Ok(false) => err(ErrorCode::NoWatcher),
-                    Err(()) => err(ErrorCode::MarshallingError),
+                    Err(WatchError::UnknownWatcherType(_)) => err(ErrorCode::MarshallingError),
                 }
             }
             Request::CheckWatches { path, watcher_type: wt } => {
                 match self.watches.borrow().has_watch(&path, conn.id, wt) {
                     Ok(true) => ok(Response::None),
                     Ok(false) => err(ErrorCode::NoWatcher),
-                    Err(()) => err(ErrorCode::MarshallingError),
+                    Err(WatchError::UnknownWatcherType(_)) => err(ErrorCode::MarshallingError),
                 }
             }
             Request::WhoAmI => {

@@ -134,6 +134,13 @@ impl WatchTable {
 /// One notification to send: (connection, event type, path).
 pub type Notification = (ConnId, i32, String);
 
+/// A request the watch index cannot serve (ZooKeeper answers it with MarshallingError).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchError {
+    /// checkWatches / removeWatches with a WatcherType other than 1 to 5.
+    UnknownWatcherType(i32),
+}
+
 #[derive(Default, Debug)]
 pub struct WatchIndex {
     data: WatchTable,
@@ -179,15 +186,15 @@ impl WatchIndex {
         })
     }
 
-    /// checkWatches: Ok(true) if such a watch exists; Err(()) for an unknown watcher type.
-    pub fn has_watch(&self, p: &str, conn: ConnId, watcher_type: i32) -> Result<bool, ()> {
-        let (d, c) = Self::modes_for(watcher_type).ok_or(())?;
+    /// checkWatches: Ok(true) if such a watch exists.
+    pub fn has_watch(&self, p: &str, conn: ConnId, watcher_type: i32) -> Result<bool, WatchError> {
+        let (d, c) = Self::modes_for(watcher_type).ok_or(WatchError::UnknownWatcherType(watcher_type))?;
         Ok(self.data.has(p, conn, d) || self.child.has(p, conn, c))
     }
 
     /// removeWatches: Ok(true) if at least one watch was removed.
-    pub fn remove_watch(&mut self, p: &str, conn: ConnId, watcher_type: i32) -> Result<bool, ()> {
-        let (d, c) = Self::modes_for(watcher_type).ok_or(())?;
+    pub fn remove_watch(&mut self, p: &str, conn: ConnId, watcher_type: i32) -> Result<bool, WatchError> {
+        let (d, c) = Self::modes_for(watcher_type).ok_or(WatchError::UnknownWatcherType(watcher_type))?;
         let a = self.data.remove(p, conn, d);
         let b = self.child.remove(p, conn, c);
         Ok(a || b)
@@ -303,7 +310,7 @@ mod tests {
         assert_eq!(w.remove_watch("/r", 3, watcher_type::DATA), Ok(false));
         assert_eq!(w.remove_watch("/r", 3, watcher_type::ANY), Ok(true));
         assert_eq!(w.watch_count(), 0);
-        assert_eq!(w.has_watch("/r", 3, 99), Err(()));
+        assert_eq!(w.has_watch("/r", 3, 99), Err(WatchError::UnknownWatcherType(99)));
     }
 
     #[test]
