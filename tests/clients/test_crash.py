@@ -159,3 +159,52 @@ def assert_same_tree(a, b):
     assert sorted(a) == sorted(b), (set(a) ^ set(b))
     diffs = [(p, a[p], b[p]) for p in a if a[p] != b[p]]
     assert not diffs, f"{len(diffs)} nodes differ, e.g. {diffs[:3]}"
+
+
+def log_batches(log_dir):
+    """(segment path, [offsets of batch headers]) of the newest txn log segment."""
+    import os
+    segs = sorted(n for n in os.listdir(log_dir) if n.startswith("log.") and n != "log.spare")
+    path = os.path.join(log_dir, segs[-1])
+    with open(path, "rb") as f:
+        data = f.read()
+    return path, [o for o in range(0, len(data), 4096) if data[o:o + 4] == b"RKLB"]
+
+
+def test_damaged_log_refuses_to_start_and_torn_tail_is_cut(make_server):
+    """A flipped byte in a batch that has valid batches after it is corruption: the server
+    refuses to start and names the file and byte. Garbage after the last batch is a torn
+    write: the server starts, keeps every acknowledged write, and goes on writing."""
+    s = make_server()
+    if s.kind != "ringkeeper":
+        pytest.skip("ringkeeper's own log format")
+    with rawzk.RawConn(s.hostport) as c:
+        for i in range(5):
+            c.create(f"/d{i}", f"v{i}".encode())
+    s.kill9()
+    path, batches = log_batches(s.log_dir)
+    assert len(batches) >= 5, batches
+
+    # torn tail: a half-written batch at the next block boundary after the last one
+    with open(path, "r+b") as f:
+        f.seek(batches[-1] + 4096)
+        f.write(b"RKLB" + b"\x5a" * 100)
+    s.start()
+    with rawzk.RawConn(s.hostport) as c:
+        assert [c.get_data(f"/d{i}")[0] for i in range(5)] == [f"v{i}".encode() for i in range(5)]
+        c.create("/after-torn-tail", b"t")
+    assert "torn" in s.log_text().lower()
+    s.kill9()
+
+    # corruption: a flipped byte inside the first client write's batch, valid batches after it
+    path, batches = log_batches(s.log_dir)
+    with open(path, "r+b") as f:
+        f.seek(batches[1] + 40)
+        b = f.read(1)
+        f.seek(batches[1] + 40)
+        f.write(bytes([b[0] ^ 0xff]))
+    with pytest.raises(RuntimeError) as failed:
+        s.start()
+    msg = str(failed.value)
+    assert "corrupt" in msg and path.rsplit("/", 1)[1] in msg and f"byte {batches[1]}" in msg, msg
+    assert "panicked" not in msg
