@@ -9,3 +9,4 @@ pub mod session;
 pub mod storage;
 pub mod tree;
 pub mod txn;
+pub mod zab;

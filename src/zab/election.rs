@@ -1,0 +1,134 @@
+//! Leader election (seed 003, ZooKeeper's fast leader election): each LOOKING peer votes,
+//! adopts any better vote it hears in the same round, and decides once a quorum of the
+//! round's votes names its own candidate. Votes are ordered by the candidate's current epoch,
+//! then its last zxid, then its sid, so the most up-to-date history wins.
+//! Rules: pure; safety does not rest on election (discovery refuses a leader behind a follower).
+
+use super::message::{PeerState, Vote};
+use super::Sid;
+use std::collections::BTreeMap;
+
+/// True if `a` is a better vote than `b`.
+pub fn better(a: &Vote, b: &Vote) -> bool {
+    (a.peer_epoch, a.zxid, a.leader) > (b.peer_epoch, b.zxid, b.leader)
+}
+
+/// One peer's view of an election in progress.
+#[derive(Debug, Clone)]
+pub struct Election {
+    pub round: u64,
+    /// This peer's own candidacy (itself, with its history).
+    pub own: Vote,
+    pub vote: Vote,
+    /// Votes of LOOKING peers in `round` (this peer included).
+    pub votes: BTreeMap<Sid, Vote>,
+    /// Leaders named by peers that are LEADING or FOLLOWING, with the sender's state.
+    pub settled: BTreeMap<Sid, (Vote, PeerState)>,
+}
+
+/// What an election concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Undecided,
+    /// Follow (or, if it is this peer, lead) this sid.
+    Elected(Sid),
+}
+
+impl Election {
+    pub fn new(me: Sid, round: u64, own: Vote) -> Election {
+        let mut votes = BTreeMap::new();
+        votes.insert(me, own);
+        Election { round, own, vote: own, votes, settled: BTreeMap::new() }
+    }
+
+    /// Takes a notification from `from`; returns whether this peer's vote changed (it must
+    /// then tell everyone).
+    pub fn receive(&mut self, me: Sid, from: Sid, vote: Vote, round: u64, state: PeerState) -> bool {
+        match state {
+            PeerState::Looking => {
+                if round > self.round {
+                    self.round = round;
+                    self.votes.clear();
+                    // A new round starts from this peer's own candidacy.
+                    self.vote = if better(&vote, &self.own) { vote } else { self.own };
+                    self.votes.insert(from, vote);
+                    self.votes.insert(me, self.vote);
+                    return true;
+                }
+                if round < self.round {
+                    return false;
+                }
+                self.votes.insert(from, vote);
+                if better(&vote, &self.vote) {
+                    self.vote = vote;
+                    self.votes.insert(me, vote);
+                    return true;
+                }
+                false
+            }
+            PeerState::Leading | PeerState::Following => {
+                self.settled.insert(from, (vote, state));
+                false
+            }
+        }
+    }
+
+    /// Decides when a quorum of this round's votes names this peer's candidate, or when a
+    /// quorum of settled peers follows a leader that says it leads.
+    pub fn outcome(&self, quorum: usize) -> Outcome {
+        let agreeing = self.votes.values().filter(|v| v.leader == self.vote.leader).count();
+        if agreeing >= quorum {
+            return Outcome::Elected(self.vote.leader);
+        }
+        for (sid, (vote, state)) in &self.settled {
+            if *state == PeerState::Leading && vote.leader == *sid {
+                let backers = self.settled.values().filter(|(v, _)| v.leader == *sid).count();
+                if backers >= quorum {
+                    return Outcome::Elected(*sid);
+                }
+            }
+        }
+        Outcome::Undecided
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(leader: Sid, zxid: i64, peer_epoch: u32) -> Vote {
+        Vote { leader, zxid, peer_epoch }
+    }
+
+    #[test]
+    fn order_is_epoch_then_zxid_then_sid() {
+        assert!(better(&v(1, 5, 2), &v(3, 9, 1)));
+        assert!(better(&v(1, 9, 1), &v(3, 5, 1)));
+        assert!(better(&v(3, 5, 1), &v(1, 5, 1)));
+        assert!(!better(&v(1, 5, 1), &v(1, 5, 1)));
+    }
+
+    #[test]
+    fn three_peers_agree_on_the_most_up_to_date() {
+        let mut e1 = Election::new(1, 1, v(1, 10, 1));
+        assert!(e1.receive(1, 2, v(2, 12, 1), 1, PeerState::Looking));
+        assert_eq!(e1.vote.leader, 2);
+        assert_eq!(e1.outcome(2), Outcome::Elected(2));
+        // a higher round resets the tally and starts again from this peer's own candidacy,
+        // which peer 3's vote beats
+        assert!(e1.receive(1, 3, v(3, 11, 1), 2, PeerState::Looking));
+        assert_eq!((e1.round, e1.vote.leader), (2, 3));
+        // peers 1 and 3 now agree: a quorum of three
+        assert_eq!(e1.outcome(2), Outcome::Elected(3));
+        assert_eq!(e1.outcome(3), Outcome::Undecided);
+    }
+
+    #[test]
+    fn joins_a_sitting_leader() {
+        let mut e = Election::new(3, 7, v(3, 1, 0));
+        e.receive(3, 1, v(1, 50, 2), 4, PeerState::Leading);
+        assert_eq!(e.outcome(2), Outcome::Undecided);
+        e.receive(3, 2, v(1, 50, 2), 4, PeerState::Following);
+        assert_eq!(e.outcome(2), Outcome::Elected(1));
+    }
+}

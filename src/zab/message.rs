@@ -1,0 +1,110 @@
+//! Peer-to-peer messages. Election notifications stand alone; everything between a leader and
+//! a follower travels on a link the follower opened (FOLLOWERINFO) and carries a sequence
+//! number, so a peer sees its link as TCP would show it: in order, without gaps or duplicates.
+//! A link is named by both ends: the follower's link id and the leader's nonce (unique per
+//! leadership), so nothing sent in one leadership is taken for part of another.
+//! Rules: a message on another link is ignored; a gap in sequence ends the link.
+
+use super::{Sid, Txn, Zxid};
+use bytes::Bytes;
+
+/// A follower's connection to a leader: unique per follower incarnation and attempt.
+pub type LinkId = u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerState {
+    Looking,
+    Following,
+    Leading,
+}
+
+/// A vote for `leader`, whose history is (`peer_epoch`, `zxid`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vote {
+    pub leader: Sid,
+    pub zxid: Zxid,
+    pub peer_epoch: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Leader election: the sender's vote in election `round` and its state.
+    Notification {
+        vote: Vote,
+        round: u64,
+        state: PeerState,
+    },
+    /// A follower opens `link` to the leader it elected.
+    FollowerInfo {
+        link: LinkId,
+        accepted_epoch: u32,
+    },
+    ToLeader {
+        link: LinkId,
+        leader_nonce: u64,
+        seq: u64,
+        body: FollowerMsg,
+    },
+    ToFollower {
+        link: LinkId,
+        leader_nonce: u64,
+        seq: u64,
+        body: LeaderMsg,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaderMsg {
+    /// The epoch the leader proposes (discovery).
+    LeaderInfo {
+        new_epoch: u32,
+    },
+    /// Sync: cut the log after `trunc_to` (TRUNC) if given, then append `txns` (DIFF).
+    Sync {
+        trunc_to: Option<Zxid>,
+        txns: Vec<Txn>,
+    },
+    /// The history above is the new epoch's: persist it and `epoch` as the current epoch.
+    NewLeader {
+        epoch: u32,
+    },
+    /// A quorum accepted the history; everything up to `committed` is committed.
+    UpToDate {
+        committed: Zxid,
+    },
+    Proposal(Txn),
+    /// Everything up to `zxid` is committed.
+    Commit {
+        zxid: Zxid,
+    },
+    Ping,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FollowerMsg {
+    /// The follower accepted the new epoch; its history ends at (`current_epoch`, `last_zxid`).
+    AckEpoch {
+        current_epoch: u32,
+        last_zxid: Zxid,
+    },
+    /// The follower's log and current epoch are durable.
+    AckNewLeader {
+        epoch: u32,
+    },
+    /// Everything up to `zxid` is durable in the follower's log (cumulative).
+    Ack {
+        zxid: Zxid,
+    },
+    /// A client write the follower forwards.
+    Request {
+        data: Bytes,
+    },
+    Ping,
+}
+
+/// Who a message is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub to: Sid,
+    pub msg: Message,
+}

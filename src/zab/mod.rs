@@ -1,0 +1,68 @@
+//! ZAB, sans-IO: leader election, discovery, sync and broadcast as a state machine
+//! (`peer::Peer`) fed with messages, ticks and completed-I/O events, emitting messages to send,
+//! state to persist and committed txns to deliver. The glommio shell drives it in production;
+//! `sim` drives it in tests under seeded faults.
+//! Rules: nothing here touches a socket, a file, a clock or a random source; txns are opaque
+//! bytes; a peer acknowledges nothing before the shell reports it durable; a peer that finds
+//! its state impossible panics (the replica must stop loudly).
+
+pub mod election;
+pub mod message;
+pub mod peer;
+#[cfg(test)]
+mod sim;
+
+use bytes::Bytes;
+
+/// A server id (`server.N` in zoo.cfg, `myid` in the data directory).
+pub type Sid = u64;
+/// A transaction id: the epoch in the high 32 bits, a counter in the low 32.
+pub type Zxid = i64;
+
+pub fn make_zxid(epoch: u32, counter: u32) -> Zxid {
+    ((epoch as u64) << 32 | counter as u64) as i64
+}
+
+pub fn epoch_of(zxid: Zxid) -> u32 {
+    (zxid as u64 >> 32) as u32
+}
+
+/// One proposal: its zxid and the opaque txn bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Txn {
+    pub zxid: Zxid,
+    pub data: Bytes,
+}
+
+/// What survives a crash: the epochs (written atomically together) and the txn log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Durable {
+    /// The newest epoch this peer acknowledged in discovery (LEADERINFO).
+    pub accepted_epoch: u32,
+    /// The newest epoch whose history this peer accepted (NEWLEADER).
+    pub current_epoch: u32,
+    /// Every txn this peer logged, in zxid order.
+    pub log: Vec<Txn>,
+}
+
+/// Ensemble membership and timing, in ticks.
+#[derive(Debug, Clone)]
+pub struct ZabConfig {
+    pub my_id: Sid,
+    /// Every voting member, this peer included.
+    pub voters: Vec<Sid>,
+    /// Ticks a follower may take to connect and sync with a new leader (initLimit).
+    pub init_limit_ticks: u32,
+    /// Ticks without a word from the other side before a follower or leader gives up (syncLimit).
+    pub sync_limit_ticks: u32,
+    /// The last zxid counter a leader uses in one epoch; the next proposal forces a new
+    /// election and so a new epoch (ZooKeeper: 0xffffffff).
+    pub zxid_counter_max: u32,
+}
+
+impl ZabConfig {
+    /// A strict majority of the voters.
+    pub fn quorum(&self) -> usize {
+        self.voters.len() / 2 + 1
+    }
+}

@@ -1,0 +1,897 @@
+//! One ZAB peer as a state machine: LOOKING (election), then LEADING or FOLLOWING through
+//! discovery (FOLLOWERINFO / LEADERINFO / ACKEPOCH), sync (TRUNC / DIFF, NEWLEADER, UPTODATE)
+//! and broadcast (PROPOSAL / ACK / COMMIT), with heartbeats on ticks.
+//! Rules:
+//! - `step` is the only entry; it reads nothing but its input and its own state.
+//! - Every `Output::Persist` completes in order, reported by one `Input::Persisted` each; an
+//!   acknowledgement that promises durability (ACKEPOCH after a new epoch, NEWLEADER's ack, a
+//!   proposal's ACK, the leader's own vote on a proposal) is sent only after that report.
+//! - Role changes bump `term`: completions of persists issued in an older term do nothing.
+//! - Committed txns are delivered once each per incarnation, in zxid order, never past what
+//!   a quorum has logged; a leader that would cut a delivered txn is an impossible state.
+
+use super::election::{Election, Outcome};
+use super::message::{Envelope, FollowerMsg, LeaderMsg, LinkId, Message, PeerState, Vote};
+use super::{make_zxid, Durable, Sid, Txn, ZabConfig, Zxid};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Persisted state or log changes the shell must make durable, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PersistOp {
+    /// Both epochs, written atomically.
+    Epochs {
+        accepted: u32,
+        current: u32,
+    },
+    Append(Vec<Txn>),
+    /// Drop every logged txn after `after`.
+    Truncate {
+        after: Zxid,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    Tick,
+    Message {
+        from: Sid,
+        msg: Message,
+    },
+    /// The oldest outstanding `Output::Persist` is durable.
+    Persisted,
+    /// A client write received by this peer (a leader proposes it, a follower forwards it).
+    Propose {
+        data: Bytes,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Send(Envelope),
+    Persist(PersistOp),
+    /// A committed txn, to apply to the state machine.
+    Deliver(Txn),
+}
+
+/// The role, for the shell and for tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Looking,
+    /// Following this leader; `serving` once synced (UPTODATE received).
+    Following {
+        leader: Sid,
+        serving: bool,
+    },
+    /// Leading; `serving` once a quorum accepted the new epoch's history.
+    Leading {
+        serving: bool,
+    },
+}
+
+#[derive(Debug)]
+enum AfterPersist {
+    Nothing,
+    SendAckEpoch,
+    SendAckNewLeader { epoch: u32 },
+    SendAck { zxid: Zxid },
+    LeaderEpochAccepted,
+    LeaderEpochCurrent,
+    LeaderOwnAck { zxid: Zxid },
+}
+
+#[derive(Debug)]
+struct PendingPersist {
+    term: u64,
+    then: AfterPersist,
+}
+
+/// One direction-pair of a leader/follower link: sequence numbers out and in.
+#[derive(Debug, Clone)]
+struct Link {
+    id: LinkId,
+    next_out: u64,
+    next_in: u64,
+}
+
+impl Link {
+    fn new(id: LinkId) -> Link {
+        Link { id, next_out: 0, next_in: 0 }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        let s = self.next_out;
+        self.next_out += 1;
+        s
+    }
+}
+
+/// Where an incoming sequenced message stands.
+enum SeqCheck {
+    Next,
+    Duplicate,
+    Gap,
+}
+
+fn check_seq(link: &mut Link, seq: u64) -> SeqCheck {
+    if seq < link.next_in {
+        SeqCheck::Duplicate
+    } else if seq > link.next_in {
+        SeqCheck::Gap
+    } else {
+        link.next_in += 1;
+        SeqCheck::Next
+    }
+}
+
+/// The leader's view of one follower.
+#[derive(Debug)]
+struct FollowerView {
+    link: Link,
+    ack_epoch: Option<(u32, Zxid)>,
+    /// SYNC and NEWLEADER sent: every later proposal goes to it too.
+    synced: bool,
+    /// The leader's last zxid when it synced this follower (its NEWLEADER ack covers it).
+    synced_upto: Zxid,
+    up_to_date: bool,
+    last_heard_tick: u64,
+}
+
+#[derive(Debug)]
+struct LeadingState {
+    /// Unique per leadership (incarnation and term): names this side of every link.
+    nonce: u64,
+    epoch: Option<u32>,
+    epoch_persisted: bool,
+    sync_started: bool,
+    established: bool,
+    accepted_seen: BTreeMap<Sid, u32>,
+    epoch_acks: BTreeSet<Sid>,
+    newleader_acks: BTreeSet<Sid>,
+    followers: BTreeMap<Sid, FollowerView>,
+    /// Proposals not yet committed, with the peers that logged them.
+    outstanding: BTreeMap<Zxid, BTreeSet<Sid>>,
+    next_counter: u32,
+    started_tick: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FollowPhase {
+    Discovering,
+    Syncing,
+    AwaitNewLeader,
+    AwaitUpToDate,
+    Broadcast,
+}
+
+#[derive(Debug)]
+struct FollowingState {
+    leader: Sid,
+    link: Link,
+    /// The leadership this link belongs to, learnt from the leader's first message.
+    leader_nonce: Option<u64>,
+    phase: FollowPhase,
+    last_heard_tick: u64,
+    leader_committed: Zxid,
+}
+
+#[derive(Debug)]
+enum RoleState {
+    Looking(Election),
+    Following(FollowingState),
+    Leading(LeadingState),
+}
+
+pub struct Peer {
+    cfg: ZabConfig,
+    accepted_epoch: u32,
+    current_epoch: u32,
+    /// The log as this peer sees it, including appends not yet reported durable.
+    log: Vec<Txn>,
+    committed: Zxid,
+    delivered: Zxid,
+    state: RoleState,
+    term: u64,
+    pending: VecDeque<PendingPersist>,
+    tick: u64,
+    round: u64,
+    incarnation: u64,
+    links_opened: u64,
+}
+
+impl Peer {
+    /// A peer starting from its durable state; `incarnation` must differ between runs of the
+    /// same server (it makes link ids unique). Call `start` next.
+    pub fn new(cfg: ZabConfig, durable: Durable, incarnation: u64) -> Peer {
+        assert!(cfg.voters.contains(&cfg.my_id), "peer {} is not among the voters", cfg.my_id);
+        assert!(durable.accepted_epoch >= durable.current_epoch, "accepted epoch below current epoch");
+        assert!(durable.log.windows(2).all(|w| w[0].zxid < w[1].zxid), "log zxids are not increasing");
+        let me = cfg.my_id;
+        let own = Vote { leader: me, zxid: 0, peer_epoch: 0 };
+        Peer {
+            cfg,
+            accepted_epoch: durable.accepted_epoch,
+            current_epoch: durable.current_epoch,
+            log: durable.log,
+            committed: 0,
+            delivered: 0,
+            state: RoleState::Looking(Election::new(me, 0, own)),
+            term: 0,
+            pending: VecDeque::new(),
+            tick: 0,
+            round: 0,
+            incarnation,
+            links_opened: 0,
+        }
+    }
+
+    pub fn start(&mut self, out: &mut Vec<Output>) {
+        self.enter_looking(out);
+    }
+
+    pub fn id(&self) -> Sid {
+        self.cfg.my_id
+    }
+
+    pub fn role(&self) -> Role {
+        match &self.state {
+            RoleState::Looking(_) => Role::Looking,
+            RoleState::Following(f) => Role::Following { leader: f.leader, serving: f.phase == FollowPhase::Broadcast },
+            RoleState::Leading(l) => Role::Leading { serving: l.established },
+        }
+    }
+
+    pub fn last_zxid(&self) -> Zxid {
+        self.log.last().map_or(0, |t| t.zxid)
+    }
+
+    pub fn committed(&self) -> Zxid {
+        self.committed
+    }
+
+    pub fn epochs(&self) -> (u32, u32) {
+        (self.accepted_epoch, self.current_epoch)
+    }
+
+    pub fn step(&mut self, input: Input, out: &mut Vec<Output>) {
+        match input {
+            Input::Tick => self.on_tick(out),
+            Input::Persisted => self.on_persisted(out),
+            Input::Propose { data } => self.on_propose(data, out),
+            Input::Message { from, msg } => self.on_message(from, msg, out),
+        }
+    }
+
+    // ---- plumbing ----
+
+    fn send(&self, to: Sid, msg: Message, out: &mut Vec<Output>) {
+        out.push(Output::Send(Envelope { to, msg }));
+    }
+
+    fn persist(&mut self, op: PersistOp, then: AfterPersist, out: &mut Vec<Output>) {
+        self.pending.push_back(PendingPersist { term: self.term, then });
+        out.push(Output::Persist(op));
+    }
+
+    fn own_vote(&self) -> Vote {
+        Vote { leader: self.cfg.my_id, zxid: self.last_zxid(), peer_epoch: self.current_epoch }
+    }
+
+    fn has_zxid(&self, z: Zxid) -> bool {
+        z == 0 || self.log.binary_search_by_key(&z, |t| t.zxid).is_ok()
+    }
+
+    /// Txns after `z`, in order.
+    fn txns_after(&self, z: Zxid) -> Vec<Txn> {
+        let i = self.log.partition_point(|t| t.zxid <= z);
+        self.log[i..].to_vec()
+    }
+
+    fn append(&mut self, txns: Vec<Txn>, then: AfterPersist, out: &mut Vec<Output>) {
+        for t in &txns {
+            assert!(
+                t.zxid > self.last_zxid(),
+                "peer {}: append of {:#x} after {:#x}",
+                self.cfg.my_id,
+                t.zxid,
+                self.last_zxid()
+            );
+            self.log.push(t.clone());
+        }
+        if txns.is_empty() {
+            if !matches!(then, AfterPersist::Nothing) {
+                self.persist(PersistOp::Append(txns), then, out);
+            }
+            return;
+        }
+        self.persist(PersistOp::Append(txns), then, out);
+    }
+
+    /// Raises the commit point to `z` (at most the last logged txn) and delivers in order.
+    fn commit_to(&mut self, z: Zxid, out: &mut Vec<Output>) {
+        let z = z.min(self.last_zxid());
+        if z <= self.committed {
+            return;
+        }
+        self.committed = z;
+        let start = self.log.partition_point(|t| t.zxid <= self.delivered);
+        for t in &self.log[start..] {
+            if t.zxid > self.committed {
+                break;
+            }
+            out.push(Output::Deliver(t.clone()));
+            self.delivered = t.zxid;
+        }
+    }
+
+    // ---- election ----
+
+    fn enter_looking(&mut self, out: &mut Vec<Output>) {
+        self.term += 1;
+        self.round += 1;
+        let own = self.own_vote();
+        self.state = RoleState::Looking(Election::new(self.cfg.my_id, self.round, own));
+        self.broadcast_vote(out);
+    }
+
+    fn broadcast_vote(&self, out: &mut Vec<Output>) {
+        if let RoleState::Looking(e) = &self.state {
+            for &v in &self.cfg.voters {
+                if v != self.cfg.my_id {
+                    self.send(
+                        v,
+                        Message::Notification { vote: e.vote, round: e.round, state: PeerState::Looking },
+                        out,
+                    );
+                }
+            }
+        }
+    }
+
+    fn on_notification(&mut self, from: Sid, vote: Vote, round: u64, state: PeerState, out: &mut Vec<Output>) {
+        let me = self.cfg.my_id;
+        let quorum = self.cfg.quorum();
+        match &mut self.state {
+            RoleState::Looking(e) => {
+                let changed = e.receive(me, from, vote, round, state);
+                self.round = e.round;
+                let reply_stale = state == PeerState::Looking && round < e.round;
+                let (my_vote, my_round) = (e.vote, e.round);
+                let outcome = e.outcome(quorum);
+                if changed {
+                    self.broadcast_vote(out);
+                } else if reply_stale {
+                    let msg = Message::Notification { vote: my_vote, round: my_round, state: PeerState::Looking };
+                    self.send(from, msg, out);
+                }
+                if let Outcome::Elected(leader) = outcome {
+                    if leader == me {
+                        self.become_leader(out);
+                    } else {
+                        self.become_follower(leader, out);
+                    }
+                }
+            }
+            RoleState::Following(f) => {
+                if state == PeerState::Looking {
+                    let v = Vote { leader: f.leader, zxid: self.last_zxid(), peer_epoch: self.current_epoch };
+                    let msg = Message::Notification { vote: v, round: self.round, state: PeerState::Following };
+                    self.send(from, msg, out);
+                }
+            }
+            RoleState::Leading(_) => {
+                if state == PeerState::Looking {
+                    let msg =
+                        Message::Notification { vote: self.own_vote(), round: self.round, state: PeerState::Leading };
+                    self.send(from, msg, out);
+                }
+            }
+        }
+    }
+
+    // ---- following ----
+
+    fn become_follower(&mut self, leader: Sid, out: &mut Vec<Output>) {
+        self.term += 1;
+        self.links_opened += 1;
+        let link = (self.incarnation << 24) ^ self.links_opened;
+        self.state = RoleState::Following(FollowingState {
+            leader,
+            link: Link::new(link),
+            leader_nonce: None,
+            phase: FollowPhase::Discovering,
+            last_heard_tick: self.tick,
+            leader_committed: 0,
+        });
+        self.send(leader, Message::FollowerInfo { link, accepted_epoch: self.accepted_epoch }, out);
+    }
+
+    fn send_to_leader(&mut self, body: FollowerMsg, out: &mut Vec<Output>) {
+        if let RoleState::Following(f) = &mut self.state {
+            let Some(leader_nonce) = f.leader_nonce else { return };
+            let (leader, link, seq) = (f.leader, f.link.id, f.link.next_seq());
+            out.push(Output::Send(Envelope { to: leader, msg: Message::ToLeader { link, leader_nonce, seq, body } }));
+        }
+    }
+
+    fn on_leader_msg(&mut self, body: LeaderMsg, out: &mut Vec<Output>) {
+        let RoleState::Following(f) = &mut self.state else { return };
+        let phase = f.phase;
+        match body {
+            LeaderMsg::Ping => self.send_to_leader(FollowerMsg::Ping, out),
+            LeaderMsg::LeaderInfo { new_epoch } => {
+                if phase != FollowPhase::Discovering || new_epoch < self.accepted_epoch {
+                    return self.enter_looking(out);
+                }
+                f.phase = FollowPhase::Syncing;
+                if new_epoch > self.accepted_epoch {
+                    self.accepted_epoch = new_epoch;
+                    let op = PersistOp::Epochs { accepted: new_epoch, current: self.current_epoch };
+                    self.persist(op, AfterPersist::SendAckEpoch, out);
+                } else {
+                    self.send_ack_epoch(out);
+                }
+            }
+            LeaderMsg::Sync { trunc_to, txns } => {
+                if phase != FollowPhase::Syncing {
+                    return self.enter_looking(out);
+                }
+                f.phase = FollowPhase::AwaitNewLeader;
+                if let Some(t) = trunc_to {
+                    assert!(
+                        t >= self.delivered,
+                        "peer {}: the leader truncates to {t:#x}, below the committed txn {:#x} delivered here",
+                        self.cfg.my_id,
+                        self.delivered
+                    );
+                    if t < self.last_zxid() {
+                        self.log.truncate(self.log.partition_point(|x| x.zxid <= t));
+                        self.persist(PersistOp::Truncate { after: t }, AfterPersist::Nothing, out);
+                    }
+                }
+                if txns.first().is_some_and(|x| x.zxid <= self.last_zxid()) {
+                    return self.enter_looking(out);
+                }
+                self.append(txns, AfterPersist::Nothing, out);
+            }
+            LeaderMsg::NewLeader { epoch } => {
+                if phase != FollowPhase::AwaitNewLeader || epoch < self.current_epoch {
+                    return self.enter_looking(out);
+                }
+                f.phase = FollowPhase::AwaitUpToDate;
+                self.current_epoch = epoch;
+                let op = PersistOp::Epochs { accepted: self.accepted_epoch, current: epoch };
+                self.persist(op, AfterPersist::SendAckNewLeader { epoch }, out);
+            }
+            LeaderMsg::UpToDate { committed } => {
+                if phase != FollowPhase::AwaitUpToDate {
+                    return self.enter_looking(out);
+                }
+                f.phase = FollowPhase::Broadcast;
+                f.leader_committed = f.leader_committed.max(committed);
+                let c = f.leader_committed;
+                self.commit_to(c, out);
+            }
+            LeaderMsg::Proposal(txn) => {
+                if !matches!(phase, FollowPhase::AwaitUpToDate | FollowPhase::Broadcast) || txn.zxid <= self.last_zxid()
+                {
+                    return self.enter_looking(out);
+                }
+                let zxid = txn.zxid;
+                self.append(vec![txn], AfterPersist::SendAck { zxid }, out);
+            }
+            LeaderMsg::Commit { zxid } => {
+                f.leader_committed = f.leader_committed.max(zxid);
+                if phase == FollowPhase::Broadcast {
+                    self.commit_to(zxid, out);
+                }
+            }
+        }
+    }
+
+    fn send_ack_epoch(&mut self, out: &mut Vec<Output>) {
+        let body = FollowerMsg::AckEpoch { current_epoch: self.current_epoch, last_zxid: self.last_zxid() };
+        self.send_to_leader(body, out);
+    }
+
+    // ---- leading ----
+
+    fn become_leader(&mut self, out: &mut Vec<Output>) {
+        self.term += 1;
+        let mut accepted_seen = BTreeMap::new();
+        accepted_seen.insert(self.cfg.my_id, self.accepted_epoch);
+        self.state = RoleState::Leading(LeadingState {
+            nonce: (self.incarnation << 32) ^ self.term,
+            epoch: None,
+            epoch_persisted: false,
+            sync_started: false,
+            established: false,
+            accepted_seen,
+            epoch_acks: BTreeSet::new(),
+            newleader_acks: BTreeSet::new(),
+            followers: BTreeMap::new(),
+            outstanding: BTreeMap::new(),
+            next_counter: 1,
+            started_tick: self.tick,
+        });
+        self.check_epoch_quorum(out);
+    }
+
+    fn leading(&mut self) -> &mut LeadingState {
+        match &mut self.state {
+            RoleState::Leading(l) => l,
+            _ => panic!("peer {}: leader step while not leading", self.cfg.my_id),
+        }
+    }
+
+    fn send_to_follower(&mut self, to: Sid, body: LeaderMsg, out: &mut Vec<Output>) {
+        let l = self.leading();
+        let leader_nonce = l.nonce;
+        if let Some(v) = l.followers.get_mut(&to) {
+            let (link, seq) = (v.link.id, v.link.next_seq());
+            out.push(Output::Send(Envelope { to, msg: Message::ToFollower { link, leader_nonce, seq, body } }));
+        }
+    }
+
+    fn on_follower_info(&mut self, from: Sid, link: LinkId, accepted_epoch: u32, out: &mut Vec<Output>) {
+        let tick = self.tick;
+        let l = self.leading();
+        if l.followers.get(&from).is_some_and(|v| v.link.id == link) {
+            return; // a resent FOLLOWERINFO
+        }
+        l.followers.insert(
+            from,
+            FollowerView {
+                link: Link::new(link),
+                ack_epoch: None,
+                synced: false,
+                synced_upto: 0,
+                up_to_date: false,
+                last_heard_tick: tick,
+            },
+        );
+        l.epoch_acks.remove(&from);
+        l.newleader_acks.remove(&from);
+        for acks in l.outstanding.values_mut() {
+            acks.remove(&from);
+        }
+        l.accepted_seen.insert(from, accepted_epoch);
+        if let (Some(epoch), true) = (l.epoch, l.epoch_persisted) {
+            self.send_to_follower(from, LeaderMsg::LeaderInfo { new_epoch: epoch }, out);
+        } else {
+            self.check_epoch_quorum(out);
+        }
+    }
+
+    fn check_epoch_quorum(&mut self, out: &mut Vec<Output>) {
+        let quorum = self.cfg.quorum();
+        let l = self.leading();
+        if l.epoch.is_some() || l.accepted_seen.len() < quorum {
+            return;
+        }
+        let epoch = l.accepted_seen.values().copied().max().unwrap_or(0) + 1;
+        l.epoch = Some(epoch);
+        self.accepted_epoch = epoch;
+        let op = PersistOp::Epochs { accepted: epoch, current: self.current_epoch };
+        self.persist(op, AfterPersist::LeaderEpochAccepted, out);
+    }
+
+    fn on_epoch_accepted(&mut self, out: &mut Vec<Output>) {
+        let me = self.cfg.my_id;
+        let l = self.leading();
+        l.epoch_persisted = true;
+        l.epoch_acks.insert(me);
+        let epoch = l.epoch.expect("epoch persisted before it was chosen");
+        let followers: Vec<Sid> = l.followers.keys().copied().collect();
+        for f in followers {
+            self.send_to_follower(f, LeaderMsg::LeaderInfo { new_epoch: epoch }, out);
+        }
+        self.check_sync_start(out);
+    }
+
+    fn on_ack_epoch(&mut self, from: Sid, current_epoch: u32, last_zxid: Zxid, out: &mut Vec<Output>) {
+        if (current_epoch, last_zxid) > (self.current_epoch, self.last_zxid()) {
+            tracing::warn!(
+                "peer {}: follower {from} is ahead ({current_epoch}, {last_zxid:#x}); giving up leadership",
+                self.cfg.my_id
+            );
+            return self.enter_looking(out);
+        }
+        let l = self.leading();
+        let Some(v) = l.followers.get_mut(&from) else { return };
+        v.ack_epoch = Some((current_epoch, last_zxid));
+        l.epoch_acks.insert(from);
+        if l.sync_started {
+            self.sync_follower(from, out);
+        } else {
+            self.check_sync_start(out);
+        }
+    }
+
+    fn check_sync_start(&mut self, out: &mut Vec<Output>) {
+        let quorum = self.cfg.quorum();
+        let l = self.leading();
+        if l.sync_started || !l.epoch_persisted || l.epoch_acks.len() < quorum {
+            return;
+        }
+        l.sync_started = true;
+        let epoch = l.epoch.expect("sync before the epoch was chosen");
+        let ready: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.ack_epoch.is_some()).map(|(s, _)| *s).collect();
+        self.current_epoch = epoch;
+        let op = PersistOp::Epochs { accepted: self.accepted_epoch, current: epoch };
+        self.persist(op, AfterPersist::LeaderEpochCurrent, out);
+        for f in ready {
+            self.sync_follower(f, out);
+        }
+    }
+
+    /// TRUNC and/or DIFF to bring `to` to this leader's history, then NEWLEADER.
+    fn sync_follower(&mut self, to: Sid, out: &mut Vec<Output>) {
+        let last = self.last_zxid();
+        let l = self.leading();
+        let epoch = l.epoch.expect("sync before the epoch was chosen");
+        let Some(v) = l.followers.get(&to) else { return };
+        let Some((_, theirs)) = v.ack_epoch else { return };
+        if v.synced {
+            return;
+        }
+        let (trunc_to, from) = if self.has_zxid(theirs) && theirs <= last {
+            (None, theirs)
+        } else {
+            // The follower holds txns this leader never had: cut back to the last common one.
+            let i = self.log.partition_point(|t| t.zxid < theirs);
+            let t = if i == 0 { 0 } else { self.log[i - 1].zxid };
+            (Some(t), t)
+        };
+        let txns = self.txns_after(from);
+        let l = self.leading();
+        if let Some(v) = l.followers.get_mut(&to) {
+            v.synced = true;
+            v.synced_upto = last;
+        }
+        self.send_to_follower(to, LeaderMsg::Sync { trunc_to, txns }, out);
+        self.send_to_follower(to, LeaderMsg::NewLeader { epoch }, out);
+    }
+
+    fn on_ack_new_leader(&mut self, from: Sid, epoch: u32, out: &mut Vec<Output>) {
+        let l = self.leading();
+        if l.epoch != Some(epoch) {
+            return;
+        }
+        let Some(v) = l.followers.get(&from) else { return };
+        if !v.synced {
+            return;
+        }
+        let upto = v.synced_upto;
+        l.newleader_acks.insert(from);
+        // NEWLEADER is acknowledged once the synced history is durable there: it counts as
+        // an ack of every proposal that history held.
+        self.ack(from, upto, out);
+        let l = self.leading();
+        if l.established {
+            let committed = self.committed;
+            self.send_up_to_date(from, committed, out);
+        } else {
+            self.check_established(out);
+        }
+    }
+
+    fn send_up_to_date(&mut self, to: Sid, committed: Zxid, out: &mut Vec<Output>) {
+        if let Some(v) = self.leading().followers.get_mut(&to) {
+            v.up_to_date = true;
+        }
+        self.send_to_follower(to, LeaderMsg::UpToDate { committed }, out);
+    }
+
+    fn check_established(&mut self, out: &mut Vec<Output>) {
+        let me = self.cfg.my_id;
+        let quorum = self.cfg.quorum();
+        let l = self.leading();
+        if l.established || !l.newleader_acks.contains(&me) || l.newleader_acks.len() < quorum {
+            return;
+        }
+        l.established = true;
+        let acked: Vec<Sid> = l.newleader_acks.iter().copied().filter(|s| *s != me).collect();
+        // A quorum holds this leader's whole history: all of it is committed.
+        let last = self.last_zxid();
+        self.commit_to(last, out);
+        let committed = self.committed;
+        for f in acked {
+            self.send_up_to_date(f, committed, out);
+        }
+        tracing::info!("peer {me}: leading epoch {} from zxid {last:#x}", self.current_epoch);
+    }
+
+    fn propose(&mut self, data: Bytes, out: &mut Vec<Output>) {
+        let counter_max = self.cfg.zxid_counter_max;
+        let l = self.leading();
+        if !l.established {
+            return;
+        }
+        if l.next_counter > counter_max {
+            tracing::info!("peer {}: zxid counter exhausted; a new epoch is needed", self.cfg.my_id);
+            return self.enter_looking(out);
+        }
+        let epoch = l.epoch.expect("established without an epoch");
+        let zxid = make_zxid(epoch, l.next_counter);
+        l.next_counter += 1;
+        l.outstanding.insert(zxid, BTreeSet::new());
+        let targets: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.synced).map(|(s, _)| *s).collect();
+        let txn = Txn { zxid, data };
+        self.append(vec![txn.clone()], AfterPersist::LeaderOwnAck { zxid }, out);
+        for f in targets {
+            self.send_to_follower(f, LeaderMsg::Proposal(txn.clone()), out);
+        }
+    }
+
+    /// `from` has logged every proposal up to `zxid`.
+    fn ack(&mut self, from: Sid, zxid: Zxid, out: &mut Vec<Output>) {
+        let quorum = self.cfg.quorum();
+        let l = self.leading();
+        for (_, acks) in l.outstanding.range_mut(..=zxid) {
+            acks.insert(from);
+        }
+        let mut upto = None;
+        while let Some((&z, acks)) = l.outstanding.first_key_value() {
+            if acks.len() < quorum {
+                break;
+            }
+            l.outstanding.remove(&z);
+            upto = Some(z);
+        }
+        let Some(z) = upto else { return };
+        let targets: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.up_to_date).map(|(s, _)| *s).collect();
+        self.commit_to(z, out);
+        for f in targets {
+            self.send_to_follower(f, LeaderMsg::Commit { zxid: z }, out);
+        }
+    }
+
+    fn on_follower_msg(&mut self, from: Sid, body: FollowerMsg, out: &mut Vec<Output>) {
+        match body {
+            FollowerMsg::Ping => {}
+            FollowerMsg::AckEpoch { current_epoch, last_zxid } => {
+                self.on_ack_epoch(from, current_epoch, last_zxid, out)
+            }
+            FollowerMsg::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch, out),
+            FollowerMsg::Ack { zxid } => {
+                if self.leading().followers.get(&from).is_some_and(|v| v.synced) {
+                    self.ack(from, zxid, out);
+                }
+            }
+            FollowerMsg::Request { data } => self.propose(data, out),
+        }
+    }
+
+    // ---- inputs ----
+
+    fn on_message(&mut self, from: Sid, msg: Message, out: &mut Vec<Output>) {
+        if from == self.cfg.my_id || !self.cfg.voters.contains(&from) {
+            return;
+        }
+        match msg {
+            Message::Notification { vote, round, state } => self.on_notification(from, vote, round, state, out),
+            Message::FollowerInfo { link, accepted_epoch } => {
+                if matches!(self.state, RoleState::Leading(_)) {
+                    self.on_follower_info(from, link, accepted_epoch, out);
+                }
+            }
+            Message::ToLeader { link, leader_nonce, seq, body } => {
+                let tick = self.tick;
+                let RoleState::Leading(l) = &mut self.state else { return };
+                if l.nonce != leader_nonce {
+                    return;
+                }
+                let Some(v) = l.followers.get_mut(&from) else { return };
+                if v.link.id != link {
+                    return;
+                }
+                match check_seq(&mut v.link, seq) {
+                    SeqCheck::Duplicate => {}
+                    SeqCheck::Gap => {
+                        // The link lost a message: drop the follower; it re-elects and re-syncs.
+                        l.followers.remove(&from);
+                        l.newleader_acks.remove(&from);
+                    }
+                    SeqCheck::Next => {
+                        v.last_heard_tick = tick;
+                        self.on_follower_msg(from, body, out);
+                    }
+                }
+            }
+            Message::ToFollower { link, leader_nonce, seq, body } => {
+                let tick = self.tick;
+                let RoleState::Following(f) = &mut self.state else { return };
+                if f.leader != from || f.link.id != link {
+                    return;
+                }
+                match f.leader_nonce {
+                    None if seq == 0 => f.leader_nonce = Some(leader_nonce),
+                    Some(n) if n == leader_nonce => {}
+                    _ => return,
+                }
+                match check_seq(&mut f.link, seq) {
+                    SeqCheck::Duplicate => {}
+                    SeqCheck::Gap => self.enter_looking(out),
+                    SeqCheck::Next => {
+                        f.last_heard_tick = tick;
+                        self.on_leader_msg(body, out);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_propose(&mut self, data: Bytes, out: &mut Vec<Output>) {
+        match &self.state {
+            RoleState::Leading(_) => self.propose(data, out),
+            RoleState::Following(f) if f.phase == FollowPhase::Broadcast => {
+                self.send_to_leader(FollowerMsg::Request { data }, out)
+            }
+            // Not serving: the shell tells the client to go elsewhere.
+            _ => {}
+        }
+    }
+
+    fn on_persisted(&mut self, out: &mut Vec<Output>) {
+        let p = self.pending.pop_front().expect("a persist completion nobody asked for");
+        if p.term != self.term {
+            return;
+        }
+        match p.then {
+            AfterPersist::Nothing => {}
+            AfterPersist::SendAckEpoch => self.send_ack_epoch(out),
+            AfterPersist::SendAckNewLeader { epoch } => self.send_to_leader(FollowerMsg::AckNewLeader { epoch }, out),
+            AfterPersist::SendAck { zxid } => self.send_to_leader(FollowerMsg::Ack { zxid }, out),
+            AfterPersist::LeaderEpochAccepted => self.on_epoch_accepted(out),
+            AfterPersist::LeaderEpochCurrent => {
+                let me = self.cfg.my_id;
+                self.leading().newleader_acks.insert(me);
+                self.check_established(out);
+            }
+            AfterPersist::LeaderOwnAck { zxid } => {
+                let me = self.cfg.my_id;
+                self.ack(me, zxid, out);
+            }
+        }
+    }
+
+    fn on_tick(&mut self, out: &mut Vec<Output>) {
+        self.tick += 1;
+        let tick = self.tick;
+        let (init, sync) = (self.cfg.init_limit_ticks as u64, self.cfg.sync_limit_ticks as u64);
+        let quorum = self.cfg.quorum();
+        match &mut self.state {
+            RoleState::Looking(_) => self.broadcast_vote(out),
+            RoleState::Following(f) => {
+                let limit = if f.phase == FollowPhase::Broadcast { sync } else { init };
+                if tick - f.last_heard_tick > limit {
+                    return self.enter_looking(out);
+                }
+                if f.phase == FollowPhase::Discovering {
+                    let msg = Message::FollowerInfo { link: f.link.id, accepted_epoch: self.accepted_epoch };
+                    let leader = f.leader;
+                    self.send(leader, msg, out);
+                }
+            }
+            RoleState::Leading(l) => {
+                if !l.established {
+                    if tick - l.started_tick > init {
+                        return self.enter_looking(out);
+                    }
+                } else {
+                    let alive =
+                        l.followers.values().filter(|v| v.up_to_date && tick - v.last_heard_tick <= sync).count();
+                    if alive + 1 < quorum {
+                        tracing::info!("peer {}: lost the quorum; giving up leadership", self.cfg.my_id);
+                        return self.enter_looking(out);
+                    }
+                }
+                let links: Vec<Sid> = l.followers.keys().copied().collect();
+                for f in links {
+                    self.send_to_follower(f, LeaderMsg::Ping, out);
+                }
+            }
+        }
+    }
+}
