@@ -556,6 +556,19 @@ impl Peer {
             acks.remove(&from);
         }
         l.accepted_seen.insert(from, accepted_epoch);
+        if let Some(epoch) = l.epoch {
+            if accepted_epoch > epoch {
+                // The follower promised a newer epoch (to a leader that never established) and
+                // may not accept this one: give way, so that the next election chooses an epoch
+                // above every promise and everyone can follow.
+                tracing::info!(
+                    "peer {}: follower {from} accepted epoch {accepted_epoch}, above epoch {epoch}; re-electing",
+                    self.cfg.my_id
+                );
+                return self.enter_looking(out);
+            }
+        }
+        let l = self.leading();
         if let (Some(epoch), true) = (l.epoch, l.epoch_persisted) {
             self.send_to_follower(from, LeaderMsg::LeaderInfo { new_epoch: epoch }, out);
         } else {

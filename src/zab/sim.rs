@@ -125,10 +125,16 @@ pub struct Sim {
     history: Vec<Txn>,
     writes_on: bool,
     healed: bool,
+    trace_second: u64,
+    /// ZAB_TRACE=1 (with replay): print roles each second after healing, and every message.
+    trace: bool,
 }
 
 pub struct Report {
     pub committed: usize,
+    /// Distinct epochs in the committed history, and the highest zxid counter in it.
+    pub epochs: usize,
+    pub counter_max: u32,
     pub acked: usize,
     pub elections: u64,
 }
@@ -161,6 +167,8 @@ impl Sim {
             history: Vec::new(),
             writes_on: true,
             healed: false,
+            trace_second: 0,
+            trace: std::env::var("ZAB_TRACE").is_ok_and(|v| v == "1"),
         };
         for &v in &voters {
             sim.nodes.insert(
@@ -418,6 +426,24 @@ impl Sim {
                 self.writes_on = false;
             }
             let Some(ev) = self.events[idx].take() else { continue };
+            if self.trace && self.healed {
+                if at / 1000 != self.trace_second {
+                    self.trace_second = at / 1000;
+                    let roles: Vec<String> = self
+                        .nodes
+                        .iter()
+                        .map(|(id, n)| {
+                            format!("{id}:{:?}", n.peer.as_ref().map(|p| (p.role(), p.epochs(), p.last_zxid())))
+                        })
+                        .collect();
+                    println!("t={at} {}", roles.join("  "));
+                }
+                if let Event::Net { from, to, msg } = &ev {
+                    if !matches!(msg, Message::ToFollower { body: super::message::LeaderMsg::Ping, .. }) {
+                        println!("t={at} {from}->{to} {msg:?}");
+                    }
+                }
+            }
             match ev {
                 Event::Net { from, to, msg } => {
                     if !self.cut.contains(&(from, to)) {
@@ -442,7 +468,9 @@ impl Sim {
             }
         }
         self.check_end();
-        Report { committed: self.history.len(), acked: self.acked.len(), elections }
+        let epochs: BTreeSet<u32> = self.history.iter().map(|t| super::epoch_of(t.zxid)).collect();
+        let counter_max = self.history.iter().map(|t| t.zxid as u32).max().unwrap_or(0);
+        Report { committed: self.history.len(), epochs: epochs.len(), counter_max, acked: self.acked.len(), elections }
     }
 
     fn check_end(&self) {
@@ -515,7 +543,13 @@ mod tests {
         // same one, re-elected) starts the next epoch; nothing acknowledged is lost.
         for seed in 0..40 {
             let r = Sim::new(2_000_000 + seed, 3, 50, CHAOS).run();
-            assert!(r.elections > 0);
+            assert!(r.counter_max <= 50, "seed {seed}: zxid counter {} past the limit", r.counter_max);
+            assert!(
+                r.committed > 200 && r.epochs * 50 >= r.committed,
+                "seed {seed}: {} txns in {} epochs",
+                r.committed,
+                r.epochs
+            );
         }
     }
 
