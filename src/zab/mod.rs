@@ -10,6 +10,8 @@ pub mod election;
 pub mod message;
 pub mod peer;
 #[cfg(test)]
+mod scenarios;
+#[cfg(test)]
 mod sim;
 
 use bytes::Bytes;

@@ -84,7 +84,7 @@ const HEALED: Faults = Faults {
 };
 
 #[derive(Debug)]
-enum Event {
+pub enum Event {
     Net { from: Sid, to: Sid, msg: Message },
     Tick(Sid),
     PersistDone { node: Sid, incarnation: u64 },
@@ -126,6 +126,12 @@ pub struct Sim {
     writes_on: bool,
     healed: bool,
     trace_second: u64,
+    follower_connects: u64,
+    /// Scripted runs: peers whose fsyncs are held back, completions to skip (completed by
+    /// hand), and whether a crashed peer restarts by itself.
+    held: BTreeSet<Sid>,
+    skip_completions: BTreeMap<Sid, u32>,
+    auto_restart: bool,
     /// ZAB_TRACE=1 (with replay): print roles each second after healing, and every message.
     trace: bool,
 }
@@ -168,6 +174,10 @@ impl Sim {
             writes_on: true,
             healed: false,
             trace_second: 0,
+            follower_connects: 0,
+            held: BTreeSet::new(),
+            skip_completions: BTreeMap::new(),
+            auto_restart: true,
             trace: std::env::var("ZAB_TRACE").is_ok_and(|v| v == "1"),
         };
         for &v in &voters {
@@ -232,8 +242,11 @@ impl Sim {
         if node.peer.take().is_some() {
             node.incarnation += 1;
             node.persists.clear(); // writes not yet durable are lost
-            let after = 50 + self.rng.below(2_000);
-            self.schedule(after, Event::Restart(id));
+            self.skip_completions.remove(&id);
+            if self.auto_restart {
+                let after = 50 + self.rng.below(2_000);
+                self.schedule(after, Event::Restart(id));
+            }
         }
     }
 
@@ -317,6 +330,20 @@ impl Sim {
         if node.incarnation != incarnation || node.peer.is_none() {
             return;
         }
+        if let Some(n) = self.skip_completions.get_mut(&id).filter(|n| **n > 0) {
+            *n -= 1; // this completion was made by hand already
+            return;
+        }
+        if self.held.contains(&id) {
+            self.schedule(5, Event::PersistDone { node: id, incarnation });
+            return;
+        }
+        self.complete_persist(id);
+    }
+
+    /// Makes `id`'s oldest pending write durable and tells its peer.
+    fn complete_persist(&mut self, id: Sid) {
+        let node = self.nodes.get_mut(&id).expect("node");
         let Some(op) = node.persists.pop_front() else {
             self.fail(format!("peer {id}: persist completion without a pending write"));
         };
@@ -413,64 +440,212 @@ impl Sim {
     /// Runs chaos, then a healed network with all peers up, then quiet; checks the end state.
     pub fn run(mut self) -> Report {
         let end = CHAOS_MS + HEAL_WRITES_MS + HEAL_QUIET_MS;
-        let mut elections = 0u64;
-        while let Some(std::cmp::Reverse((at, _, idx))) = self.queue.pop() {
-            if at > end {
-                break;
-            }
-            self.now_ms = at;
-            if !self.healed && at >= CHAOS_MS {
+        while let Some(ev) = self.next_event(end) {
+            if !self.healed && self.now_ms >= CHAOS_MS {
                 self.heal();
             }
-            if self.writes_on && at >= CHAOS_MS + HEAL_WRITES_MS {
+            if self.writes_on && self.now_ms >= CHAOS_MS + HEAL_WRITES_MS {
                 self.writes_on = false;
             }
-            let Some(ev) = self.events[idx].take() else { continue };
-            if self.trace && self.healed {
-                if at / 1000 != self.trace_second {
-                    self.trace_second = at / 1000;
-                    let roles: Vec<String> = self
-                        .nodes
-                        .iter()
-                        .map(|(id, n)| {
-                            format!("{id}:{:?}", n.peer.as_ref().map(|p| (p.role(), p.epochs(), p.last_zxid())))
-                        })
-                        .collect();
-                    println!("t={at} {}", roles.join("  "));
-                }
-                if let Event::Net { from, to, msg } = &ev {
-                    if !matches!(msg, Message::ToFollower { body: super::message::LeaderMsg::Ping, .. }) {
-                        println!("t={at} {from}->{to} {msg:?}");
-                    }
-                }
-            }
-            match ev {
-                Event::Net { from, to, msg } => {
-                    if !self.cut.contains(&(from, to)) {
-                        if matches!(msg, Message::FollowerInfo { .. }) {
-                            elections += 1;
-                        }
-                        self.step(to, Input::Message { from, msg });
-                        if !self.healed && self.rng.chance(self.faults.crash_after_step_per_mille) {
-                            self.crash(to);
-                        }
-                    }
-                }
-                Event::Tick(id) => self.on_tick(id),
-                Event::PersistDone { node, incarnation } => self.persist_done(node, incarnation),
-                Event::Write => self.on_write(),
-                Event::Restart(id) => {
-                    if self.nodes[&id].peer.is_none() {
-                        self.restart(id);
-                    }
-                }
-                Event::HealPartition => self.cut.clear(),
-            }
+            self.dispatch(ev);
         }
         self.check_end();
+        self.report()
+    }
+
+    fn report(&self) -> Report {
         let epochs: BTreeSet<u32> = self.history.iter().map(|t| super::epoch_of(t.zxid)).collect();
         let counter_max = self.history.iter().map(|t| t.zxid as u32).max().unwrap_or(0);
-        Report { committed: self.history.len(), epochs: epochs.len(), counter_max, acked: self.acked.len(), elections }
+        Report {
+            committed: self.history.len(),
+            epochs: epochs.len(),
+            counter_max,
+            acked: self.acked.len(),
+            elections: self.follower_connects,
+        }
+    }
+
+    /// The next event due at or before `end_ms`, with the clock moved to it.
+    fn next_event(&mut self, end_ms: u64) -> Option<Event> {
+        loop {
+            let std::cmp::Reverse((at, _, idx)) = *self.queue.peek()?;
+            if at > end_ms {
+                return None;
+            }
+            self.queue.pop();
+            self.now_ms = at;
+            if let Some(ev) = self.events[idx].take() {
+                return Some(ev);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, ev: Event) {
+        if self.trace && self.healed {
+            self.trace_event(&ev);
+        }
+        match ev {
+            Event::Net { from, to, msg } => {
+                if !self.cut.contains(&(from, to)) {
+                    if matches!(msg, Message::FollowerInfo { .. }) {
+                        self.follower_connects += 1;
+                    }
+                    self.step(to, Input::Message { from, msg });
+                    if !self.healed && self.rng.chance(self.faults.crash_after_step_per_mille) {
+                        self.crash(to);
+                    }
+                }
+            }
+            Event::Tick(id) => self.on_tick(id),
+            Event::PersistDone { node, incarnation } => self.persist_done(node, incarnation),
+            Event::Write => self.on_write(),
+            Event::Restart(id) => {
+                if self.nodes[&id].peer.is_none() {
+                    self.restart(id);
+                }
+            }
+            Event::HealPartition => self.cut.clear(),
+        }
+    }
+
+    fn trace_event(&mut self, ev: &Event) {
+        if self.now_ms / 1000 != self.trace_second {
+            self.trace_second = self.now_ms / 1000;
+            let roles: Vec<String> = self
+                .nodes
+                .iter()
+                .map(|(id, n)| format!("{id}:{:?}", n.peer.as_ref().map(|p| (p.role(), p.epochs(), p.last_zxid()))))
+                .collect();
+            println!("t={} {}", self.now_ms, roles.join("  "));
+        }
+        if let Event::Net { from, to, msg } = ev {
+            if !matches!(msg, Message::ToFollower { body: super::message::LeaderMsg::Ping, .. }) {
+                println!("t={} {from}->{to} {msg:?}", self.now_ms);
+            }
+        }
+    }
+
+    // ---- scripted runs: the named scenarios steer the ensemble by hand ----
+
+    /// An ensemble on a healthy network (FIFO links, nothing lost) with no random faults and
+    /// no writes but the script's; crashed peers stay down until restarted.
+    pub fn scripted(size: usize, counter_max: u32) -> Sim {
+        let mut sim = Sim::new(7, size, counter_max, HEALED);
+        sim.healed = true;
+        sim.writes_on = false;
+        sim.auto_restart = false;
+        sim
+    }
+
+    pub fn run_for(&mut self, ms: u64) {
+        let end = self.now_ms + ms;
+        while let Some(ev) = self.next_event(end) {
+            self.dispatch(ev);
+        }
+        self.now_ms = end;
+    }
+
+    /// Runs until an event matching `pred` has been handled; false if `ms` pass first.
+    pub fn run_until(&mut self, ms: u64, mut pred: impl FnMut(&Event) -> bool) -> bool {
+        let end = self.now_ms + ms;
+        while let Some(ev) = self.next_event(end) {
+            let hit = pred(&ev);
+            self.dispatch(ev);
+            if hit {
+                return true;
+            }
+        }
+        false
+    }
+
+    pub fn leader(&self) -> Option<Sid> {
+        self.nodes
+            .iter()
+            .find(|(_, n)| n.peer.as_ref().is_some_and(|p| p.role() == Role::Leading { serving: true }))
+            .map(|(s, _)| *s)
+    }
+
+    /// A client write through `id`; returns its id.
+    pub fn write_via(&mut self, id: Sid) -> u64 {
+        let w = self.next_write;
+        self.next_write += 1;
+        self.nodes.get_mut(&id).expect("node").waiting.insert(w);
+        self.step(id, Input::Propose { data: Bytes::copy_from_slice(&w.to_be_bytes()) });
+        w
+    }
+
+    pub fn isolate(&mut self, id: Sid) {
+        for &other in self.nodes.keys() {
+            if other != id {
+                self.cut.insert((id, other));
+                self.cut.insert((other, id));
+            }
+        }
+    }
+
+    pub fn rejoin(&mut self, id: Sid) {
+        self.cut.retain(|(a, b)| *a != id && *b != id);
+    }
+
+    /// Heals only the link between `a` and `b`.
+    pub fn connect(&mut self, a: Sid, b: Sid) {
+        self.cut.remove(&(a, b));
+        self.cut.remove(&(b, a));
+    }
+
+    /// Holds back (or lets go) `id`'s fsyncs: its writes stay pending, as on a slow disk.
+    pub fn hold_fsyncs(&mut self, id: Sid, hold: bool) {
+        if hold {
+            self.held.insert(id);
+        } else {
+            self.held.remove(&id);
+        }
+    }
+
+    /// Completes `id`'s oldest pending write now, even while held.
+    pub fn complete_one_fsync(&mut self, id: Sid) -> PersistOp {
+        let op = self.nodes[&id].persists.front().cloned().expect("no pending write");
+        *self.skip_completions.entry(id).or_insert(0) += 1;
+        self.complete_persist(id);
+        op
+    }
+
+    /// Forgets every message `id` sent that has not arrived yet (it crashed before sending).
+    pub fn drop_in_flight_from(&mut self, id: Sid) {
+        for ev in self.events.iter_mut() {
+            if matches!(ev, Some(Event::Net { from, .. }) if *from == id) {
+                *ev = None;
+            }
+        }
+    }
+
+    pub fn crash_now(&mut self, id: Sid) {
+        self.crash(id);
+    }
+
+    pub fn restart_now(&mut self, id: Sid) {
+        self.restart(id);
+    }
+
+    pub fn durable(&self, id: Sid) -> &Durable {
+        &self.nodes[&id].durable
+    }
+
+    pub fn history_has_write(&self, w: u64) -> bool {
+        self.history.iter().any(|t| write_id(&t.data) == Some(w))
+    }
+
+    /// Ends a script: every link healed, every peer up and its disk prompt, then the checks.
+    pub fn heal_and_check(&mut self) -> Report {
+        self.cut.clear();
+        self.held.clear();
+        let down: Vec<Sid> = self.nodes.iter().filter(|(_, n)| n.peer.is_none()).map(|(s, _)| *s).collect();
+        for id in down {
+            self.restart(id);
+        }
+        self.run_for(20_000);
+        self.check_end();
+        self.report()
     }
 
     fn check_end(&self) {
@@ -560,7 +735,7 @@ mod tests {
         let size = std::env::var("ZAB_SIZE")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(if seed >= 1_000_000 && seed < 2_000_000 { 5 } else { 3 });
+            .unwrap_or(if (1_000_000..2_000_000).contains(&seed) { 5 } else { 3 });
         let counter_max = if seed >= 2_000_000 { 50 } else { u32::MAX };
         let r = Sim::new(seed, size, counter_max, CHAOS).run();
         println!(

@@ -1,0 +1,164 @@
+//! Named scenarios: the failure patterns known from ZooKeeper's own ZAB implementation, each
+//! steered by hand through the simulator (scripted mode: healthy FIFO links, no random
+//! faults), then healed and checked for the simulator's invariants (no acknowledged write
+//! lost, one committed history, every replica serving and identical).
+//! Rules: each scenario asserts that it reached the situation it names before healing, so a
+//! change that makes the situation unreachable fails here instead of passing vacuously.
+
+use super::message::{FollowerMsg, LeaderMsg, Message};
+use super::peer::PersistOp;
+use super::sim::{Event, Sim};
+use super::Sid;
+
+fn delivered_to(ev: &Event, to: Sid, pred: impl Fn(&LeaderMsg) -> bool) -> bool {
+    matches!(ev, Event::Net { to: t, msg: Message::ToFollower { body, .. }, .. } if *t == to && pred(body))
+}
+
+fn sent_by(ev: &Event, from: Sid, pred: impl Fn(&FollowerMsg) -> bool) -> bool {
+    matches!(ev, Event::Net { from: f, msg: Message::ToLeader { body, .. }, .. } if *f == from && pred(body))
+}
+
+/// A three-peer ensemble with a leader and `writes` committed writes.
+fn ensemble(writes: usize) -> (Sim, Sid, Vec<Sid>) {
+    let mut sim = Sim::scripted(3, u32::MAX);
+    sim.run_for(3_000);
+    let leader = sim.leader().expect("a leader after 3 s");
+    for _ in 0..writes {
+        sim.write_via(leader);
+    }
+    sim.run_for(500);
+    let followers = (1..=3).filter(|s| *s != leader).collect();
+    (sim, leader, followers)
+}
+
+/// Cuts `f` off while the others commit `writes` more, then lets it back in.
+fn fall_behind(sim: &mut Sim, f: Sid, via: Sid, writes: usize) {
+    sim.isolate(f);
+    for _ in 0..writes {
+        sim.write_via(via);
+    }
+    sim.run_for(1_000);
+    sim.rejoin(f);
+}
+
+#[test]
+fn follower_acks_newleader_only_once_its_history_is_durable() {
+    // ZooKeeper once acknowledged NEWLEADER before the synced txns reached the disk: a crash
+    // then lost txns the leader counted as held by a quorum.
+    let (mut sim, leader, followers) = ensemble(10);
+    let f = followers[0];
+    fall_behind(&mut sim, f, leader, 10);
+    assert!(sim.run_until(5_000, |ev| delivered_to(
+        ev,
+        f,
+        |m| matches!(m, LeaderMsg::Sync { txns, .. } if !txns.is_empty())
+    )));
+    sim.hold_fsyncs(f, true);
+    assert!(sim.run_until(1_000, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::NewLeader { .. }))));
+    let acked = sim.run_until(500, |ev| sent_by(ev, f, |m| matches!(m, FollowerMsg::AckNewLeader { .. })));
+    assert!(!acked, "NEWLEADER acknowledged while the synced txns were not durable");
+    let before = sim.durable(f).log.len();
+    sim.crash_now(f);
+    assert_eq!(sim.durable(f).log.len(), before, "the synced txns were lost with the crash");
+    sim.heal_and_check();
+}
+
+#[test]
+fn crash_between_writing_the_epoch_and_the_log() {
+    // A follower persists the new epoch, then crashes before the txns of the sync are on
+    // disk: it restarts with the new accepted epoch but the old history.
+    let (mut sim, old_leader, followers) = ensemble(10);
+    let (a, b) = (followers[0], followers[1]);
+    fall_behind(&mut sim, a, old_leader, 10);
+    sim.run_for(3_000); // a is back with the old leader
+                        // a falls behind again, then the old leader goes: b must lead a new epoch and sync a
+    sim.isolate(a);
+    for _ in 0..10 {
+        sim.write_via(old_leader);
+    }
+    sim.run_for(500);
+    sim.isolate(old_leader);
+    sim.connect(a, b);
+    assert!(sim.run_until(10_000, |ev| delivered_to(ev, a, |m| matches!(m, LeaderMsg::LeaderInfo { .. }))));
+    sim.hold_fsyncs(a, true);
+    let op = sim.complete_one_fsync(a);
+    let epoch = match op {
+        PersistOp::Epochs { accepted, current } if accepted > current => accepted,
+        other => panic!("expected the new accepted epoch first, got {other:?}"),
+    };
+    assert!(sim.run_until(1_000, |ev| delivered_to(ev, a, |m| matches!(m, LeaderMsg::NewLeader { .. }))));
+    sim.crash_now(a);
+    let d = sim.durable(a);
+    assert_eq!(d.accepted_epoch, epoch);
+    assert!(d.current_epoch < epoch, "the current epoch reached the disk too");
+    assert_eq!(sim.leader(), None, "b cannot lead without a");
+    sim.heal_and_check();
+    let _ = b;
+}
+
+#[test]
+fn old_leader_rejoins_with_a_txn_nobody_else_saw_and_crashes_while_truncating() {
+    // The leader logs a proposal that never leaves it; a new leader takes over; when the old
+    // leader comes back that txn is cut from its log (skipped stays skipped), even when it
+    // crashes halfway through the truncation.
+    let (mut sim, old_leader, followers) = ensemble(10);
+    sim.isolate(old_leader);
+    let lonely = sim.write_via(old_leader);
+    sim.run_for(100);
+    assert!(sim.durable(old_leader).log.len() > 10, "the lonely proposal is on the old leader's disk");
+    sim.run_for(3_000);
+    let new_leader = sim.leader().expect("a new leader");
+    assert!(followers.contains(&new_leader));
+    for _ in 0..10 {
+        sim.write_via(new_leader);
+    }
+    sim.run_for(500);
+    sim.rejoin(old_leader);
+    assert!(sim.run_until(10_000, |ev| delivered_to(ev, old_leader, |m| matches!(
+        m,
+        LeaderMsg::Sync { trunc_to: Some(_), .. }
+    ))));
+    sim.hold_fsyncs(old_leader, true);
+    loop {
+        if matches!(sim.complete_one_fsync(old_leader), PersistOp::Truncate { .. }) {
+            break;
+        }
+    }
+    sim.crash_now(old_leader);
+    assert!(sim.durable(old_leader).log.len() <= 10, "the truncation reached the disk");
+    let r = sim.heal_and_check();
+    assert!(r.committed >= 20);
+    assert!(!sim.history_has_write(lonely), "the proposal nobody saw was delivered");
+}
+
+#[test]
+fn leader_crashes_after_sync_before_newleader() {
+    // The leader sends the sync data, then crashes before NEWLEADER: the follower holds txns
+    // of an epoch nobody established, and the next leader must sort them out.
+    let (mut sim, leader, followers) = ensemble(10);
+    let f = followers[0];
+    fall_behind(&mut sim, f, leader, 10);
+    assert!(sim.run_until(5_000, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::Sync { .. }))));
+    sim.crash_now(leader);
+    sim.drop_in_flight_from(leader);
+    let got_newleader = sim.run_until(200, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::NewLeader { .. })));
+    assert!(!got_newleader);
+    sim.run_for(3_000);
+    assert!(sim.leader().is_some_and(|l| l != leader), "the two others elect a new leader");
+    sim.restart_now(leader);
+    sim.heal_and_check();
+}
+
+#[test]
+fn zxid_counter_exhaustion_forces_a_new_epoch() {
+    // With room for 4 txns per epoch, 12 writes span at least 3 epochs.
+    let mut sim = Sim::scripted(3, 4);
+    sim.run_for(3_000);
+    for _ in 0..12 {
+        let l = sim.leader().expect("a leader");
+        sim.write_via(l);
+        sim.run_for(1_500);
+    }
+    let r = sim.heal_and_check();
+    assert!(r.counter_max <= 4 && r.epochs >= 3, "{} txns in {} epochs", r.committed, r.epochs);
+}
