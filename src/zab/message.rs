@@ -59,6 +59,12 @@ pub enum LeaderMsg {
     LeaderInfo {
         new_epoch: u32,
     },
+    /// SNAP: the leader's committed state at `zxid` (opaque, made by the leader's shell);
+    /// a `Sync` with the txns after it follows.
+    Snap {
+        zxid: Zxid,
+        state: Bytes,
+    },
     /// Sync: cut the log after `trunc_to` (TRUNC) if given, then append `txns` (DIFF).
     Sync {
         trunc_to: Option<Zxid>,

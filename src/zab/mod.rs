@@ -36,14 +36,17 @@ pub struct Txn {
     pub data: Bytes,
 }
 
-/// What survives a crash: the epochs (written atomically together) and the txn log.
+/// What survives a crash: the epochs (written atomically together), the zxid of the newest
+/// snapshot of committed state (0: none), and the txn log after it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Durable {
     /// The newest epoch this peer acknowledged in discovery (LEADERINFO).
     pub accepted_epoch: u32,
     /// The newest epoch whose history this peer accepted (NEWLEADER).
     pub current_epoch: u32,
-    /// Every txn this peer logged, in zxid order.
+    /// The snapshot the log continues from; everything up to it is committed.
+    pub snapshot_zxid: Zxid,
+    /// Every txn this peer logged after the snapshot, in zxid order.
     pub log: Vec<Txn>,
 }
 

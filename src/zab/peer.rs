@@ -29,6 +29,11 @@ pub enum PersistOp {
     Truncate {
         after: Zxid,
     },
+    /// Replace the snapshot with the leader's state at `zxid` and empty the log (SNAP).
+    InstallSnapshot {
+        zxid: Zxid,
+        state: Bytes,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +49,11 @@ pub enum Input {
     Propose {
         data: Bytes,
     },
+    /// The shell made a durable snapshot of the committed state at `zxid`: the log up to it
+    /// is no longer needed here (a follower behind it is sent a SNAP).
+    SnapshotTaken {
+        zxid: Zxid,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +62,20 @@ pub enum Output {
     Persist(PersistOp),
     /// A committed txn, to apply to the state machine.
     Deliver(Txn),
+    /// Replace the state machine's state with the leader's snapshot at `zxid`.
+    Restore {
+        zxid: Zxid,
+        state: Bytes,
+    },
+    /// Send `to` a `LeaderMsg::Snap` of the state machine's committed state, which is at
+    /// `zxid` now (every `Deliver` before this output is applied), on this link and sequence.
+    SendSnapshot {
+        to: Sid,
+        link: LinkId,
+        leader_nonce: u64,
+        seq: u64,
+        zxid: Zxid,
+    },
 }
 
 /// The role, for the shell and for tests.
@@ -186,7 +210,9 @@ pub struct Peer {
     cfg: ZabConfig,
     accepted_epoch: u32,
     current_epoch: u32,
-    /// The log as this peer sees it, including appends not yet reported durable.
+    /// The snapshot the log continues from (0: the empty state).
+    base: Zxid,
+    /// The log after `base` as this peer sees it, including appends not yet reported durable.
     log: Vec<Txn>,
     committed: Zxid,
     delivered: Zxid,
@@ -206,15 +232,18 @@ impl Peer {
         assert!(cfg.voters.contains(&cfg.my_id), "peer {} is not among the voters", cfg.my_id);
         assert!(durable.accepted_epoch >= durable.current_epoch, "accepted epoch below current epoch");
         assert!(durable.log.windows(2).all(|w| w[0].zxid < w[1].zxid), "log zxids are not increasing");
+        assert!(durable.log.first().is_none_or(|t| t.zxid > durable.snapshot_zxid), "log starts before its snapshot");
         let me = cfg.my_id;
         let own = Vote { leader: me, zxid: 0, peer_epoch: 0 };
         Peer {
             cfg,
             accepted_epoch: durable.accepted_epoch,
             current_epoch: durable.current_epoch,
+            base: durable.snapshot_zxid,
             log: durable.log,
-            committed: 0,
-            delivered: 0,
+            // A snapshot holds committed state only, already in the shell's state machine.
+            committed: durable.snapshot_zxid,
+            delivered: durable.snapshot_zxid,
             state: RoleState::Looking(Election::new(me, 0, own)),
             term: 0,
             pending: VecDeque::new(),
@@ -242,7 +271,7 @@ impl Peer {
     }
 
     pub fn last_zxid(&self) -> Zxid {
-        self.log.last().map_or(0, |t| t.zxid)
+        self.log.last().map_or(self.base, |t| t.zxid)
     }
 
     pub fn committed(&self) -> Zxid {
@@ -258,6 +287,7 @@ impl Peer {
             Input::Tick => self.on_tick(out),
             Input::Persisted => self.on_persisted(out),
             Input::Propose { data } => self.on_propose(data, out),
+            Input::SnapshotTaken { zxid } => self.on_snapshot_taken(zxid),
             Input::Message { from, msg } => self.on_message(from, msg, out),
         }
     }
@@ -278,7 +308,7 @@ impl Peer {
     }
 
     fn has_zxid(&self, z: Zxid) -> bool {
-        z == 0 || self.log.binary_search_by_key(&z, |t| t.zxid).is_ok()
+        z == self.base || self.log.binary_search_by_key(&z, |t| t.zxid).is_ok()
     }
 
     /// Txns after `z`, in order.
@@ -431,6 +461,23 @@ impl Peer {
                 } else {
                     self.send_ack_epoch(out);
                 }
+            }
+            LeaderMsg::Snap { zxid, state } => {
+                if phase != FollowPhase::Syncing {
+                    return self.enter_looking(out);
+                }
+                assert!(
+                    zxid >= self.delivered,
+                    "peer {}: the leader's snapshot at {zxid:#x} is older than the committed txn {:#x} delivered here",
+                    self.cfg.my_id,
+                    self.delivered
+                );
+                self.log.clear();
+                self.base = zxid;
+                self.committed = zxid;
+                self.delivered = zxid;
+                out.push(Output::Restore { zxid, state: state.clone() });
+                self.persist(PersistOp::InstallSnapshot { zxid, state }, AfterPersist::Nothing, out);
             }
             LeaderMsg::Sync { trunc_to, txns } => {
                 if phase != FollowPhase::Syncing {
@@ -638,7 +685,8 @@ impl Peer {
         }
     }
 
-    /// TRUNC and/or DIFF to bring `to` to this leader's history, then NEWLEADER.
+    /// TRUNC and/or DIFF (or SNAP, when the common point is before this leader's snapshot)
+    /// to bring `to` to this leader's history, then NEWLEADER.
     fn sync_follower(&mut self, to: Sid, out: &mut Vec<Output>) {
         let last = self.last_zxid();
         let l = self.leading();
@@ -648,21 +696,46 @@ impl Peer {
         if v.synced {
             return;
         }
-        let (trunc_to, from) = if self.has_zxid(theirs) && theirs <= last {
-            (None, theirs)
+        // The last txn both histories share, and whether the follower must cut after it.
+        let (common, trunc) = if theirs <= last && self.has_zxid(theirs) {
+            (Some(theirs), false)
         } else {
-            // The follower holds txns this leader never had: cut back to the last common one.
+            // The follower holds txns this leader never had: the last common one is the
+            // newest txn of this history before them.
             let i = self.log.partition_point(|t| t.zxid < theirs);
-            let t = if i == 0 { 0 } else { self.log[i - 1].zxid };
-            (Some(t), t)
+            let t = if i > 0 {
+                Some(self.log[i - 1].zxid)
+            } else if self.base < theirs {
+                Some(self.base)
+            } else {
+                None
+            };
+            (t, true)
         };
-        let txns = self.txns_after(from);
         let l = self.leading();
         if let Some(v) = l.followers.get_mut(&to) {
             v.synced = true;
             v.synced_upto = last;
         }
-        self.send_to_follower(to, LeaderMsg::Sync { trunc_to, txns }, out);
+        match common {
+            Some(c) if c >= self.base => {
+                let trunc_to = trunc.then_some(c);
+                let txns = self.txns_after(c);
+                self.send_to_follower(to, LeaderMsg::Sync { trunc_to, txns }, out);
+            }
+            _ => {
+                // Behind this leader's snapshot: the committed state, then the txns after it.
+                let zxid = self.committed;
+                let l = self.leading();
+                let leader_nonce = l.nonce;
+                if let Some(v) = l.followers.get_mut(&to) {
+                    let (link, seq) = (v.link.id, v.link.next_seq());
+                    out.push(Output::SendSnapshot { to, link, leader_nonce, seq, zxid });
+                }
+                let txns = self.txns_after(zxid);
+                self.send_to_follower(to, LeaderMsg::Sync { trunc_to: None, txns }, out);
+            }
+        }
         self.send_to_follower(to, LeaderMsg::NewLeader { epoch }, out);
     }
 
@@ -844,6 +917,16 @@ impl Peer {
             // Not serving: the shell tells the client to go elsewhere.
             _ => {}
         }
+    }
+
+    fn on_snapshot_taken(&mut self, zxid: Zxid) {
+        assert!(zxid <= self.committed, "peer {}: snapshot at {zxid:#x} past the commit point", self.cfg.my_id);
+        if zxid <= self.base {
+            return;
+        }
+        let keep = self.log.partition_point(|t| t.zxid <= zxid);
+        self.log.drain(..keep);
+        self.base = zxid;
     }
 
     fn on_persisted(&mut self, out: &mut Vec<Output>) {

@@ -150,6 +150,36 @@ fn leader_crashes_after_sync_before_newleader() {
 }
 
 #[test]
+fn leader_crashes_after_sending_snap_before_newleader() {
+    // A follower too far behind the leader's snapshot is sent a SNAP; the leader crashes
+    // right after, before the txns after the snapshot and NEWLEADER: the follower holds a
+    // restored state of an epoch nobody established, and must still end up consistent.
+    let (mut sim, leader, followers) = ensemble(10);
+    let f = followers[0];
+    sim.isolate(f);
+    for _ in 0..10 {
+        sim.write_via(leader);
+    }
+    sim.run_for(1_000);
+    sim.snapshot_now(leader); // the leader's log no longer reaches back to f's last txn
+    for _ in 0..5 {
+        sim.write_via(leader);
+    }
+    sim.run_for(500);
+    sim.rejoin(f);
+    assert!(sim.run_until(5_000, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::Snap { .. }))));
+    sim.crash_now(leader);
+    sim.drop_in_flight_from(leader);
+    let got_newleader = sim.run_until(200, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::NewLeader { .. })));
+    assert!(!got_newleader);
+    sim.run_for(3_000);
+    assert!(sim.leader().is_some_and(|l| l != leader), "the two others elect a new leader");
+    sim.restart_now(leader);
+    let r = sim.heal_and_check();
+    assert!(r.snaps >= 1 && r.committed >= 25);
+}
+
+#[test]
 fn zxid_counter_exhaustion_forces_a_new_epoch() {
     // With room for 4 txns per epoch, 12 writes span at least 3 epochs.
     let mut sim = Sim::scripted(3, 4);

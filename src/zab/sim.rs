@@ -52,6 +52,8 @@ pub struct Faults {
     pub crash_after_step_per_mille: u64,
     pub partition_per_mille: u64,
     pub clock_jump_per_mille: u64,
+    /// Per tick and peer: the shell snapshots its state and compacts its log.
+    pub snapshot_per_mille: u64,
 }
 
 pub const CHAOS: Faults = Faults {
@@ -63,6 +65,7 @@ pub const CHAOS: Faults = Faults {
     crash_after_step_per_mille: 1,
     partition_per_mille: 4,
     clock_jump_per_mille: 5,
+    snapshot_per_mille: 10,
 };
 
 const TICK_MS: u64 = 20;
@@ -81,6 +84,7 @@ const HEALED: Faults = Faults {
     crash_after_step_per_mille: 0,
     partition_per_mille: 0,
     clock_jump_per_mille: 0,
+    snapshot_per_mille: 0,
 };
 
 #[derive(Debug)]
@@ -100,6 +104,8 @@ struct Node {
     persists: VecDeque<PersistOp>,
     persist_due_ms: u64,
     delivered: Vec<Txn>,
+    /// The durable snapshot's content (the state machine here is the delivered history).
+    snapshot: Vec<Txn>,
     /// Writes a client sent through this peer's current incarnation, not yet delivered here.
     waiting: BTreeSet<u64>,
 }
@@ -127,6 +133,7 @@ pub struct Sim {
     healed: bool,
     trace_second: u64,
     follower_connects: u64,
+    snaps_sent: u64,
     /// Scripted runs: peers whose fsyncs are held back, completions to skip (completed by
     /// hand), and whether a crashed peer restarts by itself.
     held: BTreeSet<Sid>,
@@ -143,6 +150,7 @@ pub struct Report {
     pub counter_max: u32,
     pub acked: usize,
     pub elections: u64,
+    pub snaps: u64,
 }
 
 impl Sim {
@@ -175,6 +183,7 @@ impl Sim {
             healed: false,
             trace_second: 0,
             follower_connects: 0,
+            snaps_sent: 0,
             held: BTreeSet::new(),
             skip_completions: BTreeMap::new(),
             auto_restart: true,
@@ -190,6 +199,7 @@ impl Sim {
                     persists: VecDeque::new(),
                     persist_due_ms: 0,
                     delivered: Vec::new(),
+                    snapshot: Vec::new(),
                     waiting: BTreeSet::new(),
                 },
             );
@@ -228,7 +238,7 @@ impl Sim {
         let node = self.nodes.get_mut(&id).expect("node");
         node.incarnation += 1;
         node.persists.clear();
-        node.delivered.clear();
+        node.delivered = node.snapshot.clone(); // the state machine starts from its snapshot
         node.waiting.clear();
         let mut peer = Peer::new(cfg, node.durable.clone(), node.incarnation);
         let mut out = Vec::new();
@@ -271,6 +281,23 @@ impl Sim {
                     self.schedule(due - self.now_ms, Event::PersistDone { node: id, incarnation: inc });
                 }
                 Output::Deliver(txn) => self.delivered(id, txn),
+                Output::Restore { zxid, state } => {
+                    let txns = decode_state(&state);
+                    if txns.last().map_or(0, |t| t.zxid) != zxid || self.history.get(..txns.len()) != Some(&txns[..]) {
+                        self.fail(format!("peer {id} restored a snapshot at {zxid:#x} that is not a committed prefix"));
+                    }
+                    self.nodes.get_mut(&id).expect("node").delivered = txns;
+                }
+                Output::SendSnapshot { to, link, leader_nonce, seq, zxid } => {
+                    let delivered = &self.nodes[&id].delivered;
+                    if delivered.last().map_or(0, |t| t.zxid) != zxid {
+                        self.fail(format!("peer {id} asked for a snapshot at {zxid:#x}, its state is elsewhere"));
+                    }
+                    let state = encode_state(delivered);
+                    self.snaps_sent += 1;
+                    let body = super::message::LeaderMsg::Snap { zxid, state };
+                    self.send(id, to, Message::ToFollower { link, leader_nonce, seq, body });
+                }
             }
         }
     }
@@ -352,8 +379,14 @@ impl Sim {
                 node.durable.accepted_epoch = *accepted;
                 node.durable.current_epoch = *current;
             }
+            PersistOp::InstallSnapshot { zxid, state } => {
+                node.snapshot = decode_state(state);
+                node.durable.snapshot_zxid = *zxid;
+                node.durable.log.clear();
+            }
             PersistOp::Append(txns) => {
-                for t in txns {
+                // What a newer snapshot already holds is not logged again.
+                for t in txns.iter().filter(|t| t.zxid > node.durable.snapshot_zxid) {
                     if node.durable.log.last().is_some_and(|l| l.zxid >= t.zxid) {
                         let what = format!("peer {id}: durable append of {:#x} out of order", t.zxid);
                         self.fail(what);
@@ -387,6 +420,9 @@ impl Sim {
             if self.rng.chance(self.faults.partition_per_mille) {
                 self.partition();
             }
+            if self.rng.chance(self.faults.snapshot_per_mille) {
+                self.take_snapshot(id);
+            }
             if self.rng.chance(self.faults.clock_jump_per_mille) {
                 // A clock jump: several ticks at once.
                 for _ in 0..(2 + self.rng.below(8)) {
@@ -395,6 +431,16 @@ impl Sim {
             }
         }
         self.step(id, Input::Tick);
+    }
+
+    /// The shell snapshots its committed state and drops the log it covers.
+    fn take_snapshot(&mut self, id: Sid) {
+        let node = self.nodes.get_mut(&id).expect("node");
+        let Some(zxid) = node.delivered.last().map(|t| t.zxid) else { return };
+        node.snapshot = node.delivered.clone();
+        node.durable.snapshot_zxid = zxid;
+        node.durable.log.retain(|t| t.zxid > zxid);
+        self.step(id, Input::SnapshotTaken { zxid });
     }
 
     fn partition(&mut self) {
@@ -462,6 +508,7 @@ impl Sim {
             counter_max,
             acked: self.acked.len(),
             elections: self.follower_connects,
+            snaps: self.snaps_sent,
         }
     }
 
@@ -619,6 +666,11 @@ impl Sim {
         }
     }
 
+    /// The shell of `id` snapshots its committed state and compacts its log now.
+    pub fn snapshot_now(&mut self, id: Sid) {
+        self.take_snapshot(id);
+    }
+
     pub fn crash_now(&mut self, id: Sid) {
         self.crash(id);
     }
@@ -675,6 +727,28 @@ impl Sim {
     }
 }
 
+/// A state (a committed history) as bytes: `zxid i64, len u32, data` per txn.
+fn encode_state(txns: &[Txn]) -> Bytes {
+    let mut out = Vec::new();
+    for t in txns {
+        out.extend_from_slice(&t.zxid.to_be_bytes());
+        out.extend_from_slice(&(t.data.len() as u32).to_be_bytes());
+        out.extend_from_slice(&t.data);
+    }
+    Bytes::from(out)
+}
+
+fn decode_state(mut b: &[u8]) -> Vec<Txn> {
+    let mut out = Vec::new();
+    while b.len() >= 12 {
+        let zxid = i64::from_be_bytes(b[..8].try_into().expect("8 bytes"));
+        let len = u32::from_be_bytes(b[8..12].try_into().expect("4 bytes")) as usize;
+        out.push(Txn { zxid, data: Bytes::copy_from_slice(&b[12..12 + len]) });
+        b = &b[12 + len..];
+    }
+    out
+}
+
 fn write_id(data: &[u8]) -> Option<u64> {
     data.try_into().ok().map(u64::from_be_bytes)
 }
@@ -700,9 +774,11 @@ mod tests {
 
     #[test]
     fn three_node_seeds() {
+        let mut snaps = 0;
         for seed in 0..seeds() {
-            Sim::new(seed, 3, u32::MAX, CHAOS).run();
+            snaps += Sim::new(seed, 3, u32::MAX, CHAOS).run().snaps;
         }
+        assert!(snaps > seeds(), "only {snaps} SNAP syncs in {} runs", seeds());
     }
 
     #[test]
@@ -739,8 +815,8 @@ mod tests {
         let counter_max = if seed >= 2_000_000 { 50 } else { u32::MAX };
         let r = Sim::new(seed, size, counter_max, CHAOS).run();
         println!(
-            "seed {seed}: {} txns committed, {} writes acknowledged, {} follower connects",
-            r.committed, r.acked, r.elections
+            "seed {seed}: {} txns committed, {} writes acknowledged, {} follower connects, {} SNAP syncs",
+            r.committed, r.acked, r.elections, r.snaps
         );
     }
 }
