@@ -24,6 +24,8 @@ pub struct Election {
     pub votes: BTreeMap<Sid, Vote>,
     /// Leaders named by peers that are LEADING or FOLLOWING, with the sender's state.
     pub settled: BTreeMap<Sid, (Vote, PeerState)>,
+    /// False for an observer: it adopts votes to find the leader but never counts itself.
+    pub voting: bool,
 }
 
 /// What an election concluded.
@@ -35,10 +37,12 @@ pub enum Outcome {
 }
 
 impl Election {
-    pub fn new(me: Sid, round: u64, own: Vote) -> Election {
+    pub fn new(me: Sid, round: u64, own: Vote, voting: bool) -> Election {
         let mut votes = BTreeMap::new();
-        votes.insert(me, own);
-        Election { round, own, vote: own, votes, settled: BTreeMap::new() }
+        if voting {
+            votes.insert(me, own);
+        }
+        Election { round, own, vote: own, votes, settled: BTreeMap::new(), voting }
     }
 
     /// Takes a notification from `from`; returns whether this peer's vote changed (it must
@@ -52,7 +56,9 @@ impl Election {
                     // A new round starts from this peer's own candidacy.
                     self.vote = if better(&vote, &self.own) { vote } else { self.own };
                     self.votes.insert(from, vote);
-                    self.votes.insert(me, self.vote);
+                    if self.voting {
+                        self.votes.insert(me, self.vote);
+                    }
                     return true;
                 }
                 if round < self.round {
@@ -61,7 +67,9 @@ impl Election {
                 self.votes.insert(from, vote);
                 if better(&vote, &self.vote) {
                     self.vote = vote;
-                    self.votes.insert(me, vote);
+                    if self.voting {
+                        self.votes.insert(me, vote);
+                    }
                     return true;
                 }
                 false
@@ -110,7 +118,7 @@ mod tests {
 
     #[test]
     fn three_peers_agree_on_the_most_up_to_date() {
-        let mut e1 = Election::new(1, 1, v(1, 10, 1));
+        let mut e1 = Election::new(1, 1, v(1, 10, 1), true);
         assert!(e1.receive(1, 2, v(2, 12, 1), 1, PeerState::Looking));
         assert_eq!(e1.vote.leader, 2);
         assert_eq!(e1.outcome(2), Outcome::Elected(2));
@@ -125,7 +133,7 @@ mod tests {
 
     #[test]
     fn joins_a_sitting_leader() {
-        let mut e = Election::new(3, 7, v(3, 1, 0));
+        let mut e = Election::new(3, 7, v(3, 1, 0), true);
         e.receive(3, 1, v(1, 50, 2), 4, PeerState::Leading);
         assert_eq!(e.outcome(2), Outcome::Undecided);
         e.receive(3, 2, v(1, 50, 2), 4, PeerState::Following);

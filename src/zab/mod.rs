@@ -54,8 +54,10 @@ pub struct Durable {
 #[derive(Debug, Clone)]
 pub struct ZabConfig {
     pub my_id: Sid,
-    /// Every voting member, this peer included.
+    /// Every voting member (this peer too, unless it observes).
     pub voters: Vec<Sid>,
+    /// Members that follow the leader but never vote, ack toward a quorum, or lead.
+    pub observers: Vec<Sid>,
     /// Ticks a follower may take to connect and sync with a new leader (initLimit).
     pub init_limit_ticks: u32,
     /// Ticks without a word from the other side before a follower or leader gives up (syncLimit).
@@ -69,5 +71,13 @@ impl ZabConfig {
     /// A strict majority of the voters.
     pub fn quorum(&self) -> usize {
         self.voters.len() / 2 + 1
+    }
+
+    pub fn is_voter(&self, sid: Sid) -> bool {
+        self.voters.contains(&sid)
+    }
+
+    pub fn is_member(&self, sid: Sid) -> bool {
+        self.voters.contains(&sid) || self.observers.contains(&sid)
     }
 }

@@ -157,6 +157,7 @@ struct FollowerView {
     synced: bool,
     /// The leader's last zxid when it synced this follower (its NEWLEADER ack covers it).
     synced_upto: Zxid,
+    newleader_acked: bool,
     up_to_date: bool,
     last_heard_tick: u64,
 }
@@ -173,6 +174,9 @@ struct LeadingState {
     epoch_acks: BTreeSet<Sid>,
     newleader_acks: BTreeSet<Sid>,
     followers: BTreeMap<Sid, FollowerView>,
+    /// Links this leadership dropped (a gap): never taken up again, or a late FOLLOWERINFO
+    /// would restart their sequence numbers under a follower already past them.
+    dead_links: BTreeSet<(Sid, LinkId)>,
     /// Proposals not yet committed, with the peers that logged them.
     outstanding: BTreeMap<Zxid, BTreeSet<Sid>>,
     next_counter: u32,
@@ -229,7 +233,7 @@ impl Peer {
     /// A peer starting from its durable state; `incarnation` must differ between runs of the
     /// same server (it makes link ids unique). Call `start` next.
     pub fn new(cfg: ZabConfig, durable: Durable, incarnation: u64) -> Peer {
-        assert!(cfg.voters.contains(&cfg.my_id), "peer {} is not among the voters", cfg.my_id);
+        assert!(cfg.is_member(cfg.my_id), "peer {} is not a member of the ensemble", cfg.my_id);
         assert!(durable.accepted_epoch >= durable.current_epoch, "accepted epoch below current epoch");
         assert!(durable.log.windows(2).all(|w| w[0].zxid < w[1].zxid), "log zxids are not increasing");
         assert!(durable.log.first().is_none_or(|t| t.zxid > durable.snapshot_zxid), "log starts before its snapshot");
@@ -244,7 +248,7 @@ impl Peer {
             // A snapshot holds committed state only, already in the shell's state machine.
             committed: durable.snapshot_zxid,
             delivered: durable.snapshot_zxid,
-            state: RoleState::Looking(Election::new(me, 0, own)),
+            state: RoleState::Looking(Election::new(me, 0, own, false)),
             term: 0,
             pending: VecDeque::new(),
             tick: 0,
@@ -360,7 +364,8 @@ impl Peer {
         self.term += 1;
         self.round += 1;
         let own = self.own_vote();
-        self.state = RoleState::Looking(Election::new(self.cfg.my_id, self.round, own));
+        let voting = self.cfg.is_voter(self.cfg.my_id);
+        self.state = RoleState::Looking(Election::new(self.cfg.my_id, self.round, own, voting));
         self.broadcast_vote(out);
     }
 
@@ -381,7 +386,10 @@ impl Peer {
     fn on_notification(&mut self, from: Sid, vote: Vote, round: u64, state: PeerState, out: &mut Vec<Output>) {
         let me = self.cfg.my_id;
         let quorum = self.cfg.quorum();
+        let from_voter = self.cfg.is_voter(from);
         match &mut self.state {
+            // An observer's notification only asks who leads; it is no vote.
+            RoleState::Looking(_) if !from_voter => {}
             RoleState::Looking(e) => {
                 let changed = e.receive(me, from, vote, round, state);
                 self.round = e.round;
@@ -396,8 +404,10 @@ impl Peer {
                 }
                 if let Outcome::Elected(leader) = outcome {
                     if leader == me {
-                        self.become_leader(out);
-                    } else {
+                        if self.cfg.is_voter(me) {
+                            self.become_leader(out);
+                        }
+                    } else if self.cfg.is_voter(leader) {
                         self.become_follower(leader, out);
                     }
                 }
@@ -450,7 +460,10 @@ impl Peer {
         match body {
             LeaderMsg::Ping => self.send_to_leader(FollowerMsg::Ping, out),
             LeaderMsg::LeaderInfo { new_epoch } => {
-                if phase != FollowPhase::Discovering || new_epoch < self.accepted_epoch {
+                // A voter keeps its promise never to go back to an older epoch; an observer's
+                // promise guards no quorum, so it follows the sitting leader's epoch.
+                let observer = !self.cfg.is_voter(self.cfg.my_id);
+                if phase != FollowPhase::Discovering || (new_epoch < self.accepted_epoch && !observer) {
                     return self.enter_looking(out);
                 }
                 f.phase = FollowPhase::Syncing;
@@ -525,7 +538,12 @@ impl Peer {
                     return self.enter_looking(out);
                 }
                 let zxid = txn.zxid;
-                self.append(vec![txn], AfterPersist::SendAck { zxid }, out);
+                let then = if self.cfg.is_voter(self.cfg.my_id) {
+                    AfterPersist::SendAck { zxid }
+                } else {
+                    AfterPersist::Nothing
+                };
+                self.append(vec![txn], then, out);
             }
             LeaderMsg::Commit { zxid } => {
                 f.leader_committed = f.leader_committed.max(zxid);
@@ -557,6 +575,7 @@ impl Peer {
             epoch_acks: BTreeSet::new(),
             newleader_acks: BTreeSet::new(),
             followers: BTreeMap::new(),
+            dead_links: BTreeSet::new(),
             outstanding: BTreeMap::new(),
             next_counter: 1,
             started_tick: self.tick,
@@ -583,8 +602,12 @@ impl Peer {
     fn on_follower_info(&mut self, from: Sid, link: LinkId, accepted_epoch: u32, out: &mut Vec<Output>) {
         let tick = self.tick;
         let l = self.leading();
-        if l.followers.get(&from).is_some_and(|v| v.link.id == link) {
-            return; // a resent FOLLOWERINFO
+        if l.followers.get(&from).is_some_and(|v| v.link.id == link) || l.dead_links.contains(&(from, link)) {
+            return; // a resent FOLLOWERINFO, or one for a link already dropped
+        }
+        if let Some(old) = l.followers.get(&from) {
+            let old_link = old.link.id;
+            l.dead_links.insert((from, old_link)); // replaced by the new link for good
         }
         l.followers.insert(
             from,
@@ -593,6 +616,7 @@ impl Peer {
                 ack_epoch: None,
                 synced: false,
                 synced_upto: 0,
+                newleader_acked: false,
                 up_to_date: false,
                 last_heard_tick: tick,
             },
@@ -602,6 +626,15 @@ impl Peer {
         for acks in l.outstanding.values_mut() {
             acks.remove(&from);
         }
+        if !self.cfg.is_voter(from) {
+            // An observer neither chooses the epoch nor holds a promise that could block it.
+            let l = self.leading();
+            if let (Some(epoch), true) = (l.epoch, l.epoch_persisted) {
+                self.send_to_follower(from, LeaderMsg::LeaderInfo { new_epoch: epoch }, out);
+            }
+            return;
+        }
+        let l = self.leading();
         l.accepted_seen.insert(from, accepted_epoch);
         if let Some(epoch) = l.epoch {
             if accepted_epoch > epoch {
@@ -650,7 +683,9 @@ impl Peer {
     }
 
     fn on_ack_epoch(&mut self, from: Sid, current_epoch: u32, last_zxid: Zxid, out: &mut Vec<Output>) {
-        if (current_epoch, last_zxid) > (self.current_epoch, self.last_zxid()) {
+        let voter = self.cfg.is_voter(from);
+        // An observer ahead of the leader only holds txns no quorum logged: TRUNC sorts it out.
+        if voter && (current_epoch, last_zxid) > (self.current_epoch, self.last_zxid()) {
             tracing::warn!(
                 "peer {}: follower {from} is ahead ({current_epoch}, {last_zxid:#x}); giving up leadership",
                 self.cfg.my_id
@@ -660,7 +695,9 @@ impl Peer {
         let l = self.leading();
         let Some(v) = l.followers.get_mut(&from) else { return };
         v.ack_epoch = Some((current_epoch, last_zxid));
-        l.epoch_acks.insert(from);
+        if voter {
+            l.epoch_acks.insert(from);
+        }
         if l.sync_started {
             self.sync_follower(from, out);
         } else {
@@ -749,10 +786,15 @@ impl Peer {
             return;
         }
         let upto = v.synced_upto;
-        l.newleader_acks.insert(from);
-        // NEWLEADER is acknowledged once the synced history is durable there: it counts as
-        // an ack of every proposal that history held.
-        self.ack(from, upto, out);
+        if let Some(v) = l.followers.get_mut(&from) {
+            v.newleader_acked = true;
+        }
+        if self.cfg.is_voter(from) {
+            self.leading().newleader_acks.insert(from);
+            // NEWLEADER is acknowledged once the synced history is durable there: it counts
+            // as an ack of every proposal that history held.
+            self.ack(from, upto, out);
+        }
         let l = self.leading();
         if l.established {
             let committed = self.committed;
@@ -777,7 +819,7 @@ impl Peer {
             return;
         }
         l.established = true;
-        let acked: Vec<Sid> = l.newleader_acks.iter().copied().filter(|s| *s != me).collect();
+        let acked: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.newleader_acked).map(|(s, _)| *s).collect();
         // A quorum holds this leader's whole history: all of it is committed.
         let last = self.last_zxid();
         self.commit_to(last, out);
@@ -841,7 +883,7 @@ impl Peer {
             }
             FollowerMsg::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch, out),
             FollowerMsg::Ack { zxid } => {
-                if self.leading().followers.get(&from).is_some_and(|v| v.synced) {
+                if self.cfg.is_voter(from) && self.leading().followers.get(&from).is_some_and(|v| v.synced) {
                     self.ack(from, zxid, out);
                 }
             }
@@ -852,7 +894,7 @@ impl Peer {
     // ---- inputs ----
 
     fn on_message(&mut self, from: Sid, msg: Message, out: &mut Vec<Output>) {
-        if from == self.cfg.my_id || !self.cfg.voters.contains(&from) {
+        if from == self.cfg.my_id || !self.cfg.is_member(from) {
             return;
         }
         match msg {
@@ -875,9 +917,11 @@ impl Peer {
                 match check_seq(&mut v.link, seq) {
                     SeqCheck::Duplicate => {}
                     SeqCheck::Gap => {
-                        // The link lost a message: drop the follower; it re-elects and re-syncs.
+                        // The link lost a message: drop the follower; it re-elects and re-syncs
+                        // on a new link.
                         l.followers.remove(&from);
                         l.newleader_acks.remove(&from);
+                        l.dead_links.insert((from, link));
                     }
                     SeqCheck::Next => {
                         v.last_heard_tick = tick;
@@ -976,8 +1020,12 @@ impl Peer {
                         return self.enter_looking(out);
                     }
                 } else {
-                    let alive =
-                        l.followers.values().filter(|v| v.up_to_date && tick - v.last_heard_tick <= sync).count();
+                    let voters = &self.cfg.voters;
+                    let alive = l
+                        .followers
+                        .iter()
+                        .filter(|(s, v)| voters.contains(s) && v.up_to_date && tick - v.last_heard_tick <= sync)
+                        .count();
                     if alive + 1 < quorum {
                         tracing::info!("peer {}: lost the quorum; giving up leadership", self.cfg.my_id);
                         return self.enter_looking(out);

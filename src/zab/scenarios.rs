@@ -180,6 +180,36 @@ fn leader_crashes_after_sending_snap_before_newleader() {
 }
 
 #[test]
+fn observers_serve_but_never_make_a_quorum() {
+    // Three voters and two observers: writes through an observer commit; with two voters
+    // down, one voter and two observers are three of five members but no quorum of voters,
+    // so nothing commits until a second voter is back.
+    let mut sim = Sim::scripted_with_observers(3, 2, u32::MAX);
+    sim.run_for(3_000);
+    let leader = sim.leader().expect("a leader");
+    assert!(leader <= 3, "an observer leads");
+    let via_observer = sim.write_via(4);
+    sim.run_for(500);
+    assert!(sim.history_has_write(via_observer), "a write through an observer commits");
+    let voters_down: Vec<Sid> = (1..=3).filter(|v| *v != leader).collect();
+    for &v in &voters_down {
+        sim.crash_now(v);
+    }
+    sim.run_for(2_000);
+    let before = sim.committed_count();
+    let stuck = sim.write_via(5);
+    sim.write_via(leader);
+    sim.run_for(2_000);
+    assert_eq!(sim.committed_count(), before, "a commit without a quorum of voters");
+    assert_eq!(sim.leader(), None);
+    sim.restart_now(voters_down[0]);
+    sim.run_for(5_000);
+    assert!(sim.leader().is_some(), "two voters elect a leader again");
+    let r = sim.heal_and_check();
+    assert!(!sim.history_has_write(stuck) || r.committed > before);
+}
+
+#[test]
 fn zxid_counter_exhaustion_forces_a_new_epoch() {
     // With room for 4 txns per epoch, 12 writes span at least 3 epochs.
     let mut sim = Sim::scripted(3, 4);

@@ -155,10 +155,17 @@ pub struct Report {
 
 impl Sim {
     pub fn new(seed: u64, size: usize, counter_max: u32, faults: Faults) -> Sim {
-        let voters: Vec<Sid> = (1..=size as Sid).collect();
+        Sim::with_observers(seed, size, 0, counter_max, faults)
+    }
+
+    /// `voters` voting peers (ids 1..) and `observers` observers (the ids after them).
+    pub fn with_observers(seed: u64, voters: usize, observers: usize, counter_max: u32, faults: Faults) -> Sim {
+        let observer_ids: Vec<Sid> = (voters as Sid + 1..=(voters + observers) as Sid).collect();
+        let voters: Vec<Sid> = (1..=voters as Sid).collect();
         let cfg = ZabConfig {
             my_id: 0,
             voters: voters.clone(),
+            observers: observer_ids.clone(),
             init_limit_ticks: 10,
             sync_limit_ticks: 5,
             zxid_counter_max: counter_max,
@@ -189,7 +196,7 @@ impl Sim {
             auto_restart: true,
             trace: std::env::var("ZAB_TRACE").is_ok_and(|v| v == "1"),
         };
-        for &v in &voters {
+        for &v in voters.iter().chain(&observer_ids) {
             sim.nodes.insert(
                 v,
                 Node {
@@ -239,6 +246,14 @@ impl Sim {
         node.incarnation += 1;
         node.persists.clear();
         node.delivered = node.snapshot.clone(); // the state machine starts from its snapshot
+        if self.trace {
+            println!(
+                "t={} RESTART peer {id} from snapshot at {:#x} ({} txns)",
+                self.now_ms,
+                node.durable.snapshot_zxid,
+                node.snapshot.len()
+            );
+        }
         node.waiting.clear();
         let mut peer = Peer::new(cfg, node.durable.clone(), node.incarnation);
         let mut out = Vec::new();
@@ -285,6 +300,9 @@ impl Sim {
                     let txns = decode_state(&state);
                     if txns.last().map_or(0, |t| t.zxid) != zxid || self.history.get(..txns.len()) != Some(&txns[..]) {
                         self.fail(format!("peer {id} restored a snapshot at {zxid:#x} that is not a committed prefix"));
+                    }
+                    if self.trace {
+                        println!("t={} RESTORE peer {id} to {zxid:#x} ({} txns)", self.now_ms, txns.len());
                     }
                     self.nodes.get_mut(&id).expect("node").delivered = txns;
                 }
@@ -528,7 +546,7 @@ impl Sim {
     }
 
     fn dispatch(&mut self, ev: Event) {
-        if self.trace && self.healed {
+        if self.trace {
             self.trace_event(&ev);
         }
         match ev {
@@ -577,7 +595,11 @@ impl Sim {
     /// An ensemble on a healthy network (FIFO links, nothing lost) with no random faults and
     /// no writes but the script's; crashed peers stay down until restarted.
     pub fn scripted(size: usize, counter_max: u32) -> Sim {
-        let mut sim = Sim::new(7, size, counter_max, HEALED);
+        Sim::scripted_with_observers(size, 0, counter_max)
+    }
+
+    pub fn scripted_with_observers(voters: usize, observers: usize, counter_max: u32) -> Sim {
+        let mut sim = Sim::with_observers(7, voters, observers, counter_max, HEALED);
         sim.healed = true;
         sim.writes_on = false;
         sim.auto_restart = false;
@@ -681,6 +703,10 @@ impl Sim {
 
     pub fn durable(&self, id: Sid) -> &Durable {
         &self.nodes[&id].durable
+    }
+
+    pub fn committed_count(&self) -> usize {
+        self.history.len()
     }
 
     pub fn history_has_write(&self, w: u64) -> bool {
@@ -789,6 +815,15 @@ mod tests {
     }
 
     #[test]
+    fn three_voters_two_observers_seeds() {
+        // Observers follow, serve and forward writes; with two of five members observing, a
+        // quorum is still two of the three voters.
+        for seed in 0..seeds() / 2 {
+            Sim::with_observers(3_000_000 + seed, 3, 2, u32::MAX, CHAOS).run();
+        }
+    }
+
+    #[test]
     fn zxid_counter_rollover_forces_new_epochs() {
         // A tiny counter limit: each epoch ends after 50 proposals and a new leader (or the
         // same one, re-elected) starts the next epoch; nothing acknowledged is lost.
@@ -812,8 +847,9 @@ mod tests {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(if (1_000_000..2_000_000).contains(&seed) { 5 } else { 3 });
-        let counter_max = if seed >= 2_000_000 { 50 } else { u32::MAX };
-        let r = Sim::new(seed, size, counter_max, CHAOS).run();
+        let counter_max = if (2_000_000..3_000_000).contains(&seed) { 50 } else { u32::MAX };
+        let observers = if seed >= 3_000_000 { 2 } else { 0 };
+        let r = Sim::with_observers(seed, size, observers, counter_max, CHAOS).run();
         println!(
             "seed {seed}: {} txns committed, {} writes acknowledged, {} follower connects, {} SNAP syncs",
             r.committed, r.acked, r.elections, r.snaps
