@@ -1,4 +1,5 @@
-//! The client wire protocol: frames, jute records, opcodes and error codes.
+//! The wire protocols: the client protocol (frames, jute records, opcodes and error codes) and
+//! the peer protocol between servers (`peer`).
 //! Rules: no I/O here, only bytes in and bytes out; nothing decoded from the network panics or
 //! allocates beyond the frame it came in; the only module that knows wire layouts.
 
@@ -7,6 +8,7 @@ pub mod error;
 pub mod frame;
 pub mod jute;
 pub mod opcode;
+pub mod peer;
 pub mod records;
 pub mod reply;
 pub mod request;

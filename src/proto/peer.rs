@@ -1,0 +1,424 @@
+//! The peer-to-peer wire format (ours, not ZooKeeper's; `docs/peer-protocol.md`): a hello that
+//! names the sender, then length-prefixed frames, each one `zab::message::Message`.
+//! Rules: big-endian; nothing decoded from the network panics; a frame over
+//! `PEER_FRAME_BYTES_MAX` is an error before anything is allocated; counts are checked against
+//! the bytes left, so allocation is bounded by the frame; byte fields are zero-copy slices.
+
+use crate::zab::message::{FollowerMsg, LeaderMsg, Message, PeerState, Vote};
+use crate::zab::{Sid, Txn};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use std::fmt;
+
+/// The first bytes on every peer connection.
+pub const PEER_MAGIC: [u8; 4] = *b"RKPR";
+pub const PEER_PROTOCOL_VERSION: u16 = 1;
+/// Hello: magic, version u16, sender sid u64.
+pub const PEER_HELLO_BYTES: usize = 4 + 2 + 8;
+/// The largest frame a peer sends or accepts (a SYNC or SNAP larger than this is split by
+/// the sender).
+pub const PEER_FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerCodecError {
+    BadMagic,
+    UnsupportedVersion(u16),
+    FrameTooLarge(usize),
+    Truncated,
+    UnknownTag {
+        what: &'static str,
+        tag: u8,
+    },
+    /// Bytes left over after a complete message.
+    TrailingBytes(usize),
+}
+
+impl fmt::Display for PeerCodecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerCodecError::BadMagic => write!(f, "not a ringkeeper peer connection (bad magic)"),
+            PeerCodecError::UnsupportedVersion(v) => write!(f, "peer protocol version {v} is not supported"),
+            PeerCodecError::FrameTooLarge(n) => write!(f, "peer frame of {n} bytes exceeds {PEER_FRAME_BYTES_MAX}"),
+            PeerCodecError::Truncated => write!(f, "truncated peer message"),
+            PeerCodecError::UnknownTag { what, tag } => write!(f, "unknown {what} tag {tag}"),
+            PeerCodecError::TrailingBytes(n) => write!(f, "{n} bytes after a complete peer message"),
+        }
+    }
+}
+
+impl std::error::Error for PeerCodecError {}
+
+pub fn encode_hello(out: &mut BytesMut, sid: Sid) {
+    out.put_slice(&PEER_MAGIC);
+    out.put_u16(PEER_PROTOCOL_VERSION);
+    out.put_u64(sid);
+}
+
+/// The sender's sid from a hello; `Ok(None)` until `PEER_HELLO_BYTES` have arrived.
+pub fn decode_hello(buf: &mut BytesMut) -> Result<Option<Sid>, PeerCodecError> {
+    if buf.len() < PEER_HELLO_BYTES {
+        return Ok(None);
+    }
+    if buf[..4] != PEER_MAGIC {
+        return Err(PeerCodecError::BadMagic);
+    }
+    let version = u16::from_be_bytes([buf[4], buf[5]]);
+    if version != PEER_PROTOCOL_VERSION {
+        return Err(PeerCodecError::UnsupportedVersion(version));
+    }
+    buf.advance(6);
+    Ok(Some(buf.get_u64()))
+}
+
+/// Splits one frame body off `buf`; `Ok(None)` until it has fully arrived.
+pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, PeerCodecError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    if len > PEER_FRAME_BYTES_MAX {
+        return Err(PeerCodecError::FrameTooLarge(len));
+    }
+    if buf.len() < 4 + len {
+        buf.reserve(4 + len - buf.len());
+        return Ok(None);
+    }
+    buf.advance(4);
+    Ok(Some(buf.split_to(len).freeze()))
+}
+
+/// Appends `msg` as one frame.
+pub fn encode_frame(out: &mut BytesMut, msg: &Message) {
+    let start = out.len();
+    out.put_u32(0);
+    encode_message(out, msg);
+    let len = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+fn put_bytes(out: &mut BytesMut, b: &[u8]) {
+    out.put_u32(b.len() as u32);
+    out.put_slice(b);
+}
+
+fn put_txn(out: &mut BytesMut, t: &Txn) {
+    out.put_i64(t.zxid);
+    put_bytes(out, &t.data);
+}
+
+fn encode_message(out: &mut BytesMut, msg: &Message) {
+    match msg {
+        Message::Notification { vote, round, state } => {
+            out.put_u8(1);
+            out.put_u64(vote.leader);
+            out.put_i64(vote.zxid);
+            out.put_u32(vote.peer_epoch);
+            out.put_u64(*round);
+            out.put_u8(match state {
+                PeerState::Looking => 0,
+                PeerState::Following => 1,
+                PeerState::Leading => 2,
+            });
+        }
+        Message::FollowerInfo { link, accepted_epoch } => {
+            out.put_u8(2);
+            out.put_u64(*link);
+            out.put_u32(*accepted_epoch);
+        }
+        Message::ToLeader { link, leader_nonce, seq, body } => {
+            out.put_u8(3);
+            out.put_u64(*link);
+            out.put_u64(*leader_nonce);
+            out.put_u64(*seq);
+            match body {
+                FollowerMsg::AckEpoch { current_epoch, last_zxid } => {
+                    out.put_u8(1);
+                    out.put_u32(*current_epoch);
+                    out.put_i64(*last_zxid);
+                }
+                FollowerMsg::AckNewLeader { epoch } => {
+                    out.put_u8(2);
+                    out.put_u32(*epoch);
+                }
+                FollowerMsg::Ack { zxid } => {
+                    out.put_u8(3);
+                    out.put_i64(*zxid);
+                }
+                FollowerMsg::Request { data } => {
+                    out.put_u8(4);
+                    put_bytes(out, data);
+                }
+                FollowerMsg::Ping => out.put_u8(5),
+            }
+        }
+        Message::ToFollower { link, leader_nonce, seq, body } => {
+            out.put_u8(4);
+            out.put_u64(*link);
+            out.put_u64(*leader_nonce);
+            out.put_u64(*seq);
+            match body {
+                LeaderMsg::LeaderInfo { new_epoch } => {
+                    out.put_u8(1);
+                    out.put_u32(*new_epoch);
+                }
+                LeaderMsg::Snap { zxid, state } => {
+                    out.put_u8(2);
+                    out.put_i64(*zxid);
+                    put_bytes(out, state);
+                }
+                LeaderMsg::Sync { trunc_to, txns } => {
+                    out.put_u8(3);
+                    match trunc_to {
+                        Some(z) => {
+                            out.put_u8(1);
+                            out.put_i64(*z);
+                        }
+                        None => out.put_u8(0),
+                    }
+                    out.put_u32(txns.len() as u32);
+                    for t in txns {
+                        put_txn(out, t);
+                    }
+                }
+                LeaderMsg::NewLeader { epoch } => {
+                    out.put_u8(4);
+                    out.put_u32(*epoch);
+                }
+                LeaderMsg::UpToDate { committed } => {
+                    out.put_u8(5);
+                    out.put_i64(*committed);
+                }
+                LeaderMsg::Proposal(t) => {
+                    out.put_u8(6);
+                    put_txn(out, t);
+                }
+                LeaderMsg::Commit { zxid } => {
+                    out.put_u8(7);
+                    out.put_i64(*zxid);
+                }
+                LeaderMsg::Ping => out.put_u8(8),
+            }
+        }
+    }
+}
+
+/// A bounds-checked reader over one frame.
+struct Reader(Bytes);
+
+impl Reader {
+    fn need(&self, n: usize) -> Result<(), PeerCodecError> {
+        if self.0.remaining() < n {
+            Err(PeerCodecError::Truncated)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8, PeerCodecError> {
+        self.need(1)?;
+        Ok(self.0.get_u8())
+    }
+
+    fn u32(&mut self) -> Result<u32, PeerCodecError> {
+        self.need(4)?;
+        Ok(self.0.get_u32())
+    }
+
+    fn u64(&mut self) -> Result<u64, PeerCodecError> {
+        self.need(8)?;
+        Ok(self.0.get_u64())
+    }
+
+    fn i64(&mut self) -> Result<i64, PeerCodecError> {
+        self.need(8)?;
+        Ok(self.0.get_i64())
+    }
+
+    fn bytes(&mut self) -> Result<Bytes, PeerCodecError> {
+        let n = self.u32()? as usize;
+        self.need(n)?;
+        Ok(self.0.split_to(n))
+    }
+
+    fn txn(&mut self) -> Result<Txn, PeerCodecError> {
+        Ok(Txn { zxid: self.i64()?, data: self.bytes()? })
+    }
+}
+
+/// Decodes one frame body.
+pub fn decode_message(frame: Bytes) -> Result<Message, PeerCodecError> {
+    let mut r = Reader(frame);
+    let msg = match r.u8()? {
+        1 => {
+            let vote = Vote { leader: r.u64()?, zxid: r.i64()?, peer_epoch: r.u32()? };
+            let round = r.u64()?;
+            let state = match r.u8()? {
+                0 => PeerState::Looking,
+                1 => PeerState::Following,
+                2 => PeerState::Leading,
+                tag => return Err(PeerCodecError::UnknownTag { what: "peer state", tag }),
+            };
+            Message::Notification { vote, round, state }
+        }
+        2 => Message::FollowerInfo { link: r.u64()?, accepted_epoch: r.u32()? },
+        3 => {
+            let (link, leader_nonce, seq) = (r.u64()?, r.u64()?, r.u64()?);
+            let body = match r.u8()? {
+                1 => FollowerMsg::AckEpoch { current_epoch: r.u32()?, last_zxid: r.i64()? },
+                2 => FollowerMsg::AckNewLeader { epoch: r.u32()? },
+                3 => FollowerMsg::Ack { zxid: r.i64()? },
+                4 => FollowerMsg::Request { data: r.bytes()? },
+                5 => FollowerMsg::Ping,
+                tag => return Err(PeerCodecError::UnknownTag { what: "follower message", tag }),
+            };
+            Message::ToLeader { link, leader_nonce, seq, body }
+        }
+        4 => {
+            let (link, leader_nonce, seq) = (r.u64()?, r.u64()?, r.u64()?);
+            let body = match r.u8()? {
+                1 => LeaderMsg::LeaderInfo { new_epoch: r.u32()? },
+                2 => LeaderMsg::Snap { zxid: r.i64()?, state: r.bytes()? },
+                3 => {
+                    let trunc_to = match r.u8()? {
+                        0 => None,
+                        1 => Some(r.i64()?),
+                        tag => return Err(PeerCodecError::UnknownTag { what: "truncation flag", tag }),
+                    };
+                    let count = r.u32()? as usize;
+                    // Each txn takes at least 12 bytes: no allocation beyond what the frame holds.
+                    if count > r.0.remaining() / 12 {
+                        return Err(PeerCodecError::Truncated);
+                    }
+                    let mut txns = Vec::with_capacity(count);
+                    for _ in 0..count {
+                        txns.push(r.txn()?);
+                    }
+                    LeaderMsg::Sync { trunc_to, txns }
+                }
+                4 => LeaderMsg::NewLeader { epoch: r.u32()? },
+                5 => LeaderMsg::UpToDate { committed: r.i64()? },
+                6 => LeaderMsg::Proposal(r.txn()?),
+                7 => LeaderMsg::Commit { zxid: r.i64()? },
+                8 => LeaderMsg::Ping,
+                tag => return Err(PeerCodecError::UnknownTag { what: "leader message", tag }),
+            };
+            Message::ToFollower { link, leader_nonce, seq, body }
+        }
+        tag => return Err(PeerCodecError::UnknownTag { what: "message", tag }),
+    };
+    if r.0.has_remaining() {
+        return Err(PeerCodecError::TrailingBytes(r.0.remaining()));
+    }
+    Ok(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn txn(z: i64, d: &[u8]) -> Txn {
+        Txn { zxid: z, data: Bytes::copy_from_slice(d) }
+    }
+
+    fn every_message() -> Vec<Message> {
+        let vote = Vote { leader: 3, zxid: 0x1_0000_0005, peer_epoch: 1 };
+        let mut out = vec![
+            Message::Notification { vote, round: 9, state: PeerState::Looking },
+            Message::Notification { vote, round: 9, state: PeerState::Following },
+            Message::Notification { vote, round: u64::MAX, state: PeerState::Leading },
+            Message::FollowerInfo { link: 77, accepted_epoch: 4 },
+        ];
+        for body in [
+            FollowerMsg::AckEpoch { current_epoch: 3, last_zxid: -1 },
+            FollowerMsg::AckNewLeader { epoch: 4 },
+            FollowerMsg::Ack { zxid: 0x4_0000_0001 },
+            FollowerMsg::Request { data: Bytes::from_static(b"create /x") },
+            FollowerMsg::Request { data: Bytes::new() },
+            FollowerMsg::Ping,
+        ] {
+            out.push(Message::ToLeader { link: 1, leader_nonce: 2, seq: 3, body });
+        }
+        for body in [
+            LeaderMsg::LeaderInfo { new_epoch: 5 },
+            LeaderMsg::Snap { zxid: 12, state: Bytes::from(vec![7u8; 1000]) },
+            LeaderMsg::Sync { trunc_to: None, txns: vec![] },
+            LeaderMsg::Sync {
+                trunc_to: Some(0x3_0000_0002),
+                txns: vec![txn(0x3_0000_0003, b"a"), txn(0x4_0000_0001, b"")],
+            },
+            LeaderMsg::NewLeader { epoch: 5 },
+            LeaderMsg::UpToDate { committed: 99 },
+            LeaderMsg::Proposal(txn(0x5_0000_0001, b"payload")),
+            LeaderMsg::Commit { zxid: 0x5_0000_0001 },
+            LeaderMsg::Ping,
+        ] {
+            out.push(Message::ToFollower { link: 4, leader_nonce: u64::MAX, seq: 0, body });
+        }
+        out
+    }
+
+    #[test]
+    fn every_message_round_trips_through_frames() {
+        let mut stream = BytesMut::new();
+        encode_hello(&mut stream, 42);
+        let msgs = every_message();
+        for m in &msgs {
+            encode_frame(&mut stream, m);
+        }
+        assert_eq!(decode_hello(&mut stream), Ok(Some(42)));
+        for m in &msgs {
+            let frame = next_frame(&mut stream).unwrap().expect("a whole frame");
+            assert_eq!(&decode_message(frame).unwrap(), m);
+        }
+        assert_eq!(next_frame(&mut stream), Ok(None));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        for m in every_message() {
+            let mut b = BytesMut::new();
+            encode_frame(&mut b, &m);
+            let body = b.split_off(4).freeze();
+            for cut in 0..body.len() {
+                assert!(decode_message(body.slice(..cut)).is_err(), "{m:?} cut at {cut}");
+            }
+            let mut longer = body.to_vec();
+            longer.push(0);
+            assert_eq!(decode_message(Bytes::from(longer)), Err(PeerCodecError::TrailingBytes(1)));
+        }
+    }
+
+    #[test]
+    fn hello_and_frame_limits() {
+        let mut b = BytesMut::from(&b"RKPQ\0\x01\0\0\0\0\0\0\0\x01"[..]);
+        assert_eq!(decode_hello(&mut b), Err(PeerCodecError::BadMagic));
+        let mut b = BytesMut::from(&b"RKPR\0\x02\0\0\0\0\0\0\0\x01"[..]);
+        assert_eq!(decode_hello(&mut b), Err(PeerCodecError::UnsupportedVersion(2)));
+        let mut b = BytesMut::from(&b"RKPR\0\x01\0\0"[..]);
+        assert_eq!(decode_hello(&mut b), Ok(None));
+        let mut b = BytesMut::new();
+        b.put_u32(PEER_FRAME_BYTES_MAX as u32 + 1);
+        assert_eq!(next_frame(&mut b), Err(PeerCodecError::FrameTooLarge(PEER_FRAME_BYTES_MAX + 1)));
+        // A huge txn count in a small frame is refused before allocating.
+        let mut b = BytesMut::new();
+        b.put_u8(4);
+        b.put_u64(1);
+        b.put_u64(1);
+        b.put_u64(0);
+        b.put_u8(3);
+        b.put_u8(0);
+        b.put_u32(u32::MAX);
+        assert_eq!(decode_message(b.freeze()), Err(PeerCodecError::Truncated));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode_message(Bytes::from(data.clone()));
+            let mut b = BytesMut::from(&data[..]);
+            while let Ok(Some(f)) = next_frame(&mut b) {
+                let _ = decode_message(f);
+            }
+        }
+    }
+}
