@@ -112,7 +112,7 @@ pub fn purge(data_dir: &Path, log_dir: &Path, snap_retain_count: usize) -> io::R
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::storage::log::segment_name;
     use crate::storage::snapshot::snapshot_name;

@@ -1,6 +1,6 @@
 //! Durable storage: the txn log format (block-aligned, crc-checked batches in preallocated
-//! segments), snapshots of the DataTree, recovery (newest valid snapshot + log replay) and the
-//! small-file / listing / purge helpers. Formats are documented in docs/storage-format.md.
+//! segments), snapshots of the DataTree, recovery (newest valid snapshot + log replay), a
+//! server's myid and ZAB epochs, and the small-file / listing / purge helpers. Formats are documented in docs/storage-format.md.
 //! Rules: sans-IO where there is logic (formats and validation take and return bytes); std::fs
 //! only for recovery (before executors start), small atomic files and purge; glommio only in
 //! src/server/{log_writer,snapshot_writer}.rs; nothing read from disk may panic — damage is an
@@ -8,6 +8,7 @@
 
 pub mod files;
 pub mod log;
+pub mod peer_state;
 pub mod recovery;
 pub mod snapshot;
 

@@ -1,0 +1,156 @@
+//! A server's small durable identity and ZAB state: `myid` (its sid, as ZooKeeper keeps it:
+//! the decimal number alone in `dataDir/myid`) and `epochs` (the accepted and the current epoch,
+//! written together so they can never disagree with each other after a crash).
+//! Rules: `epochs` is replaced atomically (`write_atomic`) and carries a crc32c; a damaged or
+//! impossible file (accepted below current) is an error naming the file, never a silent reset.
+
+use super::files::write_atomic;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub const MYID_FILE: &str = "myid";
+pub const EPOCHS_FILE: &str = "epochs";
+/// `epochs`: magic, version, accepted u32, current u32, crc32c of the 12 bytes before it.
+const EPOCHS_MAGIC: [u8; 4] = *b"RKEP";
+const EPOCHS_VERSION: u32 = 1;
+const EPOCHS_FILE_BYTES: usize = 20;
+/// ZooKeeper's limit on sids when extended types (TTL) are on: session ids must not start with 0xff.
+pub const SID_MAX: u64 = 254;
+
+#[derive(Debug)]
+pub enum PeerStateError {
+    Io { path: PathBuf, err: io::Error },
+    BadMyid { path: PathBuf, text: String },
+    Damaged { path: PathBuf, reason: &'static str },
+}
+
+impl fmt::Display for PeerStateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerStateError::Io { path, err } => write!(f, "{}: {err}", path.display()),
+            PeerStateError::BadMyid { path, text } => write!(
+                f,
+                "{} must hold this server's id, a number from 1 to {SID_MAX} (found {text:?})",
+                path.display()
+            ),
+            PeerStateError::Damaged { path, reason } => write!(
+                f,
+                "{} is damaged ({reason}); it holds this server's election promises, so the server will not \
+                 guess: restore it, or remove it only after removing this server's log and snapshots so it \
+                 rejoins from the leader",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PeerStateError {}
+
+/// Reads `dir/myid`: `Ok(None)` if there is none (a standalone server).
+pub fn read_myid(dir: &Path) -> Result<Option<u64>, PeerStateError> {
+    let path = dir.join(MYID_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(PeerStateError::Io { path, err }),
+    };
+    match text.trim().parse::<u64>() {
+        Ok(id) if (1..=SID_MAX).contains(&id) => Ok(Some(id)),
+        _ => Err(PeerStateError::BadMyid { path, text: text.trim().chars().take(40).collect() }),
+    }
+}
+
+/// The durable epochs: (accepted, current); (0, 0) if the file does not exist yet.
+pub fn read_epochs(dir: &Path) -> Result<(u32, u32), PeerStateError> {
+    let path = dir.join(EPOCHS_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((0, 0)),
+        Err(err) => return Err(PeerStateError::Io { path, err }),
+    };
+    decode_epochs(&bytes).map_err(|reason| PeerStateError::Damaged { path, reason })
+}
+
+/// Replaces the epochs file (atomically, durably).
+pub fn write_epochs(dir: &Path, accepted: u32, current: u32) -> Result<(), PeerStateError> {
+    assert!(accepted >= current, "accepted epoch {accepted} below current epoch {current}");
+    let path = dir.join(EPOCHS_FILE);
+    write_atomic(&path, &encode_epochs(accepted, current)).map_err(|err| PeerStateError::Io { path, err })
+}
+
+fn encode_epochs(accepted: u32, current: u32) -> [u8; EPOCHS_FILE_BYTES] {
+    let mut b = [0u8; EPOCHS_FILE_BYTES];
+    b[..4].copy_from_slice(&EPOCHS_MAGIC);
+    b[4..8].copy_from_slice(&EPOCHS_VERSION.to_be_bytes());
+    b[8..12].copy_from_slice(&accepted.to_be_bytes());
+    b[12..16].copy_from_slice(&current.to_be_bytes());
+    let crc = crc32c::crc32c(&b[4..16]);
+    b[16..].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+fn decode_epochs(b: &[u8]) -> Result<(u32, u32), &'static str> {
+    if b.len() != EPOCHS_FILE_BYTES {
+        return Err("wrong length");
+    }
+    if b[..4] != EPOCHS_MAGIC {
+        return Err("bad magic");
+    }
+    let word = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    if word(16) != crc32c::crc32c(&b[4..16]) {
+        return Err("checksum mismatch");
+    }
+    if word(4) != EPOCHS_VERSION {
+        return Err("unknown version");
+    }
+    let (accepted, current) = (word(8), word(12));
+    if accepted < current {
+        return Err("accepted epoch below current epoch");
+    }
+    Ok((accepted, current))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::files::tests::TempDir;
+
+    #[test]
+    fn epochs_round_trip_and_damage_is_an_error() {
+        let dir = TempDir::new("epochs");
+        assert_eq!(read_epochs(&dir.0).unwrap(), (0, 0));
+        write_epochs(&dir.0, 7, 5).unwrap();
+        assert_eq!(read_epochs(&dir.0).unwrap(), (7, 5));
+        write_epochs(&dir.0, 8, 8).unwrap();
+        assert_eq!(read_epochs(&dir.0).unwrap(), (8, 8));
+        let path = &dir.0.join(EPOCHS_FILE);
+        let good = fs::read(&path).unwrap();
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x40;
+            fs::write(&path, &bad).unwrap();
+            assert!(matches!(read_epochs(&dir.0), Err(PeerStateError::Damaged { .. })), "flip at byte {i}");
+        }
+        fs::write(&path, &good[..10]).unwrap();
+        assert!(matches!(read_epochs(&dir.0), Err(PeerStateError::Damaged { .. })));
+        // A well-formed file that breaks the rule accepted >= current is damage too.
+        fs::write(&path, encode_epochs(3, 4)).unwrap();
+        assert!(matches!(read_epochs(&dir.0), Err(PeerStateError::Damaged { .. })));
+    }
+
+    #[test]
+    fn myid_is_a_small_positive_number() {
+        let dir = TempDir::new("myid");
+        assert_eq!(read_myid(&dir.0).unwrap(), None);
+        for (text, want) in [("1\n", Some(1)), ("  42 ", Some(42)), ("254", Some(254))] {
+            fs::write(&dir.0.join(MYID_FILE), text).unwrap();
+            assert_eq!(read_myid(&dir.0).unwrap(), want);
+        }
+        for text in ["0", "255", "-1", "x", "", "1 2"] {
+            fs::write(&dir.0.join(MYID_FILE), text).unwrap();
+            assert!(matches!(read_myid(&dir.0), Err(PeerStateError::BadMyid { .. })), "{text:?}");
+        }
+    }
+}
