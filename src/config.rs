@@ -112,7 +112,7 @@ pub struct Config {
     pub init_limit_ticks: u32,
     pub sync_limit_ticks: u32,
     /// `server.N=…` lines, kept raw for the ensemble, in file order (a repeated N replaces).
-    pub servers: Vec<(u64, String)>,
+    pub servers: Vec<ServerSpec>,
     /// ringkeeper.clientCores: default (available CPUs − 1).max(1), or the length of clientCpus.
     pub client_cores: usize,
     pub cpu_pinning: bool,
@@ -125,6 +125,82 @@ pub struct Config {
     pub io_memory_bytes: usize,
     pub ring_depth: usize,
     pub spin_before_park_us: u64,
+}
+
+/// One `server.N=host:quorumPort:electionPort[:participant|observer][;[clientHost:]clientPort]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    pub id: u64,
+    pub host: String,
+    pub quorum_port: u16,
+    pub election_port: u16,
+    pub observer: bool,
+    /// The client address, if given: host ("" for all addresses) and port.
+    pub client: Option<(String, u16)>,
+}
+
+/// Server ids ZooKeeper allows with extended types (session ids must not start with 0xff).
+pub const SERVER_ID_MAX: u64 = 254;
+
+/// Splits `host:rest` where host may be a bracketed IPv6 address.
+fn split_host(s: &str) -> Result<(&str, &str), String> {
+    if let Some(after) = s.strip_prefix('[') {
+        let end = after.find(']').ok_or("unclosed '[' in an IPv6 address")?;
+        let rest = &after[end + 1..];
+        let rest = rest.strip_prefix(':').ok_or("expected ':' after the bracketed address")?;
+        return Ok((&after[..end], rest));
+    }
+    s.split_once(':').ok_or_else(|| "expected host:port".to_string())
+}
+
+fn parse_port(s: &str, what: &str) -> Result<u16, String> {
+    match s.trim().parse::<u16>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(format!("{what} must be a port from 1 to 65535 (found {s:?})")),
+    }
+}
+
+/// Parses the value of `server.<id>` as ZooKeeper does (one address; no `|` lists).
+pub fn parse_server_spec(id: u64, value: &str) -> Result<ServerSpec, String> {
+    if !(1..=SERVER_ID_MAX).contains(&id) {
+        return Err(format!("server ids run from 1 to {SERVER_ID_MAX} (found {id})"));
+    }
+    if value.contains('|') {
+        return Err("several addresses per server ('|') are not supported".into());
+    }
+    let (server, client) = match value.split_once(';') {
+        Some((a, b)) => (a.trim(), Some(b.trim())),
+        None => (value.trim(), None),
+    };
+    if server.is_empty() {
+        return Err("empty server address; expected host:quorumPort:electionPort".into());
+    }
+    let (host, rest) = split_host(server)?;
+    if host.is_empty() {
+        return Err("empty host; expected host:quorumPort:electionPort".into());
+    }
+    let parts: Vec<&str> = rest.split(':').collect();
+    let observer = match parts.as_slice() {
+        [_, _] => false,
+        [_, _, role] if role.eq_ignore_ascii_case("participant") => false,
+        [_, _, role] if role.eq_ignore_ascii_case("observer") => true,
+        [_, _, role] => return Err(format!("the role must be participant or observer (found {role:?})")),
+        _ => return Err("expected host:quorumPort:electionPort[:participant|observer]".into()),
+    };
+    let quorum_port = parse_port(parts[0], "the quorum port")?;
+    let election_port = parse_port(parts[1], "the election port")?;
+    if quorum_port == election_port {
+        return Err(format!("the quorum and election ports must differ (both {quorum_port})"));
+    }
+    let client = match client {
+        None => None,
+        Some(c) if c.is_empty() => return Err("empty client address after ';'".into()),
+        Some(c) => {
+            let (chost, cport) = if c.starts_with('[') || c.contains(':') { split_host(c)? } else { ("", c) };
+            Some((chost.to_string(), parse_port(cport, "the client port")?))
+        }
+    };
+    Ok(ServerSpec { id, host: host.to_string(), quorum_port, election_port, observer, client })
 }
 
 #[derive(Debug)]
@@ -537,7 +613,7 @@ impl Config {
         let mut four_letter_words: Vec<String> = FOUR_LETTER_WORDS_DEFAULT.iter().map(|w| w.to_string()).collect();
         let mut init_limit_ticks = INIT_LIMIT_TICKS_DEFAULT;
         let mut sync_limit_ticks = SYNC_LIMIT_TICKS_DEFAULT;
-        let mut servers: Vec<(u64, String)> = Vec::new();
+        let mut servers: Vec<ServerSpec> = Vec::new();
         let mut client_cores: Option<usize> = None;
         let mut cpu_pinning = true;
         let mut client_cpus: Option<(Vec<usize>, usize, String)> = None;
@@ -663,13 +739,11 @@ impl Config {
                     }
                 }
                 _ if server_id.is_some() => {
-                    if value.is_empty() {
-                        return Err(e.bad("empty server address; expected host:quorumPort:electionPort"));
-                    }
                     let id = server_id.unwrap_or_default();
-                    match servers.iter_mut().find(|(n, _)| *n == id) {
-                        Some(s) => s.1 = value.to_string(),
-                        None => servers.push((id, value.to_string())),
+                    let spec = parse_server_spec(id, value).map_err(|why| e.bad(why))?;
+                    match servers.iter_mut().find(|s| s.id == id) {
+                        Some(s) => *s = spec,
+                        None => servers.push(spec),
                     }
                 }
                 "secureClientPort" | "secureClientPortAddress" => warnings.push(format!(
@@ -941,7 +1015,27 @@ mod tests {
         assert_eq!(c.container_check_interval_ms, 1000);
         assert_eq!(c.four_letter_words, vec!["srvr", "ruok", "stat"]);
         assert_eq!((c.init_limit_ticks, c.sync_limit_ticks), (20, 10));
-        assert_eq!(c.servers, vec![(1, "10.0.0.1:2888:3888".to_string()), (2, "10.0.0.2:2888:3888;2181".to_string())]);
+        assert_eq!(
+            c.servers,
+            vec![
+                ServerSpec {
+                    id: 1,
+                    host: "10.0.0.1".into(),
+                    quorum_port: 2888,
+                    election_port: 3888,
+                    observer: false,
+                    client: None
+                },
+                ServerSpec {
+                    id: 2,
+                    host: "10.0.0.2".into(),
+                    quorum_port: 2888,
+                    election_port: 3888,
+                    observer: false,
+                    client: Some((String::new(), 2181))
+                },
+            ]
+        );
         assert_eq!(c.client_cores, 3);
         assert!(c.cpu_pinning);
         assert_eq!(c.client_cpus, Some(vec![1, 2, 5]));
@@ -982,7 +1076,7 @@ mod tests {
              dataLogDir=/long\\\n      /path\\u0041\n\
              # a comment ending in a backslash does not continue \\\n\
              maxClientCnxns=7\n\
-             server.3=a\\:b\n",
+             server.3=h\\:2888:3888\n",
         );
         assert_eq!(c.tick_time_ms, 1000);
         assert_eq!(c.data_dir, PathBuf::from("/var/zk"));
@@ -990,7 +1084,7 @@ mod tests {
         assert_eq!(c.client_port_address, "10.1.2.3".parse::<IpAddr>().unwrap());
         assert_eq!(c.data_log_dir, PathBuf::from("/long/pathA"));
         assert_eq!(c.max_client_cnxns, 7);
-        assert_eq!(c.servers, vec![(3, "a:b".to_string())]);
+        assert_eq!((c.servers[0].id, c.servers[0].host.as_str(), c.servers[0].quorum_port), (3, "h", 2888));
         // An escaped separator belongs to the key; an even run of backslashes does not continue.
         let (_, w) = ok("dataDir=/d\\\\\nweird\\=key=1\n");
         assert!(w[0].contains("unknown key 'weird=key' at line 2"), "{w:?}");
@@ -1026,9 +1120,9 @@ mod tests {
 
     #[test]
     fn duplicate_keys_warn_and_the_last_wins() {
-        let (c, w) = ok("dataDir=/a\ntickTime=100\ndataDir=/b\nserver.1=x\nserver.01=y\n");
+        let (c, w) = ok("dataDir=/a\ntickTime=100\ndataDir=/b\nserver.1=x:1:2\nserver.01=y:1:2\n");
         assert_eq!(c.data_dir, PathBuf::from("/b"));
-        assert_eq!(c.servers, vec![(1, "y".to_string())]);
+        assert_eq!((c.servers.len(), c.servers[0].host.as_str()), (1, "y"));
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("'dataDir' at line 3 was already set at line 1"), "{w:?}");
         assert!(w[1].contains("'server.01' at line 5 was already set at line 4"), "{w:?}");
@@ -1259,5 +1353,39 @@ mod tests {
         assert_eq!(parse_int("0x"), None);
         assert_eq!(parse_int("99999999999999999999"), None);
         assert_eq!(parse_int("-0x10"), Some(-16));
+    }
+
+    #[test]
+    fn server_lines_parse_as_zookeeper_writes_them() {
+        let p = |v: &str| parse_server_spec(2, v);
+        let s = p("zk2.example:2888:3888:observer;[::1]:2182").unwrap();
+        assert_eq!((s.host.as_str(), s.quorum_port, s.election_port, s.observer), ("zk2.example", 2888, 3888, true));
+        assert_eq!(s.client, Some(("::1".to_string(), 2182)));
+        let s = p("[fe80::1]:2888:3888:PARTICIPANT;0.0.0.0:2181").unwrap();
+        assert_eq!((s.host.as_str(), s.observer, s.client), ("fe80::1", false, Some(("0.0.0.0".into(), 2181))));
+        assert_eq!(p("h:1:2;2181").unwrap().client, Some((String::new(), 2181)));
+        for bad in [
+            "",
+            "h",
+            "h:2888",
+            ":2888:3888",
+            "h:2888:2888",
+            "h:0:3888",
+            "h:2888:70000",
+            "h:2888:3888:leader",
+            "h:2888:3888;",
+            "h:2888:3888;x",
+            "[::1:2888:3888",
+            "a:1:2|b:1:2",
+            "h:1:2:observer:x",
+        ] {
+            assert!(p(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(parse_server_spec(0, "h:1:2").is_err() && parse_server_spec(255, "h:1:2").is_err());
+        // In a file, a bad server line is an error naming the line.
+        match parse("dataDir=/d\nserver.1=h:2888\n") {
+            Err(ConfigError::BadValue { line, key, .. }) => assert_eq!((line, key.as_str()), (2, "server.1")),
+            other => panic!("expected a bad value, got {other:?}"),
+        }
     }
 }

@@ -21,6 +21,15 @@ use std::sync::Arc;
 
 /// Runs a standalone server until SIGTERM / SIGINT. Errors are messages for the operator.
 pub fn run(mut config: Config) -> Result<(), String> {
+    // Several server.N lines name a replicated ensemble. Running each member standalone would
+    // split one ensemble into independent servers that disagree, so refuse instead.
+    if config.servers.len() > 1 {
+        return Err(format!(
+            "the configuration names a replicated ensemble ({} server.N lines), which this build cannot run yet; \
+             remove the server.N lines to run a standalone server",
+            config.servers.len()
+        ));
+    }
     // Relative directories mean the cwd at start (glommio's directory calls need absolute ones).
     for dir in [&mut config.data_dir, &mut config.data_log_dir] {
         *dir = std::path::absolute(&*dir).map_err(|e| format!("cannot resolve directory {}: {e}", dir.display()))?;

@@ -215,3 +215,21 @@ def test_low_memlock_limit_is_a_clear_error():
     out = r.stdout + r.stderr
     assert r.returncode not in (0, 101), out   # 101 is Rust's exit code for a panic
     assert "RLIMIT_MEMLOCK" in out and "ulimit -l" in out and "panicked" not in out, out
+
+
+def test_ensemble_config_is_refused_until_replication_exists(make_server):
+    """A config with several server.N lines names a replicated ensemble: this build exits
+    non-zero saying so, rather than run a member as an independent standalone server."""
+    s = make_server(start=False)
+    if s.kind != "ringkeeper":
+        pytest.skip("Apache would start a quorum peer")
+    s.extra_lines = ["server.1=127.0.0.1:2888:3888", "server.2=127.0.0.1:2889:3889"]
+    s.spawn()
+    rc = s.proc.wait(30)
+    assert rc != 0
+    assert "replicated ensemble" in s.log_text()
+    # A malformed server line is a configuration error naming the line.
+    s.extra_lines = ["server.1=127.0.0.1:2888"]
+    s.spawn()
+    assert s.proc.wait(30) != 0
+    assert "server.1" in s.log_text().splitlines()[-1]
