@@ -7,7 +7,7 @@
 //! (c) what a replica delivers is a prefix of one global committed history, so committed
 //!     history only grows.
 //! Rules: all randomness comes from the seed; a failing seed replays exactly with
-//! `ZAB_SEED=<seed> cargo test --release zab::sim::replay -- --nocapture`.
+//! `ZAB_SEED=<seed> cargo test --release zab::sim::tests::replay -- --nocapture`.
 
 use super::message::{Envelope, Message};
 use super::peer::{Input, Output, Peer, PersistOp, Role};
@@ -220,7 +220,7 @@ impl Sim {
 
     fn fail(&self, what: String) -> ! {
         panic!(
-            "zab simulation failed (seed {seed}, t={t} ms): {what}\nreplay: ZAB_SEED={seed} cargo test --release zab::sim::replay -- --nocapture",
+            "zab simulation failed (seed {seed}, t={t} ms): {what}\nreplay: ZAB_SEED={seed} cargo test --release zab::sim::tests::replay -- --nocapture",
             seed = self.seed,
             t = self.now_ms
         );
@@ -839,7 +839,7 @@ mod tests {
         }
     }
 
-    /// Replays one seed: `ZAB_SEED=<seed> [ZAB_SIZE=3|5] cargo test --release zab::sim::replay`.
+    /// Replays one seed: `ZAB_SEED=<seed> [ZAB_SIZE=3|5] cargo test --release zab::sim::tests::replay`.
     #[test]
     fn replay() {
         let Some(seed) = std::env::var("ZAB_SEED").ok().and_then(|s| s.parse().ok()) else { return };
