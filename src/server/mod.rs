@@ -7,6 +7,7 @@ pub mod client_core;
 pub mod connection;
 pub mod log_writer;
 pub mod messages;
+pub mod peer_net;
 pub mod pipeline;
 pub mod snapshot_writer;
 pub mod startup;

@@ -1,0 +1,328 @@
+//! The peer transport (glommio shell over `proto::peer`): carries ZAB messages between the
+//! servers of an ensemble, on the pipeline core's executor.
+//! Rules:
+//! - Each server dials every peer and sends only on the connections it opened; it receives only
+//!   on connections peers opened to it. Both start with the hello naming the sender.
+//! - A send to a peer whose connection is down, or whose outbound bytes are over
+//!   `PEER_OUTBOUND_BYTES_MAX`, is dropped: ZAB tolerates loss (its links see the gap, its
+//!   periodic messages are resent), and a slow peer must never stall the pipeline.
+//! - Every queue is bounded; a bad hello or frame closes that one connection with a log line.
+
+use crate::proto::peer::{decode_hello, decode_message, encode_frame, encode_hello, next_frame};
+use crate::zab::message::Message;
+use crate::zab::Sid;
+use bytes::BytesMut;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::sync::Semaphore;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Encoded bytes waiting for one peer before further sends to it are dropped.
+pub const PEER_OUTBOUND_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Received messages waiting for the pipeline before readers stop reading.
+pub const PEER_INBOUND_MESSAGES_MAX: usize = 4096;
+/// Wait between attempts to reach a peer.
+pub const PEER_RECONNECT_MS: u64 = 200;
+/// How long one connection attempt may take.
+pub const PEER_CONNECT_TIMEOUT_MS: u64 = 1000;
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// The sending side towards one peer.
+struct Outbound {
+    buf: RefCell<BytesMut>,
+    connected: Cell<bool>,
+    wake: Semaphore,
+}
+
+/// A running transport. Dropping it stops its tasks.
+pub struct PeerNet {
+    me: Sid,
+    out: BTreeMap<Sid, Rc<Outbound>>,
+    tasks: Vec<glommio::task::JoinHandle<()>>,
+    dropped: Cell<u64>,
+}
+
+/// One peer-protocol listener: SO_REUSEADDR only (a second server on the same port is an
+/// error, not a silent sharer).
+fn bind_peer_listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(64)?;
+    // SAFETY: the fd is a listening TCP socket that we own and hand over whole.
+    Ok(unsafe { TcpListener::from_raw_fd(s.into_raw_fd()) })
+}
+
+impl PeerNet {
+    /// Listens on `listen` and dials every peer in `peers` (other than `me`). Received
+    /// messages arrive on the returned receiver as (sender, message).
+    pub fn start(
+        me: Sid,
+        listen: SocketAddr,
+        peers: &BTreeMap<Sid, SocketAddr>,
+    ) -> io::Result<(PeerNet, LocalReceiver<(Sid, Message)>)> {
+        let listener = bind_peer_listener(listen)?;
+        let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
+        let tx = Rc::new(tx);
+        let mut tasks = Vec::new();
+        tasks.push(glommio::spawn_local(accept_loop(listener, tx)).detach());
+        let mut out = BTreeMap::new();
+        for (&sid, &addr) in peers {
+            if sid == me {
+                continue;
+            }
+            let o = Rc::new(Outbound {
+                buf: RefCell::new(BytesMut::new()),
+                connected: Cell::new(false),
+                wake: Semaphore::new(0),
+            });
+            tasks.push(glommio::spawn_local(dial_loop(me, sid, addr, o.clone())).detach());
+            out.insert(sid, o);
+        }
+        Ok((PeerNet { me, out, tasks, dropped: Cell::new(0) }, rx))
+    }
+
+    /// Queues `msg` for `to`; false if it was dropped (peer unknown, down or too far behind).
+    pub fn send(&self, to: Sid, msg: &Message) -> bool {
+        let Some(o) = self.out.get(&to) else { return false };
+        if !o.connected.get() || o.buf.borrow().len() >= PEER_OUTBOUND_BYTES_MAX {
+            self.dropped.set(self.dropped.get() + 1);
+            return false;
+        }
+        encode_frame(&mut o.buf.borrow_mut(), msg);
+        o.wake.signal(1);
+        true
+    }
+
+    /// Whether the connection this server opened to `to` is up.
+    pub fn connected(&self, to: Sid) -> bool {
+        self.out.get(&to).is_some_and(|o| o.connected.get())
+    }
+
+    /// Messages dropped so far because their peer was down or behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.get()
+    }
+
+    pub fn me(&self) -> Sid {
+        self.me
+    }
+}
+
+impl Drop for PeerNet {
+    fn drop(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.cancel();
+        }
+        for o in self.out.values() {
+            o.wake.close();
+        }
+    }
+}
+
+/// Keeps one outgoing connection to `to` up and writes what is queued for it.
+async fn dial_loop(me: Sid, to: Sid, addr: SocketAddr, o: Rc<Outbound>) {
+    loop {
+        match TcpStream::connect_timeout(addr, Duration::from_millis(PEER_CONNECT_TIMEOUT_MS)).await {
+            Ok(mut stream) => {
+                let _ = stream.set_nodelay(true);
+                let mut hello = BytesMut::new();
+                encode_hello(&mut hello, me);
+                if stream.write_all(&hello).await.is_ok() {
+                    o.buf.borrow_mut().clear();
+                    o.connected.set(true);
+                    tracing::info!("peer {me}: connected to peer {to} at {addr}");
+                    let err = write_loop(&mut stream, &o).await;
+                    o.connected.set(false);
+                    o.buf.borrow_mut().clear();
+                    match err {
+                        Some(e) => tracing::info!("peer {me}: connection to peer {to} lost: {e}"),
+                        None => return, // the transport was dropped
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("peer {me}: cannot reach peer {to} at {addr}: {e}"),
+        }
+        glommio::timer::sleep(Duration::from_millis(PEER_RECONNECT_MS)).await;
+    }
+}
+
+/// Writes queued bytes until an error (returned) or the transport is dropped (None).
+async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
+    loop {
+        if o.wake.acquire(1).await.is_err() {
+            return None;
+        }
+        let data = o.buf.borrow_mut().split();
+        if data.is_empty() {
+            continue;
+        }
+        if let Err(e) = stream.write_all(&data).await {
+            return Some(e);
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<(Sid, Message)>>) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                glommio::spawn_local(read_loop(stream, tx.clone())).detach();
+            }
+            Err(e) => {
+                tracing::warn!("peer listener: accept failed: {e}");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// Reads one incoming connection: the hello, then frames, each decoded and handed over.
+async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<(Sid, Message)>>) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut from: Option<Sid> = None;
+    loop {
+        let n = match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if from.is_none() {
+            match decode_hello(&mut buf) {
+                Ok(Some(sid)) => from = Some(sid),
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!("peer connection from {peer}: {e}; closing");
+                    return;
+                }
+            }
+        }
+        let Some(sid) = from else { continue };
+        loop {
+            let frame = match next_frame(&mut buf) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("peer {sid} ({peer}): {e}; closing");
+                    return;
+                }
+            };
+            match decode_message(frame) {
+                Ok(msg) => {
+                    if tx.send((sid, msg)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("peer {sid} ({peer}): {e}; closing");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zab::message::{FollowerMsg, PeerState, Vote};
+    use glommio::LocalExecutorBuilder;
+
+    fn free_addr() -> SocketAddr {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    }
+
+    fn note(round: u64) -> Message {
+        Message::Notification { vote: Vote { leader: 1, zxid: 5, peer_epoch: 1 }, round, state: PeerState::Looking }
+    }
+
+    async fn recv_within(rx: &LocalReceiver<(Sid, Message)>, ms: u64) -> Option<(Sid, Message)> {
+        let timeout = glommio::timer::sleep(Duration::from_millis(ms));
+        futures_lite::future::or(rx.recv(), async {
+            timeout.await;
+            None
+        })
+        .await
+    }
+
+    /// Sends `msg` until it gets through (the dialer connects in the background).
+    async fn send_until_connected(net: &PeerNet, to: Sid, msg: &Message) {
+        for _ in 0..100 {
+            if net.connected(to) && net.send(to, msg) {
+                return;
+            }
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("never connected to peer {to}");
+    }
+
+    #[test]
+    fn peers_exchange_messages_reconnect_and_shrug_off_garbage() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let (a, b) = (free_addr(), free_addr());
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+                let (net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
+                let (net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
+                send_until_connected(&net1, 2, &note(1)).await;
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, note(1))));
+                let big = Message::ToLeader {
+                    link: 7,
+                    leader_nonce: 8,
+                    seq: 9,
+                    body: FollowerMsg::Request { data: bytes::Bytes::from(vec![3u8; 300_000]) },
+                };
+                send_until_connected(&net2, 1, &big).await;
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, big)));
+                // Order is kept on a connection.
+                for r in 10..20 {
+                    assert!(net1.send(2, &note(r)));
+                }
+                for r in 10..20 {
+                    assert_eq!(recv_within(&rx2, 2000).await, Some((1, note(r))));
+                }
+                // Garbage on the peer port closes that connection only.
+                let mut junk = TcpStream::connect(b).await.unwrap();
+                junk.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+                let mut sink = [0u8; 16];
+                assert_eq!(junk.read(&mut sink).await.unwrap_or(0), 0, "the server closes a bad connection");
+                assert!(net1.send(2, &note(30)));
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, note(30))));
+                // Peer 2 goes away: sends are dropped; it comes back: they flow again.
+                drop(net2);
+                drop(rx2);
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                for r in 40..60 {
+                    net1.send(2, &note(r));
+                    glommio::timer::sleep(Duration::from_millis(5)).await;
+                }
+                assert!(net1.dropped() > 0 || !net1.connected(2));
+                let (_net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
+                send_until_connected(&net1, 2, &note(99)).await;
+                let got = loop {
+                    match recv_within(&rx2, 3000).await {
+                        Some((1, Message::Notification { round, .. })) if round == 99 => break true,
+                        Some(_) => continue,
+                        None => break false,
+                    }
+                };
+                assert!(got, "messages flow again after the peer came back");
+                drop(net1);
+                drop(rx1);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+}
