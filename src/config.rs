@@ -194,7 +194,7 @@ pub fn parse_server_spec(id: u64, value: &str) -> Result<ServerSpec, String> {
     }
     let client = match client {
         None => None,
-        Some(c) if c.is_empty() => return Err("empty client address after ';'".into()),
+        Some("") => return Err("empty client address after ';'".into()),
         Some(c) => {
             let (chost, cport) = if c.starts_with('[') || c.contains(':') { split_host(c)? } else { ("", c) };
             Some((chost.to_string(), parse_port(cport, "the client port")?))

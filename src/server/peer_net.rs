@@ -312,7 +312,7 @@ mod tests {
                 send_until_connected(&net1, 2, &note(99)).await;
                 let got = loop {
                     match recv_within(&rx2, 3000).await {
-                        Some((1, Message::Notification { round, .. })) if round == 99 => break true,
+                        Some((1, Message::Notification { round: 99, .. })) => break true,
                         Some(_) => continue,
                         None => break false,
                     }
