@@ -126,17 +126,17 @@ mod tests {
         write_epochs(&dir.0, 8, 8).unwrap();
         assert_eq!(read_epochs(&dir.0).unwrap(), (8, 8));
         let path = &dir.0.join(EPOCHS_FILE);
-        let good = fs::read(&path).unwrap();
+        let good = fs::read(path).unwrap();
         for i in 0..good.len() {
             let mut bad = good.clone();
             bad[i] ^= 0x40;
-            fs::write(&path, &bad).unwrap();
+            fs::write(path, &bad).unwrap();
             assert!(matches!(read_epochs(&dir.0), Err(PeerStateError::Damaged { .. })), "flip at byte {i}");
         }
-        fs::write(&path, &good[..10]).unwrap();
+        fs::write(path, &good[..10]).unwrap();
         assert!(matches!(read_epochs(&dir.0), Err(PeerStateError::Damaged { .. })));
         // A well-formed file that breaks the rule accepted >= current is damage too.
-        fs::write(&path, encode_epochs(3, 4)).unwrap();
+        fs::write(path, encode_epochs(3, 4)).unwrap();
         assert!(matches!(read_epochs(&dir.0), Err(PeerStateError::Damaged { .. })));
     }
 
@@ -145,11 +145,11 @@ mod tests {
         let dir = TempDir::new("myid");
         assert_eq!(read_myid(&dir.0).unwrap(), None);
         for (text, want) in [("1\n", Some(1)), ("  42 ", Some(42)), ("254", Some(254))] {
-            fs::write(&dir.0.join(MYID_FILE), text).unwrap();
+            fs::write(dir.0.join(MYID_FILE), text).unwrap();
             assert_eq!(read_myid(&dir.0).unwrap(), want);
         }
         for text in ["0", "255", "-1", "x", "", "1 2"] {
-            fs::write(&dir.0.join(MYID_FILE), text).unwrap();
+            fs::write(dir.0.join(MYID_FILE), text).unwrap();
             assert!(matches!(read_myid(&dir.0), Err(PeerStateError::BadMyid { .. })), "{text:?}");
         }
     }
