@@ -131,6 +131,19 @@ fn old_leader_rejoins_with_a_txn_nobody_else_saw_and_crashes_while_truncating() 
     assert!(!sim.history_has_write(lonely), "the proposal nobody saw was delivered");
 }
 
+/// The leader crashes right after what `f` just received, before NEWLEADER reaches it: the
+/// other two elect a new leader, the old one restarts, and the ensemble heals.
+fn crash_before_newleader(sim: &mut Sim, leader: Sid, f: Sid) -> super::sim::Report {
+    sim.crash_now(leader);
+    sim.drop_in_flight_from(leader);
+    let got_newleader = sim.run_until(200, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::NewLeader { .. })));
+    assert!(!got_newleader);
+    sim.run_for(3_000);
+    assert!(sim.leader().is_some_and(|l| l != leader), "the two others elect a new leader");
+    sim.restart_now(leader);
+    sim.heal_and_check()
+}
+
 #[test]
 fn leader_crashes_after_sync_before_newleader() {
     // The leader sends the sync data, then crashes before NEWLEADER: the follower holds txns
@@ -139,14 +152,7 @@ fn leader_crashes_after_sync_before_newleader() {
     let f = followers[0];
     fall_behind(&mut sim, f, leader, 10);
     assert!(sim.run_until(5_000, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::Sync { .. }))));
-    sim.crash_now(leader);
-    sim.drop_in_flight_from(leader);
-    let got_newleader = sim.run_until(200, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::NewLeader { .. })));
-    assert!(!got_newleader);
-    sim.run_for(3_000);
-    assert!(sim.leader().is_some_and(|l| l != leader), "the two others elect a new leader");
-    sim.restart_now(leader);
-    sim.heal_and_check();
+    crash_before_newleader(&mut sim, leader, f);
 }
 
 #[test]
@@ -168,14 +174,7 @@ fn leader_crashes_after_sending_snap_before_newleader() {
     sim.run_for(500);
     sim.rejoin(f);
     assert!(sim.run_until(5_000, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::Snap { .. }))));
-    sim.crash_now(leader);
-    sim.drop_in_flight_from(leader);
-    let got_newleader = sim.run_until(200, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::NewLeader { .. })));
-    assert!(!got_newleader);
-    sim.run_for(3_000);
-    assert!(sim.leader().is_some_and(|l| l != leader), "the two others elect a new leader");
-    sim.restart_now(leader);
-    let r = sim.heal_and_check();
+    let r = crash_before_newleader(&mut sim, leader, f);
     assert!(r.snaps >= 1 && r.committed >= 25);
 }
 
