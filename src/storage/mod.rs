@@ -11,6 +11,7 @@ pub mod log;
 pub mod peer_state;
 pub mod recovery;
 pub mod snapshot;
+pub mod truncate;
 
 pub use files::{purge, write_atomic, PurgeReport};
 pub use log::{scan_segment, BatchEncoder, EncodedBatch, LogError, SegmentScan, LOG_BLOCK_BYTES};

@@ -136,6 +136,9 @@ pub fn recover(data_dir: &Path, log_dir: &Path) -> Result<Recovered, RecoveryErr
     fs::create_dir_all(log_dir).map_err(io_err(log_dir))?;
     let mut warnings = Vec::new();
     remove_stale_temps(data_dir, &mut warnings)?;
+    for p in super::truncate::remove_stale_truncations(log_dir).map_err(io_err(log_dir))? {
+        warn(&mut warnings, format!("removed unfinished log truncation {}", p.display()));
+    }
 
     // Newest snapshot that verifies.
     let mut snapshot: Option<Bytes> = None;
