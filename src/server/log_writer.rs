@@ -73,14 +73,7 @@ impl TxnLogWriter {
         }
         let segment = match &tail.segment {
             None => None,
-            Some(path) => {
-                let file = OpenOptions::new().read(true).write(true).dma_open(path).await?;
-                if file.file_size().await? < prealloc_bytes {
-                    file.pre_allocate(prealloc_bytes, false).await?;
-                    file.fdatasync().await?;
-                }
-                Some(Segment { file, path: path.clone(), offset: tail.next_offset })
-            }
+            Some(path) => Some(open_segment_at(path, tail.next_offset, prealloc_bytes).await?),
         };
         let mut writer = TxnLogWriter {
             log_dir: log_dir.to_path_buf(),
@@ -203,6 +196,27 @@ impl TxnLogWriter {
         Ok(Segment { file, path, offset: 0 })
     }
 
+    /// Removes every logged txn after `after` (ZAB's TRUNC) and continues the log right after
+    /// it. Blocks the executor while one segment is rewritten (`storage::truncate`), which is
+    /// fine: a follower truncates only while it syncs with a new leader.
+    pub async fn truncate(&mut self, after: i64) -> io::Result<()> {
+        if self.failed {
+            return Err(io::Error::other("the txn log writer failed earlier; restart to recover the log"));
+        }
+        if let Some(seg) = self.segment.take() {
+            seg.file.close().await?;
+        }
+        self.failed = true;
+        let tail = crate::storage::truncate::truncate_log(&self.log_dir, after).map_err(io::Error::other)?;
+        self.segment = match &tail.segment {
+            None => None,
+            Some(path) => Some(open_segment_at(path, tail.next_offset, self.prealloc_bytes).await?),
+        };
+        self.failed = false;
+        self.next_zxid = self.next_zxid.min(after + 1);
+        Ok(())
+    }
+
     /// Ends the current segment; the next append starts `log.<next zxid>`. A segment with no
     /// batch yet is kept (it already starts at the next zxid).
     pub async fn roll(&mut self) -> io::Result<()> {
@@ -224,6 +238,16 @@ impl TxnLogWriter {
         }
         Ok(())
     }
+}
+
+/// Opens an existing segment to append at `offset`, preallocating it if it is short.
+async fn open_segment_at(path: &Path, offset: u64, prealloc_bytes: u64) -> io::Result<Segment> {
+    let file = OpenOptions::new().read(true).write(true).dma_open(path).await?;
+    if file.file_size().await? < prealloc_bytes {
+        file.pre_allocate(prealloc_bytes, false).await?;
+        file.fdatasync().await?;
+    }
+    Ok(Segment { file, path: path.to_path_buf(), offset })
 }
 
 /// Creates `path` (replacing any old file of that name) as `bytes` of zeroes, written with
@@ -386,6 +410,26 @@ mod tests {
         let tree = rebuild_tree(&rec).unwrap();
         assert_eq!(tree.last_zxid(), 40);
         assert_eq!(tree.get("/n").unwrap().stat().version, 39);
+
+        // TRUNC: cut after zxid 20 (inside a segment), then go on from 21 with new txns.
+        let (d4, l4) = (data.clone(), logs.clone());
+        LocalExecutorBuilder::default()
+            .io_memory(2 << 20)
+            .spawn(move || async move {
+                let rec = recover(&d4, &l4).unwrap();
+                let mut w = TxnLogWriter::open(&l4, &rec.tail, 41, prealloc, true).await.unwrap();
+                w.truncate(20).await.unwrap();
+                assert_eq!(w.next_zxid(), 21);
+                w.append(&[txn(21, 77), txn(22, 78)]).await.unwrap();
+                w.close().await.unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let rec = recover(&data, &logs).unwrap();
+        assert_eq!((rec.last_zxid, rec.records.len()), (22, 22));
+        assert_eq!(rec.records[19], txn(20, 3000));
+        assert_eq!((&rec.records[20], &rec.records[21]), (&txn(21, 77), &txn(22, 78)));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
