@@ -130,10 +130,11 @@ fn encode_message(out: &mut BytesMut, msg: &Message) {
             out.put_u64(*leader_nonce);
             out.put_u64(*seq);
             match body {
-                FollowerMsg::AckEpoch { current_epoch, last_zxid } => {
+                FollowerMsg::AckEpoch { current_epoch, last_zxid, fresh } => {
                     out.put_u8(1);
                     out.put_u32(*current_epoch);
                     out.put_i64(*last_zxid);
+                    out.put_u8(u8::from(*fresh));
                 }
                 FollowerMsg::AckNewLeader { epoch } => {
                     out.put_u8(2);
@@ -263,7 +264,15 @@ pub fn decode_message(frame: Bytes) -> Result<Message, PeerCodecError> {
         3 => {
             let (link, leader_nonce, seq) = (r.u64()?, r.u64()?, r.u64()?);
             let body = match r.u8()? {
-                1 => FollowerMsg::AckEpoch { current_epoch: r.u32()?, last_zxid: r.i64()? },
+                1 => {
+                    let (current_epoch, last_zxid) = (r.u32()?, r.i64()?);
+                    let fresh = match r.u8()? {
+                        0 => false,
+                        1 => true,
+                        tag => return Err(PeerCodecError::UnknownTag { what: "fresh flag", tag }),
+                    };
+                    FollowerMsg::AckEpoch { current_epoch, last_zxid, fresh }
+                }
                 2 => FollowerMsg::AckNewLeader { epoch: r.u32()? },
                 3 => FollowerMsg::Ack { zxid: r.i64()? },
                 4 => FollowerMsg::Request { data: r.bytes()? },
@@ -329,7 +338,8 @@ mod tests {
             Message::FollowerInfo { link: 77, accepted_epoch: 4 },
         ];
         for body in [
-            FollowerMsg::AckEpoch { current_epoch: 3, last_zxid: -1 },
+            FollowerMsg::AckEpoch { current_epoch: 3, last_zxid: -1, fresh: true },
+            FollowerMsg::AckEpoch { current_epoch: 3, last_zxid: 7, fresh: false },
             FollowerMsg::AckNewLeader { epoch: 4 },
             FollowerMsg::Ack { zxid: 0x4_0000_0001 },
             FollowerMsg::Request { data: Bytes::from_static(b"create /x") },

@@ -92,6 +92,8 @@ pub enum FollowerMsg {
     AckEpoch {
         current_epoch: u32,
         last_zxid: Zxid,
+        /// This LEADERINFO raised the follower's accepted epoch (ZooKeeper: currentEpoch != -1).
+        fresh: bool,
     },
     /// The follower's log and current epoch are durable.
     AckNewLeader {

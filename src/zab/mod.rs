@@ -6,6 +6,8 @@
 //! bytes; a peer acknowledges nothing before the shell reports it durable; a peer that finds
 //! its state impossible panics (the replica must stop loudly).
 
+#[cfg(test)]
+mod double_promise;
 pub mod election;
 pub mod message;
 pub mod peer;
@@ -63,7 +65,8 @@ pub struct ZabConfig {
     /// Ticks without a word from the other side before a follower or leader gives up (syncLimit).
     pub sync_limit_ticks: u32,
     /// The last zxid counter a leader uses in one epoch; the next proposal forces a new
-    /// election and so a new epoch (ZooKeeper: 0xffffffff).
+    /// election and so a new epoch. ZooKeeper stops before the counter reaches 0xffffffff, so
+    /// production uses 0xfffffffe.
     pub zxid_counter_max: u32,
 }
 

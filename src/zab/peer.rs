@@ -172,6 +172,8 @@ struct LeadingState {
     established: bool,
     accepted_seen: BTreeMap<Sid, u32>,
     epoch_acks: BTreeSet<Sid>,
+    /// Voters whose accepted epoch this leadership's LEADERINFO raised: only their promise counts.
+    promised: BTreeSet<Sid>,
     newleader_acks: BTreeSet<Sid>,
     followers: BTreeMap<Sid, FollowerView>,
     /// Links this leadership dropped (a gap): never taken up again, or a late FOLLOWERINFO
@@ -179,7 +181,8 @@ struct LeadingState {
     dead_links: BTreeSet<(Sid, LinkId)>,
     /// Proposals not yet committed, with the peers that logged them.
     outstanding: BTreeMap<Zxid, BTreeSet<Sid>>,
-    next_counter: u32,
+    /// The next proposal's zxid counter (u64, so passing `zxid_counter_max` never wraps).
+    next_counter: u64,
     started_tick: u64,
 }
 
@@ -472,7 +475,7 @@ impl Peer {
                     let op = PersistOp::Epochs { accepted: new_epoch, current: self.current_epoch };
                     self.persist(op, AfterPersist::SendAckEpoch, out);
                 } else {
-                    self.send_ack_epoch(out);
+                    self.send_ack_epoch(false, out);
                 }
             }
             LeaderMsg::Snap { zxid, state } => {
@@ -554,8 +557,8 @@ impl Peer {
         }
     }
 
-    fn send_ack_epoch(&mut self, out: &mut Vec<Output>) {
-        let body = FollowerMsg::AckEpoch { current_epoch: self.current_epoch, last_zxid: self.last_zxid() };
+    fn send_ack_epoch(&mut self, fresh: bool, out: &mut Vec<Output>) {
+        let body = FollowerMsg::AckEpoch { current_epoch: self.current_epoch, last_zxid: self.last_zxid(), fresh };
         self.send_to_leader(body, out);
     }
 
@@ -573,6 +576,7 @@ impl Peer {
             established: false,
             accepted_seen,
             epoch_acks: BTreeSet::new(),
+            promised: BTreeSet::new(),
             newleader_acks: BTreeSet::new(),
             followers: BTreeMap::new(),
             dead_links: BTreeSet::new(),
@@ -682,7 +686,7 @@ impl Peer {
         self.check_sync_start(out);
     }
 
-    fn on_ack_epoch(&mut self, from: Sid, current_epoch: u32, last_zxid: Zxid, out: &mut Vec<Output>) {
+    fn on_ack_epoch(&mut self, from: Sid, current_epoch: u32, last_zxid: Zxid, fresh: bool, out: &mut Vec<Output>) {
         let voter = self.cfg.is_voter(from);
         // An observer ahead of the leader only holds txns no quorum logged: TRUNC sorts it out.
         if voter && (current_epoch, last_zxid) > (self.current_epoch, self.last_zxid()) {
@@ -695,7 +699,10 @@ impl Peer {
         let l = self.leading();
         let Some(v) = l.followers.get_mut(&from) else { return };
         v.ack_epoch = Some((current_epoch, last_zxid));
-        if voter {
+        if voter && fresh {
+            l.promised.insert(from);
+        }
+        if voter && l.promised.contains(&from) {
             l.epoch_acks.insert(from);
         }
         if l.sync_started {
@@ -836,12 +843,12 @@ impl Peer {
         if !l.established {
             return;
         }
-        if l.next_counter > counter_max {
+        if l.next_counter > counter_max as u64 {
             tracing::info!("peer {}: zxid counter exhausted; a new epoch is needed", self.cfg.my_id);
             return self.enter_looking(out);
         }
         let epoch = l.epoch.expect("established without an epoch");
-        let zxid = make_zxid(epoch, l.next_counter);
+        let zxid = make_zxid(epoch, l.next_counter as u32);
         l.next_counter += 1;
         l.outstanding.insert(zxid, BTreeSet::new());
         let targets: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.synced).map(|(s, _)| *s).collect();
@@ -878,8 +885,8 @@ impl Peer {
     fn on_follower_msg(&mut self, from: Sid, body: FollowerMsg, out: &mut Vec<Output>) {
         match body {
             FollowerMsg::Ping => {}
-            FollowerMsg::AckEpoch { current_epoch, last_zxid } => {
-                self.on_ack_epoch(from, current_epoch, last_zxid, out)
+            FollowerMsg::AckEpoch { current_epoch, last_zxid, fresh } => {
+                self.on_ack_epoch(from, current_epoch, last_zxid, fresh, out)
             }
             FollowerMsg::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch, out),
             FollowerMsg::Ack { zxid } => {
@@ -980,7 +987,7 @@ impl Peer {
         }
         match p.then {
             AfterPersist::Nothing => {}
-            AfterPersist::SendAckEpoch => self.send_ack_epoch(out),
+            AfterPersist::SendAckEpoch => self.send_ack_epoch(true, out),
             AfterPersist::SendAckNewLeader { epoch } => self.send_to_leader(FollowerMsg::AckNewLeader { epoch }, out),
             AfterPersist::SendAck { zxid } => self.send_to_leader(FollowerMsg::Ack { zxid }, out),
             AfterPersist::LeaderEpochAccepted => self.on_epoch_accepted(out),
