@@ -463,10 +463,13 @@ impl Peer {
         match body {
             LeaderMsg::Ping => self.send_to_leader(FollowerMsg::Ping, out),
             LeaderMsg::LeaderInfo { new_epoch } => {
-                // A voter keeps its promise never to go back to an older epoch; an observer's
-                // promise guards no quorum, so it follows the sitting leader's epoch.
+                // A voter keeps its promise never to go back to an older epoch. An observer's
+                // promise guards no quorum, so it may follow an epoch older than one it accepted,
+                // but never one older than the history it applied (its current epoch): a stale
+                // leader of an older epoch lacks txns this observer may have delivered.
                 let observer = !self.cfg.is_voter(self.cfg.my_id);
-                if phase != FollowPhase::Discovering || (new_epoch < self.accepted_epoch && !observer) {
+                let floor = if observer { self.current_epoch } else { self.accepted_epoch };
+                if phase != FollowPhase::Discovering || new_epoch < floor {
                     return self.enter_looking(out);
                 }
                 f.phase = FollowPhase::Syncing;

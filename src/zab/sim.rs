@@ -54,6 +54,12 @@ pub struct Faults {
     pub clock_jump_per_mille: u64,
     /// Per tick and peer: the shell snapshots its state and compacts its log.
     pub snapshot_per_mille: u64,
+    /// Per election notification: it arrives up to 3 s late (a stale answer from a peer that
+    /// has moved on since).
+    pub stale_vote_per_mille: u64,
+    /// Per tick and peer: the process stalls (GC, SIGSTOP, a stuck disk) for up to 3 s; its
+    /// ticks, messages and fsync completions wait until it runs again.
+    pub pause_per_mille: u64,
 }
 
 pub const CHAOS: Faults = Faults {
@@ -66,6 +72,8 @@ pub const CHAOS: Faults = Faults {
     partition_per_mille: 4,
     clock_jump_per_mille: 5,
     snapshot_per_mille: 10,
+    pause_per_mille: 2,
+    stale_vote_per_mille: 100,
 };
 
 const TICK_MS: u64 = 20;
@@ -85,6 +93,8 @@ const HEALED: Faults = Faults {
     partition_per_mille: 0,
     clock_jump_per_mille: 0,
     snapshot_per_mille: 0,
+    pause_per_mille: 0,
+    stale_vote_per_mille: 0,
 };
 
 #[derive(Debug)]
@@ -134,6 +144,8 @@ pub struct Sim {
     trace_second: u64,
     follower_connects: u64,
     snaps_sent: u64,
+    /// Peers stalled until the given time (see `Faults::pause_per_mille`).
+    paused_until: BTreeMap<Sid, u64>,
     /// Scripted runs: peers whose fsyncs are held back, completions to skip (completed by
     /// hand), and whether a crashed peer restarts by itself.
     held: BTreeSet<Sid>,
@@ -191,6 +203,7 @@ impl Sim {
             trace_second: 0,
             follower_connects: 0,
             snaps_sent: 0,
+            paused_until: BTreeMap::new(),
             held: BTreeSet::new(),
             skip_completions: BTreeMap::new(),
             auto_restart: true,
@@ -331,6 +344,11 @@ impl Sim {
         let copies = if self.rng.chance(faults.dup_per_mille) { 2 } else { 1 };
         for _ in 0..copies {
             let mut due = self.now_ms + 1 + self.rng.below(faults.delay_ms_max);
+            if matches!(msg, Message::Notification { .. }) && self.rng.chance(faults.stale_vote_per_mille) {
+                due += 500 + self.rng.below(2_500);
+                self.schedule(due - self.now_ms, Event::Net { from, to, msg: msg.clone() });
+                continue;
+            }
             if !self.rng.chance(faults.reorder_per_mille) {
                 let last = self.link_due_ms.entry((from, to)).or_insert(0);
                 due = due.max(*last);
@@ -428,10 +446,15 @@ impl Sim {
 
     fn on_tick(&mut self, id: Sid) {
         self.schedule(TICK_MS, Event::Tick(id));
-        if self.nodes[&id].peer.is_none() {
+        if self.nodes[&id].peer.is_none() || self.paused_until.get(&id).is_some_and(|u| *u > self.now_ms) {
             return;
         }
         if !self.healed {
+            if self.rng.chance(self.faults.pause_per_mille) {
+                let until = self.now_ms + 100 + self.rng.below(3_000);
+                self.paused_until.insert(id, until);
+                return;
+            }
             if self.rng.chance(self.faults.crash_per_mille) {
                 return self.crash(id);
             }
@@ -495,6 +518,7 @@ impl Sim {
     fn heal(&mut self) {
         self.healed = true;
         self.cut.clear();
+        self.paused_until.clear();
         let down: Vec<Sid> = self.nodes.iter().filter(|(_, n)| n.peer.is_none()).map(|(s, _)| *s).collect();
         for id in down {
             self.restart(id);
@@ -546,6 +570,18 @@ impl Sim {
     }
 
     fn dispatch(&mut self, ev: Event) {
+        // A stalled peer handles nothing: its messages and completions wait, in order.
+        let target = match &ev {
+            Event::Net { to, .. } => Some(*to),
+            Event::PersistDone { node, .. } => Some(*node),
+            _ => None,
+        };
+        if let Some(id) = target {
+            if let Some(&until) = self.paused_until.get(&id).filter(|u| **u > self.now_ms) {
+                self.schedule(until - self.now_ms, ev);
+                return;
+            }
+        }
         if self.trace {
             self.trace_event(&ev);
         }
@@ -790,6 +826,23 @@ mod tests {
         std::env::var("ZAB_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(SEEDS_DEFAULT)
     }
 
+    /// Runs one seed; any panic (a peer's own assertion included) names the seed to replay.
+    fn run_seed(seed: u64, voters: usize, observers: usize, counter_max: u32) -> Report {
+        let run =
+            std::panic::AssertUnwindSafe(|| Sim::with_observers(seed, voters, observers, counter_max, CHAOS).run());
+        match std::panic::catch_unwind(run) {
+            Ok(r) => r,
+            Err(e) => {
+                let what = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                panic!("seed {seed} failed: {what}\nreplay: ZAB_SEED={seed} cargo test --release zab::sim::tests::replay -- --nocapture");
+            }
+        }
+    }
+
     #[test]
     fn quiet_three_node_ensemble_commits_every_write() {
         let r = Sim::new(1, 3, u32::MAX, HEALED).run();
@@ -802,7 +855,7 @@ mod tests {
     fn three_node_seeds() {
         let mut snaps = 0;
         for seed in 0..seeds() {
-            snaps += Sim::new(seed, 3, u32::MAX, CHAOS).run().snaps;
+            snaps += run_seed(seed, 3, 0, u32::MAX).snaps;
         }
         assert!(snaps > seeds(), "only {snaps} SNAP syncs in {} runs", seeds());
     }
@@ -810,7 +863,7 @@ mod tests {
     #[test]
     fn five_node_seeds() {
         for seed in 0..seeds() {
-            Sim::new(1_000_000 + seed, 5, u32::MAX, CHAOS).run();
+            run_seed(1_000_000 + seed, 5, 0, u32::MAX);
         }
     }
 
@@ -819,7 +872,7 @@ mod tests {
         // Observers follow, serve and forward writes; with two of five members observing, a
         // quorum is still two of the three voters.
         for seed in 0..seeds() / 2 {
-            Sim::with_observers(3_000_000 + seed, 3, 2, u32::MAX, CHAOS).run();
+            run_seed(3_000_000 + seed, 3, 2, u32::MAX);
         }
     }
 
@@ -828,7 +881,7 @@ mod tests {
         // A tiny counter limit: each epoch ends after 50 proposals and a new leader (or the
         // same one, re-elected) starts the next epoch; nothing acknowledged is lost.
         for seed in 0..40 {
-            let r = Sim::new(2_000_000 + seed, 3, 50, CHAOS).run();
+            let r = run_seed(2_000_000 + seed, 3, 0, 50);
             assert!(r.counter_max <= 50, "seed {seed}: zxid counter {} past the limit", r.counter_max);
             assert!(
                 r.committed > 200 && r.epochs * 50 >= r.committed,
