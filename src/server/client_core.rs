@@ -312,7 +312,13 @@ impl Core {
     /// connection is closing (nobody waits), or when the head is not what was answered: the
     /// session moved, ended or never began while the request was in flight, and the
     /// connection cannot be answered in order any more, so it is closed.
-    fn take_head(&self, conn: &Rc<Conn>, answered: &str, is_it: impl FnOnce(&Pending) -> bool) -> Option<Pending> {
+    fn take_head(
+        &self,
+        conn: &Rc<Conn>,
+        answered: &'static str,
+        xid: i32,
+        is_it: impl FnOnce(&Pending) -> bool,
+    ) -> Option<Pending> {
         if conn.closing.get() {
             return None;
         }
@@ -322,7 +328,7 @@ impl Core {
         }
         drop(pending);
         tracing::error!(
-            "connection {} ({}): {answered} does not match the request it waits for; closing",
+            "connection {} ({}): {answered} {xid} does not match the request it waits for; closing",
             conn.id,
             conn.peer
         );
@@ -487,7 +493,7 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    if self.take_head(&c, "a session", |p| matches!(p, Pending::Connect)).is_none() {
+                    if self.take_head(&c, "a session for connect", 0, |p| matches!(p, Pending::Connect)).is_none() {
                         continue;
                     }
                     c.session_id.set(*session_id);
@@ -521,8 +527,10 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    let answered = format!("the reply to sync {xid}");
-                    if self.take_head(&c, &answered, |p| matches!(p, Pending::Sync { xid: x } if x == xid)).is_none() {
+                    if self
+                        .take_head(&c, "the reply to sync", *xid, |p| matches!(p, Pending::Sync { xid: x } if x == xid))
+                        .is_none()
+                    {
                         continue;
                     }
                     c.reply(
@@ -536,9 +544,13 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    let answered = format!("the rejection of request {xid}");
                     if self
-                        .take_head(&c, &answered, |p| matches!(p, Pending::Write { xid: x, .. } if x == xid))
+                        .take_head(
+                            &c,
+                            "the rejection of request",
+                            *xid,
+                            |p| matches!(p, Pending::Write { xid: x, .. } if x == xid),
+                        )
                         .is_none()
                     {
                         continue;
@@ -576,9 +588,12 @@ impl Core {
     }
 
     fn reply_write(&self, conn: &Rc<Conn>, xid: i32, zxid: i64, result: OpResult) {
-        let answered = format!("the reply to write {xid}");
-        let opcode = match self.take_head(conn, &answered, |p| matches!(p, Pending::Write { xid: x, .. } if *x == xid))
-        {
+        let opcode = match self.take_head(
+            conn,
+            "the reply to write",
+            xid,
+            |p| matches!(p, Pending::Write { xid: x, .. } if *x == xid),
+        ) {
             Some(Pending::Write { opcode, .. }) => opcode,
             _ => return,
         };

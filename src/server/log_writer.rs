@@ -263,21 +263,8 @@ async fn zero_filled_file(path: &Path, bytes: u64) -> io::Result<DmaFile> {
         }
     }
     let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(path).await?;
-    let bytes = (bytes as usize).next_multiple_of(LOG_BLOCK_BYTES) as u64;
-    let mut offset = 0u64;
-    while offset < bytes {
-        let n = ((bytes - offset) as usize).min(LOG_WRITE_BYTES_MAX);
-        let mut buf = file.alloc_dma_buffer(n);
-        buf.as_bytes_mut()[..n].fill(0);
-        let written = file.write_at(buf, offset).await?;
-        if written == 0 || !written.is_multiple_of(LOG_BLOCK_BYTES) {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!("short write zero-filling {}", path.display()),
-            ));
-        }
-        offset += written as u64;
-    }
+    let len = (bytes as usize).next_multiple_of(LOG_BLOCK_BYTES);
+    write_blocks(&file, 0, len, |_, buf| buf.fill(0)).await?;
     file.fdatasync().await?;
     Ok(file)
 }
@@ -285,16 +272,27 @@ async fn zero_filled_file(path: &Path, bytes: u64) -> io::Result<DmaFile> {
 /// Writes a batch at `offset` through buffers of at most LOG_WRITE_BYTES_MAX, one at a time
 /// (the batch bytes are copied once, from the records into each DMA buffer).
 async fn write_batch(file: &DmaFile, offset: u64, batch: &EncodedBatch) -> io::Result<()> {
+    write_blocks(file, offset, batch.len(), |done, buf| batch.write_to(done, buf)).await
+}
+
+/// Writes `len` bytes (a multiple of the block size) at `offset` through DMA buffers of at
+/// most LOG_WRITE_BYTES_MAX, one at a time; `fill(done, buf)` fills each buffer with the bytes
+/// from `done` on. A short but aligned write continues from where it stopped.
+async fn write_blocks(
+    file: &DmaFile,
+    offset: u64,
+    len: usize,
+    mut fill: impl FnMut(usize, &mut [u8]),
+) -> io::Result<()> {
     let mut done = 0usize;
-    while done < batch.len() {
-        let n = (batch.len() - done).min(LOG_WRITE_BYTES_MAX);
+    while done < len {
+        let n = (len - done).min(LOG_WRITE_BYTES_MAX);
         let mut buf = file.alloc_dma_buffer(n);
-        batch.write_to(done, &mut buf.as_bytes_mut()[..n]);
+        fill(done, &mut buf.as_bytes_mut()[..n]);
         let written = file.write_at(buf, offset + done as u64).await?;
         if written == 0 || !written.is_multiple_of(LOG_BLOCK_BYTES) {
             return Err(io::Error::new(io::ErrorKind::WriteZero, format!("short log write: {written} of {n} bytes")));
         }
-        // A short but aligned write continues from where it stopped.
         done += written.min(n);
     }
     Ok(())

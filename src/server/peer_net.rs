@@ -48,18 +48,8 @@ pub struct PeerNet {
     dropped: Cell<u64>,
 }
 
-/// One peer-protocol listener: SO_REUSEADDR only (a second server on the same port is an
-/// error, not a silent sharer).
-fn bind_peer_listener(addr: SocketAddr) -> io::Result<TcpListener> {
-    use std::os::fd::{FromRawFd, IntoRawFd};
-    let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
-    s.set_reuse_address(true)?;
-    s.set_nonblocking(true)?;
-    s.bind(&addr.into())?;
-    s.listen(64)?;
-    // SAFETY: the fd is a listening TCP socket that we own and hand over whole.
-    Ok(unsafe { TcpListener::from_raw_fd(s.into_raw_fd()) })
-}
+/// Pending peer connections the kernel queues.
+const PEER_LISTEN_BACKLOG: i32 = 64;
 
 impl PeerNet {
     /// Listens on `listen` and dials every peer in `peers` (other than `me`). Received
@@ -69,7 +59,8 @@ impl PeerNet {
         listen: SocketAddr,
         peers: &BTreeMap<Sid, SocketAddr>,
     ) -> io::Result<(PeerNet, LocalReceiver<(Sid, Message)>)> {
-        let listener = bind_peer_listener(listen)?;
+        // No SO_REUSEPORT: a second server on the same port is an error, not a silent sharer.
+        let listener = super::startup::bind_listener(listen, false, PEER_LISTEN_BACKLOG)?;
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
         let tx = Rc::new(tx);
         let mut tasks = Vec::new();

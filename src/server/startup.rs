@@ -112,16 +112,22 @@ pub fn check_client_port(addr: SocketAddr) -> Result<(), StartupError> {
     }
 }
 
-/// One client core's listener: SO_REUSEADDR (so its connections' TIME_WAIT never blocks a
-/// restart) and SO_REUSEPORT (the kernel spreads connections over the client cores).
+/// One client core's listener: SO_REUSEPORT (the kernel spreads connections over the client
+/// cores).
 pub fn bind_client_listener(addr: SocketAddr) -> std::io::Result<glommio::net::TcpListener> {
+    bind_listener(addr, true, LISTEN_BACKLOG_MAX)
+}
+
+/// A listening socket handed to glommio: always SO_REUSEADDR (its connections' TIME_WAIT never
+/// blocks a restart), SO_REUSEPORT only where several executors share the address.
+pub fn bind_listener(addr: SocketAddr, reuse_port: bool, backlog: i32) -> std::io::Result<glommio::net::TcpListener> {
     use std::os::fd::{FromRawFd, IntoRawFd};
     let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
     s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
+    s.set_reuse_port(reuse_port)?;
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
-    s.listen(LISTEN_BACKLOG_MAX)?;
+    s.listen(backlog)?;
     // SAFETY: the fd is a listening TCP socket that we own and hand over whole.
     Ok(unsafe { glommio::net::TcpListener::from_raw_fd(s.into_raw_fd()) })
 }

@@ -259,25 +259,7 @@ mod tests {
     use crate::txn::{Txn, TxnHeader, TxnOp};
     use bytes::BytesMut;
 
-    struct TempDir(PathBuf);
-    impl TempDir {
-        fn new(tag: &str) -> TempDir {
-            use std::sync::atomic::{AtomicU64, Ordering};
-            static N: AtomicU64 = AtomicU64::new(0);
-            let p = std::env::temp_dir().join(format!(
-                "rk-recovery-{tag}-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = fs::remove_dir_all(&p);
-            TempDir(p)
-        }
-    }
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::storage::files::tests::TempDir;
 
     /// zxid 1 creates a session, 2 creates /n, the rest set /n's data to their zxid.
     fn txn(zxid: i64) -> Bytes {

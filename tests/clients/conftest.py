@@ -117,17 +117,9 @@ def base(server, request):
 
 
 @pytest.fixture
-def zk(server):
+def zk(server, kazoo_factory):
     """A connected kazoo client on the shared server."""
-    from kazoo.client import KazooClient
-    c = KazooClient(hosts=server.hostport, timeout=10.0)
-    c.start(timeout=15)
-    yield c
-    try:
-        c.stop()
-        c.close()
-    except Exception:
-        pass
+    return kazoo_factory(server.hostport)
 
 
 @pytest.fixture
