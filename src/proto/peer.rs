@@ -197,6 +197,10 @@ fn encode_message(out: &mut BytesMut, msg: &Message) {
                     out.put_i64(*zxid);
                 }
                 LeaderMsg::Ping => out.put_u8(8),
+                LeaderMsg::Reply { data } => {
+                    out.put_u8(9);
+                    put_bytes(out, data);
+                }
             }
         }
     }
@@ -308,6 +312,7 @@ pub fn decode_message(frame: Bytes) -> Result<Message, PeerCodecError> {
                 6 => LeaderMsg::Proposal(r.txn()?),
                 7 => LeaderMsg::Commit { zxid: r.i64()? },
                 8 => LeaderMsg::Ping,
+                9 => LeaderMsg::Reply { data: r.bytes()? },
                 tag => return Err(PeerCodecError::UnknownTag { what: "leader message", tag }),
             };
             Message::ToFollower { link, leader_nonce, seq, body }
@@ -359,6 +364,7 @@ mod tests {
             LeaderMsg::NewLeader { epoch: 5 },
             LeaderMsg::UpToDate { committed: 99 },
             LeaderMsg::Proposal(txn(0x5_0000_0001, b"payload")),
+            LeaderMsg::Reply { data: Bytes::from_static(b"sync at 5") },
             LeaderMsg::Commit { zxid: 0x5_0000_0001 },
             LeaderMsg::Ping,
         ] {

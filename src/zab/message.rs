@@ -84,6 +84,11 @@ pub enum LeaderMsg {
         zxid: Zxid,
     },
     Ping,
+    /// The leader's shell answers something the follower's shell forwarded (opaque here;
+    /// it travels in order with the proposals and commits of the link).
+    Reply {
+        data: Bytes,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +108,8 @@ pub enum FollowerMsg {
     Ack {
         zxid: Zxid,
     },
-    /// A client write the follower forwards.
+    /// Something the follower's shell forwards to the leader's shell (a client write, a
+    /// session, a sync); opaque here.
     Request {
         data: Bytes,
     },

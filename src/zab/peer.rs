@@ -45,8 +45,18 @@ pub enum Input {
     },
     /// The oldest outstanding `Output::Persist` is durable.
     Persisted,
-    /// A client write received by this peer (a leader proposes it, a follower forwards it).
+    /// A txn the leader's shell prepared, at `next_proposal_zxid()`: the leader proposes it.
     Propose {
+        data: Bytes,
+    },
+    /// A follower's shell forwards `data` to the leader's shell (`Output::Forwarded` there).
+    Forward {
+        data: Bytes,
+    },
+    /// The leader's shell answers follower `to` (`Output::FromLeader` there), in order with
+    /// the proposals and commits already sent on its link.
+    Reply {
+        to: Sid,
         data: Bytes,
     },
     /// The shell made a durable snapshot of the committed state at `zxid`: the log up to it
@@ -75,6 +85,15 @@ pub enum Output {
         leader_nonce: u64,
         seq: u64,
         zxid: Zxid,
+    },
+    /// Leader: a follower's shell forwarded `data` (see `Input::Forward`).
+    Forwarded {
+        from: Sid,
+        data: Bytes,
+    },
+    /// Follower: the leader's shell answered (see `Input::Reply`).
+    FromLeader {
+        data: Bytes,
     },
 }
 
@@ -294,6 +313,8 @@ impl Peer {
             Input::Tick => self.on_tick(out),
             Input::Persisted => self.on_persisted(out),
             Input::Propose { data } => self.on_propose(data, out),
+            Input::Forward { data } => self.on_forward(data, out),
+            Input::Reply { to, data } => self.on_reply(to, data, out),
             Input::SnapshotTaken { zxid } => self.on_snapshot_taken(zxid),
             Input::Message { from, msg } => self.on_message(from, msg, out),
         }
@@ -462,6 +483,11 @@ impl Peer {
         let phase = f.phase;
         match body {
             LeaderMsg::Ping => self.send_to_leader(FollowerMsg::Ping, out),
+            LeaderMsg::Reply { data } => {
+                if phase == FollowPhase::Broadcast {
+                    out.push(Output::FromLeader { data });
+                }
+            }
             LeaderMsg::LeaderInfo { new_epoch } => {
                 // A voter keeps its promise never to go back to an older epoch. An observer's
                 // promise guards no quorum, so it may follow an epoch older than one it accepted,
@@ -897,7 +923,11 @@ impl Peer {
                     self.ack(from, zxid, out);
                 }
             }
-            FollowerMsg::Request { data } => self.propose(data, out),
+            FollowerMsg::Request { data } => {
+                if self.leading().established {
+                    out.push(Output::Forwarded { from, data });
+                }
+            }
         }
     }
 
@@ -963,13 +993,44 @@ impl Peer {
     }
 
     fn on_propose(&mut self, data: Bytes, out: &mut Vec<Output>) {
+        if matches!(self.state, RoleState::Leading(_)) {
+            self.propose(data, out);
+        }
+    }
+
+    fn on_forward(&mut self, data: Bytes, out: &mut Vec<Output>) {
         match &self.state {
-            RoleState::Leading(_) => self.propose(data, out),
             RoleState::Following(f) if f.phase == FollowPhase::Broadcast => {
                 self.send_to_leader(FollowerMsg::Request { data }, out)
             }
             // Not serving: the shell tells the client to go elsewhere.
             _ => {}
+        }
+    }
+
+    fn on_reply(&mut self, to: Sid, data: Bytes, out: &mut Vec<Output>) {
+        let RoleState::Leading(l) = &self.state else { return };
+        if l.followers.get(&to).is_some_and(|v| v.synced) {
+            self.send_to_follower(to, LeaderMsg::Reply { data }, out);
+        }
+    }
+
+    /// The zxid the next `Input::Propose` will get; None unless this peer leads an
+    /// established epoch with counter room left (see `abdicate`).
+    pub fn next_proposal_zxid(&self) -> Option<Zxid> {
+        let RoleState::Leading(l) = &self.state else { return None };
+        if !l.established || l.next_counter > self.cfg.zxid_counter_max as u64 {
+            return None;
+        }
+        Some(make_zxid(l.epoch?, l.next_counter as u32))
+    }
+
+    /// The leader gives up its leadership (its zxid counter is exhausted): a new election,
+    /// and so a new epoch.
+    pub fn abdicate(&mut self, out: &mut Vec<Output>) {
+        if matches!(self.state, RoleState::Leading(_)) {
+            tracing::info!("peer {}: zxid counter exhausted; a new epoch is needed", self.cfg.my_id);
+            self.enter_looking(out);
         }
     }
 

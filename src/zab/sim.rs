@@ -118,6 +118,8 @@ struct Node {
     snapshot: Vec<Txn>,
     /// Writes a client sent through this peer's current incarnation, not yet delivered here.
     waiting: BTreeSet<u64>,
+    /// Writes this incarnation forwarded to a leader (a leader's reply must name one).
+    forwarded: BTreeSet<u64>,
 }
 
 pub struct Sim {
@@ -221,6 +223,7 @@ impl Sim {
                     delivered: Vec::new(),
                     snapshot: Vec::new(),
                     waiting: BTreeSet::new(),
+                    forwarded: BTreeSet::new(),
                 },
             );
             sim.restart(v);
@@ -268,6 +271,7 @@ impl Sim {
             );
         }
         node.waiting.clear();
+        node.forwarded.clear();
         let mut peer = Peer::new(cfg, node.durable.clone(), node.incarnation);
         let mut out = Vec::new();
         peer.start(&mut out);
@@ -295,6 +299,26 @@ impl Sim {
         self.handle_outputs(id, out);
     }
 
+    /// A client write arriving at `id`: a leader proposes it, anyone else forwards it (a
+    /// peer that serves nobody drops it, as the shell would refuse the client).
+    fn submit(&mut self, id: Sid, data: Bytes) {
+        let leads = self.nodes[&id].peer.as_ref().is_some_and(|p| p.next_proposal_zxid().is_some());
+        let counter_out = self.nodes[&id].peer.as_ref().is_some_and(|p| matches!(p.role(), Role::Leading { serving: true }));
+        if leads {
+            self.step(id, Input::Propose { data });
+        } else if counter_out {
+            let Some(peer) = self.nodes.get_mut(&id).and_then(|n| n.peer.as_mut()) else { return };
+            let mut out = Vec::new();
+            peer.abdicate(&mut out);
+            self.handle_outputs(id, out);
+        } else {
+            if let Some(w) = write_id(&data) {
+                self.nodes.get_mut(&id).expect("node").forwarded.insert(w);
+            }
+            self.step(id, Input::Forward { data });
+        }
+    }
+
     fn handle_outputs(&mut self, id: Sid, out: Vec<Output>) {
         for o in out {
             match o {
@@ -309,6 +333,16 @@ impl Sim {
                     self.schedule(due - self.now_ms, Event::PersistDone { node: id, incarnation: inc });
                 }
                 Output::Deliver(txn) => self.delivered(id, txn),
+                // The leader's shell proposes what a follower forwarded, and tells it so.
+                Output::Forwarded { from, data } => {
+                    self.submit(id, data.clone());
+                    self.step(id, Input::Reply { to: from, data });
+                }
+                Output::FromLeader { data } => {
+                    if !write_id(&data).is_some_and(|w| self.nodes[&id].forwarded.contains(&w)) {
+                        self.fail(format!("peer {id} got a reply {data:?} to nothing it forwarded"));
+                    }
+                }
                 Output::Restore { zxid, state } => {
                     let txns = decode_state(&state);
                     if txns.last().map_or(0, |t| t.zxid) != zxid || self.history.get(..txns.len()) != Some(&txns[..]) {
@@ -512,7 +546,7 @@ impl Sim {
         let w = self.next_write;
         self.next_write += 1;
         self.nodes.get_mut(&id).expect("node").waiting.insert(w);
-        self.step(id, Input::Propose { data: Bytes::copy_from_slice(&w.to_be_bytes()) });
+        self.submit(id, Bytes::copy_from_slice(&w.to_be_bytes()));
     }
 
     fn heal(&mut self) {
@@ -675,7 +709,7 @@ impl Sim {
         let w = self.next_write;
         self.next_write += 1;
         self.nodes.get_mut(&id).expect("node").waiting.insert(w);
-        self.step(id, Input::Propose { data: Bytes::copy_from_slice(&w.to_be_bytes()) });
+        self.submit(id, Bytes::copy_from_slice(&w.to_be_bytes()));
         w
     }
 
