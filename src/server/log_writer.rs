@@ -14,7 +14,7 @@
 //! on ext4 or xfs and hands it to a kernel worker thread (two more thread switches per
 //! batch, ~60 µs here), and the pipeline waits for it anyway.
 
-use crate::storage::log::{segment_name, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME};
+use crate::storage::log::{segment_name, zxid_follows, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME};
 use crate::storage::recovery::LogTail;
 use crate::txn::codec::record_zxid;
 use bytes::Bytes;
@@ -110,30 +110,55 @@ impl TxnLogWriter {
     }
 
     /// Writes `records` (txn::codec encodings, zxids next_zxid, next_zxid + 1, …) as one batch
-    /// and returns once it is durable (one fdatasync; none with force_sync off). Records out
-    /// of order are refused (InvalidInput) without touching the disk; after an I/O error every
-    /// later append fails too.
+    /// and returns once it is durable (one fdatasync; none with force_sync off). A record that
+    /// starts a later epoch (`zxid_follows`) starts a new segment, so a run of records may take
+    /// one batch per epoch. Records out of order are refused (InvalidInput) without touching
+    /// the disk; after an I/O error every later append fails too.
     pub async fn append(&mut self, records: &[Bytes]) -> io::Result<()> {
         if self.failed {
             return Err(io::Error::other("the txn log writer failed earlier; restart to recover the log"));
         }
-        if records.is_empty() {
-            return Ok(());
-        }
-        let mut enc = BatchEncoder::new();
-        for (i, r) in records.iter().enumerate() {
-            let expected = self.next_zxid + i as i64;
-            match record_zxid(r) {
-                Some(z) if z == expected => enc.push(r.clone()),
-                found => {
-                    return Err(invalid(format!("log append out of order: expected zxid {expected:#x}, got {found:?}")))
+        let mut runs: Vec<BatchEncoder> = Vec::new();
+        let mut expected = self.next_zxid;
+        for r in records {
+            let found = record_zxid(r);
+            let Some(z) = found.filter(|&z| z == expected || zxid_follows(expected - 1, z)) else {
+                return Err(invalid(format!("log append out of order: expected zxid {expected:#x}, got {found:?}")));
+            };
+            match runs.last_mut() {
+                Some(run) if z == expected => run.push(r.clone()),
+                _ => {
+                    let mut run = BatchEncoder::new();
+                    run.push(r.clone());
+                    runs.push(run);
                 }
             }
+            expected = z + 1;
         }
-        let batch = enc.finish();
-        self.failed = true;
-        self.write(&batch).await?;
-        self.failed = false;
+        for run in runs {
+            let batch = run.finish();
+            if batch.first_zxid() != self.next_zxid {
+                // A new epoch: its txns start their own segment, named by its first zxid.
+                self.roll().await?;
+                self.next_zxid = batch.first_zxid();
+            }
+            self.failed = true;
+            self.write(&batch).await?;
+            self.failed = false;
+        }
+        Ok(())
+    }
+
+    /// After installing a snapshot at `zxid` (ZAB's SNAP): drops logged txns after it and
+    /// continues the log in a new segment after it (the snapshot covers any gap before).
+    pub async fn restart_after_snapshot(&mut self, zxid: i64) -> io::Result<()> {
+        self.truncate(zxid).await?;
+        if self.next_zxid != zxid + 1 {
+            if let Some(seg) = self.segment.take() {
+                seg.file.close().await?;
+            }
+            self.next_zxid = zxid + 1;
+        }
         Ok(())
     }
 
@@ -429,5 +454,59 @@ mod tests {
         assert_eq!(rec.records[19], txn(20, 3000));
         assert_eq!((&rec.records[20], &rec.records[21]), (&txn(21, 77), &txn(22, 78)));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An ensemble's log: a batch that crosses into a new epoch splits into one segment per
+    /// epoch; a SNAP restarts the log after the snapshot; recovery follows both.
+    #[test]
+    fn epochs_start_segments_and_snapshots_restart_the_log() {
+        let dir = crate::storage::files::tests::TempDir::new("logwriter-epochs");
+        let (data, logs) = (dir.0.join("data"), dir.0.join("log"));
+        let e2 = 2i64 << 32;
+        let (d, l) = (data.clone(), logs.clone());
+        LocalExecutorBuilder::default()
+            .io_memory(2 << 20)
+            .spawn(move || async move {
+                let rec = recover(&d, &l).unwrap();
+                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, true).await.unwrap();
+                w.append(&[txn(1, 0), txn(2, 1), txn(e2 | 1, 2), txn(e2 | 2, 3)]).await.unwrap();
+                assert!(w.position().unwrap().0.ends_with(segment_name(e2 | 1)));
+                // A gap inside an epoch, or a later epoch not at counter 1, is refused.
+                assert_eq!(w.append(&[txn(e2 | 4, 1)]).await.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+                assert_eq!(w.append(&[txn((3 << 32) | 2, 1)]).await.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+                w.close().await.unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let rec = recover(&data, &logs).unwrap();
+        let zxids: Vec<i64> = rec.records.iter().map(|r| codec::record_zxid(r).unwrap()).collect();
+        assert_eq!(zxids, vec![1, 2, e2 | 1, e2 | 2]);
+
+        // SNAP at (2, 7), past the log's end: the log goes on after the snapshot.
+        let snap_at = e2 | 7;
+        let mut tree = rebuild_tree(&rec).unwrap();
+        tree.set_last_zxid(snap_at);
+        crate::storage::files::write_atomic(
+            &data.join(crate::storage::snapshot::snapshot_name(snap_at)),
+            &crate::storage::snapshot::encode_snapshot(&tree),
+        )
+        .unwrap();
+        let (d, l) = (data.clone(), logs.clone());
+        LocalExecutorBuilder::default()
+            .io_memory(2 << 20)
+            .spawn(move || async move {
+                let rec = recover(&d, &l).unwrap();
+                assert_eq!((rec.snapshot_zxid, rec.records.len()), (snap_at, 0));
+                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, true).await.unwrap();
+                w.restart_after_snapshot(snap_at).await.unwrap();
+                w.append(&[txn((3 << 32) | 1, 4)]).await.unwrap();
+                w.close().await.unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let rec = recover(&data, &logs).unwrap();
+        assert_eq!((rec.snapshot_zxid, rec.last_zxid, rec.records.len()), (snap_at, (3 << 32) | 1, 1));
     }
 }

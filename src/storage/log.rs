@@ -24,6 +24,13 @@ pub const SEGMENT_PREFIX: &str = "log.";
 /// Recovery ignores it (it holds no record) and the writer replaces it at start.
 pub const SPARE_SEGMENT_NAME: &str = "log.spare";
 
+/// True if a log may hold `next` right after `prev`: the next zxid, or the first txn of a
+/// later epoch (a new leader's first proposal; the log starts a new segment there).
+pub fn zxid_follows(prev: i64, next: i64) -> bool {
+    let (prev_epoch, next_epoch) = ((prev as u64) >> 32, (next as u64) >> 32);
+    next == prev.wrapping_add(1) || (next_epoch > prev_epoch && next as u32 == 1)
+}
+
 /// File name of the segment whose first record has `first_zxid`.
 pub fn segment_name(first_zxid: i64) -> String {
     format!("{SEGMENT_PREFIX}{:016x}", first_zxid as u64)

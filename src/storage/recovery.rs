@@ -6,7 +6,7 @@
 //! not reach back to the chosen snapshot stop the server with an error naming the file.
 
 use super::files::{fsync_dir, list_segments, list_snapshots, segment_index_for};
-use super::log::{scan_segment_file, LogError};
+use super::log::{scan_segment_file, zxid_follows, LogError};
 use super::snapshot::{decode_snapshot, verify_snapshot, SnapshotError, SNAPSHOT_PREFIX, SNAPSHOT_TMP_SUFFIX};
 use crate::tree::DataTree;
 use crate::txn::{apply::apply, codec};
@@ -164,7 +164,10 @@ pub fn recover(data_dir: &Path, log_dir: &Path) -> Result<Recovered, RecoveryErr
     let mut last_zxid = snapshot_zxid;
     let mut tail = LogTail::default();
     if !segments.is_empty() {
-        let Some(start) = segment_index_for(&segments, snapshot_zxid + 1) else {
+        // The segment holding the txn after the snapshot, or (after a SNAP from a leader) a
+        // first segment that starts a later epoch.
+        let first_follows = zxid_follows(snapshot_zxid, segments[0].0);
+        let Some(start) = segment_index_for(&segments, snapshot_zxid + 1).or(first_follows.then_some(0)) else {
             return Err(RecoveryError::MissingTxns {
                 snapshot_zxid,
                 first_missing_zxid: snapshot_zxid + 1,
@@ -176,7 +179,7 @@ pub fn recover(data_dir: &Path, log_dir: &Path) -> Result<Recovered, RecoveryErr
         for (i, (first, p)) in segments.iter().enumerate().skip(start) {
             let is_last = i + 1 == segments.len();
             let file = p.display().to_string();
-            if *first != next {
+            if *first != next && !zxid_follows(next - 1, *first) {
                 return Err(RecoveryError::MissingTxns {
                     snapshot_zxid,
                     first_missing_zxid: next,
