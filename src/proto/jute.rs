@@ -89,6 +89,11 @@ impl JuteReader {
         Ok(self.buf.get_i64())
     }
 
+    pub fn read_byte(&mut self) -> Result<u8, JuteError> {
+        self.need(1)?;
+        Ok(self.buf.get_u8())
+    }
+
     /// Any non-zero byte is true, as in Java's reader.
     pub fn read_bool(&mut self) -> Result<bool, JuteError> {
         self.need(1)?;

@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod codec;
+pub mod forward;
 pub mod prep;
 
 use crate::proto::Acl;
