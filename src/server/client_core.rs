@@ -124,6 +124,8 @@ pub struct Core {
     next_conn: Cell<u64>,
     /// Connections whose writer has new bytes, signalled once per batch.
     dirty: RefCell<Vec<Rc<Conn>>>,
+    /// False while this server is not part of a serving ensemble: connections are refused.
+    pub serving: Cell<bool>,
 }
 
 impl Core {
@@ -702,6 +704,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         touched: RefCell::new(HashSet::new()),
         next_conn: Cell::new(1),
         dirty: RefCell::new(Vec::new()),
+        serving: Cell::new(!config.is_ensemble()),
     });
     let to_pipeline: ConnectedSender<Vec<ToPipeline>> = to_pipeline.connect().await;
     let from_pipeline = from_pipeline.connect().await;
@@ -741,6 +744,8 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         glommio::spawn_local(async move {
             loop {
                 match listener.accept().await {
+                    // Not serving (an ensemble member outside a quorum): the client goes elsewhere.
+                    Ok(stream) if !core.serving.get() => drop(stream),
                     Ok(stream) => connection::start(core.clone(), stream),
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");
@@ -754,6 +759,22 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     while let Some(msg) = from_pipeline.recv().await {
         match msg {
             ToClientCore::Batch(batch) => core.apply_batch(&batch),
+            ToClientCore::Serving(on) => {
+                core.serving.set(on);
+                if !on {
+                    let conns: Vec<Rc<Conn>> = core.conns.borrow().values().cloned().collect();
+                    tracing::info!("client core {id}: not serving; closing {} connections", conns.len());
+                    for c in &conns {
+                        c.close();
+                    }
+                }
+            }
+            ToClientCore::Reset(state) => {
+                let tree = storage::snapshot::decode_snapshot(&state)
+                    .map_err(|e| format!("core {id}: the leader's snapshot does not decode: {e}"))?;
+                *core.tree.borrow_mut() = tree;
+                *core.watches.borrow_mut() = WatchIndex::new();
+            }
             ToClientCore::Shutdown => break,
         }
     }

@@ -56,6 +56,11 @@ pub struct CommitBatch {
 #[derive(Debug, Clone)]
 pub enum ToClientCore {
     Batch(Arc<CommitBatch>),
+    /// Ensemble: this member starts (true) or stops (false) serving clients; on stop every
+    /// connection closes and new ones are refused until it serves again.
+    Serving(bool),
+    /// Ensemble: replace the replica with this snapshot (a SNAP from the leader).
+    Reset(Bytes),
     /// Stop accepting, flush every connection, and exit.
     Shutdown,
 }

@@ -5,6 +5,7 @@
 
 pub mod client_core;
 pub mod connection;
+pub mod ensemble;
 pub mod log_writer;
 pub mod messages;
 pub mod peer_net;
@@ -22,15 +23,6 @@ use std::sync::Arc;
 
 /// Runs a standalone server until SIGTERM / SIGINT. Errors are messages for the operator.
 pub fn run(mut config: Config) -> Result<(), String> {
-    // Several server.N lines name a replicated ensemble. Running each member standalone would
-    // split one ensemble into independent servers that disagree, so refuse instead.
-    if config.servers.len() > 1 {
-        return Err(format!(
-            "the configuration names a replicated ensemble ({} server.N lines), which this build cannot run yet; \
-             remove the server.N lines to run a standalone server",
-            config.servers.len()
-        ));
-    }
     // Relative directories mean the cwd at start (glommio's directory calls need absolute ones).
     for dir in [&mut config.data_dir, &mut config.data_log_dir] {
         *dir = std::path::absolute(&*dir).map_err(|e| format!("cannot resolve directory {}: {e}", dir.display()))?;
@@ -48,6 +40,27 @@ pub fn run(mut config: Config) -> Result<(), String> {
         recovered.records.len()
     );
     let recovered = Arc::new(recovered);
+    // An ensemble member reads its id from `myid` in the data directory.
+    let my_id = if config.is_ensemble() {
+        let id = storage::peer_state::read_myid(&config.data_dir)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{}/myid is missing: an ensemble member needs its server id there", config.data_dir.display()))?;
+        if !config.servers.iter().any(|s| s.id == id) {
+            return Err(format!("myid is {id}, but the configuration has no server.{id} line"));
+        }
+        Some(id)
+    } else {
+        None
+    };
+    // Client cores start from the snapshot in an ensemble: ZAB delivers the log once committed.
+    let core_recovered = match my_id {
+        Some(_) => Arc::new(storage::recovery::Recovered {
+            records: Vec::new(),
+            last_zxid: recovered.snapshot_zxid,
+            ..(*recovered).clone()
+        }),
+        None => recovered.clone(),
+    };
 
     let shutdown = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -83,17 +96,32 @@ pub fn run(mut config: Config) -> Result<(), String> {
     };
 
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
-    let params = pipeline::PipelineParams {
-        config: config.clone(),
-        recovered: recovered.clone(),
-        from_cores,
-        to_cores,
-        shutdown: shutdown.clone(),
-    };
-    let stop = shutdown.clone();
+    let (cfg, rec, stop) = (config.clone(), recovered.clone(), shutdown.clone());
     let pipeline = builder("rk-pipeline".into(), pipeline_cpu)
         .spawn(move || async move {
-            let r = pipeline::run(params).await;
+            let r = match my_id {
+                None => {
+                    let params = pipeline::PipelineParams {
+                        config: cfg,
+                        recovered: rec,
+                        from_cores,
+                        to_cores,
+                        shutdown: stop.clone(),
+                    };
+                    pipeline::run(params).await
+                }
+                Some(my_id) => {
+                    let params = ensemble::EnsembleParams {
+                        config: cfg,
+                        recovered: rec,
+                        my_id,
+                        from_cores,
+                        to_cores,
+                        shutdown: stop.clone(),
+                    };
+                    ensemble::run(params).await
+                }
+            };
             if r.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -110,7 +138,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         let params = client_core::CoreParams {
             id: i as u16,
             config: config.clone(),
-            recovered: recovered.clone(),
+            recovered: core_recovered.clone(),
             to_pipeline: up_tx,
             from_pipeline: down_rx,
         };
@@ -136,6 +164,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         }
     }
     drop(recovered);
+    drop(core_recovered);
 
     let mut first_error: Option<String> = None;
     for h in handles {

@@ -179,25 +179,7 @@ impl Pipeline {
 
     /// Deletes empty containers that once had a child, and expired empty TTL nodes.
     fn reap(&mut self, now: i64) {
-        let mut doomed: Vec<String> = Vec::new();
-        for p in self.tree.containers() {
-            if let Some(n) = self.tree.get(p) {
-                if n.children.is_empty() && n.child_creates > 0 {
-                    doomed.push(p.to_string());
-                }
-            }
-        }
-        for p in self.tree.ttl_nodes() {
-            if let Some(n) = self.tree.get(p) {
-                if let NodeKind::Ttl(ttl) = n.kind() {
-                    if n.children.is_empty() && now > n.mtime.saturating_add(ttl) {
-                        doomed.push(p.to_string());
-                    }
-                }
-            }
-        }
-        doomed.truncate(REAP_PER_PASS_MAX);
-        for p in doomed {
+        for p in doomed_nodes(&self.tree, now) {
             let ctx = PrepContext { session_id: 0, auth_ids: &[], extended_types_enabled: true };
             let op = prep(&self.tree, &WriteOp::DeleteContainer { path: p.clone() }, &ctx);
             if matches!(op, TxnOp::Delete { .. }) {
@@ -207,6 +189,137 @@ impl Pipeline {
             }
         }
     }
+}
+
+/// Empty containers that once had a child, and expired empty TTL nodes: what the reaper
+/// deletes (at most `REAP_PER_PASS_MAX` per pass).
+pub(super) fn doomed_nodes(tree: &DataTree, now: i64) -> Vec<String> {
+    let mut doomed: Vec<String> = Vec::new();
+    for p in tree.containers() {
+        if let Some(n) = tree.get(p) {
+            if n.children.is_empty() && n.child_creates > 0 {
+                doomed.push(p.to_string());
+            }
+        }
+    }
+    for p in tree.ttl_nodes() {
+        if let Some(n) = tree.get(p) {
+            if let NodeKind::Ttl(ttl) = n.kind() {
+                if n.children.is_empty() && now > n.mtime.saturating_add(ttl) {
+                    doomed.push(p.to_string());
+                }
+            }
+        }
+    }
+    doomed.truncate(REAP_PER_PASS_MAX);
+    doomed
+}
+
+/// The messages of the client cores, gathered by one task per channel into one bounded
+/// queue; `wake` is signalled whenever something arrives.
+pub(super) struct Inbox {
+    pub queue: Rc<RefCell<VecDeque<ToPipeline>>>,
+    room: Rc<Semaphore>,
+    full: Rc<Cell<bool>>,
+    receivers: Vec<glommio::task::JoinHandle<()>>,
+}
+
+impl Inbox {
+    pub async fn start(from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>, wake: Rc<Semaphore>) -> Inbox {
+        let queue: Rc<RefCell<VecDeque<ToPipeline>>> = Rc::new(RefCell::new(VecDeque::new()));
+        // Receivers wait on `room` while the queue is full; `made_room` signals it.
+        let room = Rc::new(Semaphore::new(0));
+        let full = Rc::new(Cell::new(false));
+        let mut receivers = Vec::new();
+        for rx in from_cores {
+            let rx = rx.connect().await;
+            let (queue, wake, room, full) = (queue.clone(), wake.clone(), room.clone(), full.clone());
+            receivers.push(
+                glommio::spawn_local(async move {
+                    loop {
+                        while queue.borrow().len() >= INBOX_MESSAGES_MAX {
+                            full.set(true);
+                            if room.acquire(1).await.is_err() {
+                                return;
+                            }
+                        }
+                        let Some(batch) = rx.recv().await else { return };
+                        queue.borrow_mut().extend(batch);
+                        wake.signal(1);
+                    }
+                })
+                .detach(),
+            );
+        }
+        Inbox { queue, room, full, receivers }
+    }
+
+    pub fn pop(&self) -> Option<ToPipeline> {
+        self.queue.borrow_mut().pop_front()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.borrow().is_empty()
+    }
+
+    /// Lets the receivers go on once the queue has room again.
+    pub fn made_room(&self) {
+        if self.full.get() && self.queue.borrow().len() < INBOX_MESSAGES_MAX {
+            self.full.set(false);
+            self.room.signal(self.receivers.len() as u64);
+        }
+    }
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        for r in &self.receivers {
+            r.cancel();
+        }
+    }
+}
+
+/// Signals `wake` and sets `ticked` every `tick_ms`, until dropped.
+pub(super) fn start_ticker(tick_ms: u64, wake: Rc<Semaphore>, ticked: Rc<Cell<bool>>) -> glommio::task::JoinHandle<()> {
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(Duration::from_millis(tick_ms)).await;
+            ticked.set(true);
+            wake.signal(1);
+        }
+    })
+    .detach()
+}
+
+/// Writes a snapshot of `tree` in the background (and purges old files when `purge_due`);
+/// `running` is true until it is done, and `taken` receives the zxid of a snapshot written.
+pub(super) fn spawn_snapshot(
+    cfg: Arc<Config>,
+    tree: DataTree,
+    running: Rc<Cell<bool>>,
+    purge_due: bool,
+    taken: Rc<Cell<Option<i64>>>,
+) {
+    running.set(true);
+    glommio::spawn_local(async move {
+        let zxid = tree.last_zxid();
+        match snapshot_writer::write_snapshot(&cfg.data_dir, tree).await {
+            Ok(path) => {
+                tracing::info!("snapshot at zxid {zxid:#x} written to {}", path.display());
+                taken.set(Some(zxid));
+            }
+            Err(e) => tracing::error!("snapshot at zxid {zxid:#x} failed: {e}"),
+        }
+        if purge_due {
+            if let Err(e) =
+                storage::files::purge(&cfg.data_dir, &cfg.data_log_dir, cfg.autopurge_snap_retain_count as usize)
+            {
+                tracing::warn!("purge failed: {e}");
+            }
+        }
+        running.set(false);
+    })
+    .detach();
 }
 
 /// Runs the pipeline core until shutdown. Returns an error only when the log cannot be
@@ -242,47 +355,15 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         scratch_changes: Vec::new(),
     };
 
-    let inbox: Rc<RefCell<VecDeque<ToPipeline>>> = Rc::new(RefCell::new(VecDeque::new()));
     let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
-    // Receivers wait on `inbox_room` while the inbox is full; the loop below signals it once
-    // the inbox has room again.
-    let inbox_room = Rc::new(Semaphore::new(0));
-    let inbox_full = Rc::new(Cell::new(false));
-    let mut receivers = Vec::new();
-    for rx in from_cores {
-        let rx = rx.connect().await;
-        let (inbox, wake, room, full) = (inbox.clone(), wake.clone(), inbox_room.clone(), inbox_full.clone());
-        receivers.push(glommio::spawn_local(async move {
-            loop {
-                while inbox.borrow().len() >= INBOX_MESSAGES_MAX {
-                    full.set(true);
-                    if room.acquire(1).await.is_err() {
-                        return;
-                    }
-                }
-                let Some(batch) = rx.recv().await else { return };
-                inbox.borrow_mut().extend(batch);
-                wake.signal(1);
-            }
-        }));
-    }
-    let receiver_count = receivers.len() as u64;
+    let inbox = Inbox::start(from_cores, wake.clone()).await;
     let mut senders = Vec::new();
     for tx in to_cores {
         senders.push(tx.connect().await);
     }
     let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
-    let ticker = {
-        let (wake, ticked) = (wake.clone(), ticked.clone());
-        glommio::spawn_local(async move {
-            loop {
-                glommio::timer::sleep(Duration::from_millis(tick_ms)).await;
-                ticked.set(true);
-                wake.signal(1);
-            }
-        })
-    };
+    let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
 
     let snapshot_running = Rc::new(Cell::new(false));
     let mut last_reap_ms = now_ms();
@@ -294,18 +375,13 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         }
         let now = now_ms();
         let stopping = shutdown.load(Ordering::Relaxed);
-        loop {
-            let next = inbox.borrow_mut().pop_front();
-            let Some(msg) = next else { break };
+        while let Some(msg) = inbox.pop() {
             p.handle(msg, now);
             if p.records.len() >= batch_max {
                 break;
             }
         }
-        if inbox_full.get() && inbox.borrow().len() < INBOX_MESSAGES_MAX {
-            inbox_full.set(false);
-            inbox_room.signal(receiver_count);
-        }
+        inbox.made_room();
         // After the inbox: the pings and requests that waited there (during a slow
         // fdatasync, say) have refreshed their sessions before any is expired.
         if ticked.replace(false) && !stopping {
@@ -333,7 +409,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 }
             }
         }
-        if !inbox.borrow().is_empty() {
+        if !inbox.is_empty() {
             wake.signal(1);
         }
         if p.txns_since_snapshot >= config.snap_count && !snapshot_running.get() {
@@ -342,37 +418,14 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 tracing::error!("txn log roll failed: {e}; stopping");
                 return Err(format!("txn log roll failed: {e}"));
             }
-            snapshot_running.set(true);
-            let tree = p.tree.clone();
-            let running = snapshot_running.clone();
-            let cfg = config.clone();
-            let purge_due = cfg.autopurge_purge_interval_hours > 0
-                && now - last_purge_ms >= cfg.autopurge_purge_interval_hours as i64 * 3_600_000;
+            let purge_due = config.autopurge_purge_interval_hours > 0
+                && now - last_purge_ms >= config.autopurge_purge_interval_hours as i64 * 3_600_000;
             if purge_due {
                 last_purge_ms = now;
             }
-            glommio::spawn_local(async move {
-                let zxid = tree.last_zxid();
-                match snapshot_writer::write_snapshot(&cfg.data_dir, tree).await {
-                    Ok(path) => {
-                        tracing::info!("snapshot at zxid {zxid:#x} written to {}", path.display())
-                    }
-                    Err(e) => tracing::error!("snapshot at zxid {zxid:#x} failed: {e}"),
-                }
-                if purge_due {
-                    if let Err(e) = storage::files::purge(
-                        &cfg.data_dir,
-                        &cfg.data_log_dir,
-                        cfg.autopurge_snap_retain_count as usize,
-                    ) {
-                        tracing::warn!("purge failed: {e}");
-                    }
-                }
-                running.set(false);
-            })
-            .detach();
+            spawn_snapshot(config.clone(), p.tree.clone(), snapshot_running.clone(), purge_due, Rc::new(Cell::new(None)));
         }
-        if stopping && inbox.borrow().is_empty() {
+        if stopping && inbox.is_empty() {
             tracing::info!("pipeline core stopping at zxid {:#x}", p.tree.last_zxid());
             for s in &senders {
                 let _ = s.send(ToClientCore::Shutdown).await;
@@ -380,8 +433,8 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
             break;
         }
     }
-    drop(ticker);
-    drop(receivers);
+    ticker.cancel();
+    drop(inbox);
     if let Err(e) = log.close().await {
         tracing::warn!("closing the txn log: {e}");
     }

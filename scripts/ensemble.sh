@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Runs an ensemble of ringkeeper servers on 127.0.0.1 for development and tests.
+#
+#   scripts/ensemble.sh start N [BASE_PORT]   N servers (3, 5 or 7); client ports BASE_PORT..
+#                                             BASE_PORT+N-1 (default 2181); peer ports
+#                                             BASE_PORT+10000+i (quorum) and +10100+i (election)
+#   scripts/ensemble.sh stop                  stops every server it started (SIGTERM, then -9)
+#   scripts/ensemble.sh status                each server: pid, client port, role
+#
+# Each server gets RK_ENSEMBLE_DIR/<id>/ (default target/ensemble) holding zoo.cfg, data/ with
+# myid, server.log and pid; `start` prints that path. Set RK_TICK_TIME (ms, default 200) to
+# change the tick; initLimit is 10 ticks and syncLimit 5.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+dir="${RK_ENSEMBLE_DIR:-$root/target/ensemble}"
+bin="${RK_BIN:-$root/target/release/ringkeeper}"
+tick="${RK_TICK_TIME:-200}"
+
+usage() {
+    sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+alive() { [ -f "$1/pid" ] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
+
+start() {
+    local n="$1" base="${2:-2181}"
+    case "$n" in 3 | 5 | 7) ;; *) echo "ensemble size must be 3, 5 or 7 (got $n)" >&2; exit 2 ;; esac
+    if [ -d "$dir" ] && ls "$dir"/*/pid >/dev/null 2>&1; then
+        for d in "$dir"/*/; do
+            if alive "$d"; then echo "an ensemble is already running in $dir; stop it first" >&2; exit 1; fi
+        done
+    fi
+    [ -x "$bin" ] || (cd "$root" && cargo build --release --quiet)
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    local servers=""
+    for i in $(seq 1 "$n"); do
+        servers+="server.$i=127.0.0.1:$((base + 10000 + i)):$((base + 10100 + i));$((base + i - 1))"$'\n'
+    done
+    for i in $(seq 1 "$n"); do
+        local d="$dir/$i"
+        mkdir -p "$d/data"
+        echo "$i" >"$d/data/myid"
+        cat >"$d/zoo.cfg" <<EOF
+tickTime=$tick
+initLimit=10
+syncLimit=5
+dataDir=$d/data
+clientPort=$((base + i - 1))
+clientPortAddress=127.0.0.1
+ringkeeper.cpuPinning=false
+ringkeeper.spinBeforeParkUs=0
+${servers}
+EOF
+        RUST_LOG="${RUST_LOG:-info}" nohup "$bin" serve --config "$d/zoo.cfg" >"$d/server.log" 2>&1 &
+        echo $! >"$d/pid"
+    done
+    echo "$dir"
+}
+
+stop() {
+    [ -d "$dir" ] || return 0
+    for d in "$dir"/*/; do
+        alive "$d" && kill -TERM "$(cat "$d/pid")" 2>/dev/null || true
+    done
+    for _ in $(seq 1 50); do
+        local any=0
+        for d in "$dir"/*/; do alive "$d" && any=1; done
+        [ "$any" = 0 ] && return 0
+        sleep 0.1
+    done
+    for d in "$dir"/*/; do alive "$d" && kill -KILL "$(cat "$d/pid")" 2>/dev/null || true; done
+}
+
+status() {
+    [ -d "$dir" ] || { echo "no ensemble in $dir"; return 0; }
+    for d in "$dir"/*/; do
+        local id port role
+        id="$(basename "$d")"
+        port="$(sed -n 's/^clientPort=//p' "$d/zoo.cfg")"
+        if ! alive "$d"; then
+            echo "server.$id port $port: down"
+            continue
+        fi
+        role="$(grep -aoE 'serving clients as (Leading|Following)|stops serving clients' "$d/server.log" | tail -n 1 || true)"
+        case "$role" in
+            *Leading) role=leader ;;
+            *Following) role=follower ;;
+            *) role="not serving (electing or syncing)" ;;
+        esac
+        echo "server.$id port $port pid $(cat "$d/pid"): $role"
+    done
+}
+
+case "${1:-}" in
+    start) [ $# -ge 2 ] || usage; start "$2" "${3:-2181}" ;;
+    stop) stop ;;
+    status) status ;;
+    *) usage ;;
+esac

@@ -1,0 +1,792 @@
+//! The pipeline core of an ensemble member: the shell around one `zab::Peer`. It carries the
+//! peer's messages (`peer_net`), makes its persists durable (txn log, epochs file, SNAP
+//! snapshots), applies what it delivers to the committed tree and fans it out to the client
+//! cores, and routes client requests: the leader preps writes against its own prep tree and
+//! proposes them; a follower or observer forwards them (`txn::forward`) and answers its
+//! clients when the txn is delivered here.
+//! Rules:
+//! - Nothing reaches a client core before ZAB delivered it (a quorum logged it); client cores
+//!   start from the snapshot and see every later txn once, in zxid order.
+//! - Sessions are global: created, closed and expired by txns; the leader alone keeps their
+//!   deadlines (refreshed by touches from every member) and knows which member owns each; a
+//!   write from a member that does not own its session fails with SessionMoved.
+//! - A member serves clients only while its peer is an established leader or a synced
+//!   follower; on losing that it closes every client connection (clients move elsewhere).
+//! - Snapshots are of the committed tree, never of the leader's prep tree.
+
+use super::log_writer::TxnLogWriter;
+use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
+use super::peer_net::PeerNet;
+use super::pipeline::{doomed_nodes, now_ms, spawn_snapshot, start_ticker, Inbox, TICK_INTERVAL_MS_MAX};
+use crate::config::Config;
+use crate::proto::{ErrorCode, Id};
+use crate::session::{self, ConnRef, SessionTracker};
+use crate::storage::{self, recovery::Recovered};
+use crate::tree::DataTree;
+use crate::txn::forward::{self, Forward, LeaderReply};
+use crate::txn::prep::{prep, PrepContext};
+use crate::txn::{apply, codec, Txn, TxnHeader, TxnOp, WriteOp};
+use crate::zab::message::{LeaderMsg, Message};
+use crate::zab::peer::{Input, Output, Peer, PersistOp, Role};
+use crate::zab::{self, Sid, ZabConfig, Zxid};
+use bytes::{Bytes, BytesMut};
+use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
+use glommio::sync::Semaphore;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The largest zxid counter a leader uses before it forces a new epoch (ZooKeeper's rule).
+pub const ZXID_COUNTER_MAX: u32 = 0xffff_fffe;
+/// Peer messages waiting for the pipeline before the transport's reader waits.
+pub const PEER_INBOX_MESSAGES_MAX: usize = 16 * 1024;
+/// Rounds of ZAB outputs handled in one pass before the loop goes back to its inputs.
+const OUTPUT_ROUNDS_MAX: usize = 64;
+
+pub struct EnsembleParams {
+    pub config: Arc<Config>,
+    pub recovered: Arc<Recovered>,
+    pub my_id: Sid,
+    pub from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
+    pub to_cores: Vec<SharedSender<ToClientCore>>,
+    pub shutdown: Arc<AtomicBool>,
+}
+
+/// What the loop must do with the client cores, in order.
+enum CoreMsg {
+    Items(Vec<Commit>),
+    Control(ToClientCore),
+}
+
+/// A request waiting for its txn to be delivered here.
+type Origin = (ConnRef, i32);
+
+struct Member {
+    config: Arc<Config>,
+    me: Sid,
+    peer: Peer,
+    /// Every delivered txn applied: the state snapshots are made of.
+    committed: DataTree,
+    /// Leader only, while its epoch is established: the committed tree plus every proposal.
+    prep: Option<DataTree>,
+    /// Everyone: the session id generator. Leader: every session's deadline.
+    sessions: SessionTracker,
+    /// Leader: the member each session's client is connected to (absent: not known yet).
+    owners: HashMap<i64, Sid>,
+    conn_sessions: HashMap<ConnRef, i64>,
+    session_conns: HashMap<i64, ConnRef>,
+    /// New sessions named here, waiting for their createSession txn: conn, timeout.
+    connecting: HashMap<i64, (ConnRef, i32)>,
+    /// Resumes waiting for the leader's verdict: token → conn, session, timeout.
+    revalidating: HashMap<u64, (ConnRef, i64, i32)>,
+    /// Writes of local clients waiting for their txn, per session in request order.
+    writes: HashMap<i64, VecDeque<Origin>>,
+    /// Syncs waiting for the leader's zxid: token → conn, xid, path.
+    sync_tokens: HashMap<u64, (ConnRef, i32, String)>,
+    /// Syncs answered once the committed tree reaches the zxid.
+    syncs: VecDeque<(Zxid, ConnRef, i32, String)>,
+    /// Sessions local clients touched since the last forward to the leader.
+    touched: HashSet<i64>,
+    next_token: u64,
+    /// The role this member serves clients in (None: not serving).
+    serving: Option<Role>,
+    items: Vec<Commit>,
+    to_cores: Vec<CoreMsg>,
+    out: Vec<Output>,
+    encode_buf: BytesMut,
+    scratch_changes: Vec<apply::Change>,
+    delivered_since_snapshot: u64,
+}
+
+impl Member {
+    fn step(&mut self, input: Input) {
+        self.peer.step(input, &mut self.out);
+    }
+
+    fn flush_items(&mut self) {
+        if !self.items.is_empty() {
+            self.to_cores.push(CoreMsg::Items(std::mem::take(&mut self.items)));
+        }
+    }
+
+    fn control(&mut self, msg: ToClientCore) {
+        self.flush_items();
+        self.to_cores.push(CoreMsg::Control(msg));
+    }
+
+    fn token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    fn leading(&self) -> bool {
+        matches!(self.serving, Some(Role::Leading { .. }))
+    }
+
+    fn forward(&mut self, f: &Forward) {
+        let data = forward::encode_forward(f);
+        self.step(Input::Forward { data });
+    }
+
+    // ---- client requests (from the client cores of this member) ----
+
+    fn on_client(&mut self, msg: ToPipeline, now: i64) {
+        if self.serving.is_none() {
+            // The cores close everything when told; these crossed that message.
+            match msg {
+                ToPipeline::Connect { conn, .. } | ToPipeline::Write { conn, .. } | ToPipeline::Sync { conn, .. } => {
+                    self.items.push(Commit::Close { conn })
+                }
+                ToPipeline::Detached { conn } => self.forget_conn(conn),
+                ToPipeline::Touch { .. } => {}
+            }
+            return;
+        }
+        match msg {
+            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
+                if last_zxid_seen > self.committed.last_zxid() {
+                    tracing::warn!(
+                        "refusing connection {conn:?}: client has seen zxid {last_zxid_seen:#x}, ours is {:#x}",
+                        self.committed.last_zxid()
+                    );
+                    self.items.push(Commit::ZxidAhead { conn });
+                    return;
+                }
+                let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
+                if session_id == 0 {
+                    let id = self.sessions.next_session_id();
+                    self.connecting.insert(id, (conn, timeout_ms));
+                    if self.leading() {
+                        self.create_session(self.me, id, timeout_ms, now);
+                    } else {
+                        self.forward(&Forward::CreateSession { session_id: id, timeout_ms });
+                    }
+                    return;
+                }
+                if passwd.as_ref() != session::password_of(session_id) {
+                    self.items.push(Commit::SessionExpired { conn });
+                    return;
+                }
+                if self.leading() {
+                    let alive = self.revalidate(self.me, session_id, timeout_ms, now);
+                    self.resumed(conn, session_id, timeout_ms, alive);
+                } else {
+                    let token = self.token();
+                    self.revalidating.insert(token, (conn, session_id, timeout_ms));
+                    self.forward(&Forward::Revalidate { token, session_id, timeout_ms });
+                }
+            }
+            ToPipeline::Write { conn, xid, op, auth } => {
+                let Some(&session_id) = self.conn_sessions.get(&conn) else { return };
+                self.writes.entry(session_id).or_default().push_back((conn, xid));
+                if self.leading() {
+                    self.prep_write(self.me, session_id, xid, &auth, &op, now);
+                } else {
+                    self.forward(&Forward::Write { session_id, cxid: xid, auth: auth.to_vec(), op });
+                }
+            }
+            ToPipeline::Sync { conn, xid, path } => {
+                let Some(&s) = self.conn_sessions.get(&conn) else { return };
+                if self.leading() {
+                    self.sessions.touch(s, now);
+                    self.syncs.push_back((self.peer.last_zxid(), conn, xid, path));
+                } else {
+                    self.touched.insert(s);
+                    let token = self.token();
+                    self.sync_tokens.insert(token, (conn, xid, path));
+                    self.forward(&Forward::Sync { token });
+                }
+            }
+            ToPipeline::Touch { sessions } => {
+                if self.leading() {
+                    for s in sessions {
+                        self.sessions.touch(s, now);
+                    }
+                } else {
+                    self.touched.extend(sessions);
+                }
+            }
+            ToPipeline::Detached { conn } => self.forget_conn(conn),
+        }
+    }
+
+    fn forget_conn(&mut self, conn: ConnRef) {
+        if let Some(s) = self.conn_sessions.remove(&conn) {
+            if self.session_conns.get(&s) == Some(&conn) {
+                self.session_conns.remove(&s);
+            }
+            if let Some(q) = self.writes.get_mut(&s) {
+                q.retain(|(c, _)| *c != conn);
+            }
+        }
+    }
+
+    /// A resume was judged: attach the session to `conn`, or refuse it.
+    fn resumed(&mut self, conn: ConnRef, session_id: i64, timeout_ms: i32, alive: bool) {
+        if !alive {
+            self.items.push(Commit::SessionExpired { conn });
+            return;
+        }
+        if let Some(old) = self.session_conns.insert(session_id, conn) {
+            self.conn_sessions.remove(&old);
+            self.items.push(Commit::Close { conn: old });
+        }
+        self.conn_sessions.insert(conn, session_id);
+        let passwd = session::password_of(session_id);
+        self.items.push(Commit::Connected { conn, session_id, timeout_ms, passwd });
+    }
+
+    // ---- the leader's side ----
+
+    /// Proposes one txn prepared here (`prep` holds every earlier proposal).
+    fn propose(&mut self, session_id: i64, cxid: i32, op: TxnOp, now: i64) {
+        let Some(zxid) = self.peer.next_proposal_zxid() else {
+            // Counter exhausted (or leadership just lost): a new election and epoch.
+            self.peer.abdicate(&mut self.out);
+            return;
+        };
+        let Some(tree) = self.prep.as_mut() else { return };
+        let txn = Txn { header: TxnHeader { zxid, session_id, cxid, time_ms: now }, op };
+        self.scratch_changes.clear();
+        apply::apply(tree, &txn, &mut self.scratch_changes);
+        codec::encode(&txn, &mut self.encode_buf);
+        let data = self.encode_buf.split().freeze();
+        self.step(Input::Propose { data });
+    }
+
+    fn create_session(&mut self, from: Sid, id: i64, timeout_ms: i32, now: i64) {
+        self.sessions.add(id, timeout_ms, now);
+        self.owners.insert(id, from);
+        self.propose(id, 0, TxnOp::CreateSession { timeout_ms }, now);
+    }
+
+    /// Is `session_id` alive? If so it now belongs to `from`, with `timeout_ms`.
+    fn revalidate(&mut self, from: Sid, session_id: i64, timeout_ms: i32, now: i64) -> bool {
+        if !self.sessions.contains(session_id) {
+            return false;
+        }
+        self.sessions.set_timeout(session_id, timeout_ms, now);
+        self.owners.insert(session_id, from);
+        true
+    }
+
+    fn prep_write(&mut self, from: Sid, session_id: i64, cxid: i32, auth: &[Id], op: &WriteOp, now: i64) {
+        let Some(tree) = self.prep.as_ref() else { return };
+        let txn_op = if !self.sessions.touch(session_id, now) {
+            TxnOp::Error { err: ErrorCode::SessionExpired.code() }
+        } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
+            TxnOp::Error { err: ErrorCode::SessionMoved.code() }
+        } else {
+            let ctx = PrepContext {
+                session_id,
+                auth_ids: auth,
+                extended_types_enabled: self.config.extended_types_enabled,
+            };
+            prep(tree, op, &ctx)
+        };
+        if matches!(txn_op, TxnOp::CloseSession) {
+            self.sessions.remove(session_id);
+            self.owners.remove(&session_id);
+        }
+        self.propose(session_id, cxid, txn_op, now);
+    }
+
+    fn on_forwarded(&mut self, from: Sid, data: Bytes, now: i64) {
+        if !self.leading() {
+            return;
+        }
+        let f = match forward::decode_forward(data) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!("peer {from} forwarded a request this leader cannot read ({e}); ignored");
+                return;
+            }
+        };
+        match f {
+            Forward::Write { session_id, cxid, auth, op } => self.prep_write(from, session_id, cxid, &auth, &op, now),
+            Forward::CreateSession { session_id, timeout_ms } => {
+                if self.sessions.contains(session_id) || self.committed.session(session_id).is_some() {
+                    tracing::warn!("peer {from} named session {session_id:#x}, which exists; ignored");
+                    return;
+                }
+                self.create_session(from, session_id, timeout_ms, now);
+            }
+            Forward::Revalidate { token, session_id, timeout_ms } => {
+                let alive = self.revalidate(from, session_id, timeout_ms, now);
+                self.reply(from, LeaderReply::Revalidated { token, alive });
+            }
+            Forward::Touch { sessions } => {
+                for s in sessions {
+                    self.sessions.touch(s, now);
+                }
+            }
+            Forward::Sync { token } => {
+                let zxid = self.peer.last_zxid();
+                self.reply(from, LeaderReply::SyncedTo { token, zxid });
+            }
+        }
+    }
+
+    fn reply(&mut self, to: Sid, r: LeaderReply) {
+        let data = forward::encode_reply(&r);
+        self.step(Input::Reply { to, data });
+    }
+
+    fn on_tick_leader(&mut self, now: i64, reap: bool) {
+        for (id, _) in self.sessions.expired(now) {
+            tracing::info!("session {id:#x} expired");
+            self.owners.remove(&id);
+            self.propose(id, 0, TxnOp::CloseSession, now);
+        }
+        if reap {
+            let Some(tree) = self.prep.as_ref() else { return };
+            let ctx = PrepContext { session_id: 0, auth_ids: &[], extended_types_enabled: true };
+            let mut ops = Vec::new();
+            for p in doomed_nodes(tree, now) {
+                let op = prep(tree, &WriteOp::DeleteContainer { path: p }, &ctx);
+                if matches!(op, TxnOp::Delete { .. }) {
+                    ops.push(op);
+                }
+            }
+            for op in ops {
+                self.propose(0, 0, op, now);
+            }
+        }
+    }
+
+    // ---- a follower's side ----
+
+    fn on_leader_reply(&mut self, data: Bytes) {
+        match forward::decode_reply(data) {
+            Ok(LeaderReply::Revalidated { token, alive }) => {
+                if let Some((conn, session_id, timeout_ms)) = self.revalidating.remove(&token) {
+                    self.resumed(conn, session_id, timeout_ms, alive);
+                }
+            }
+            Ok(LeaderReply::SyncedTo { token, zxid }) => {
+                if let Some((conn, xid, path)) = self.sync_tokens.remove(&token) {
+                    self.syncs.push_back((zxid, conn, xid, path));
+                }
+            }
+            Err(e) => tracing::warn!("the leader sent a reply this member cannot read ({e}); ignored"),
+        }
+    }
+
+    // ---- delivery ----
+
+    /// A committed txn: apply it here and hand it to the client cores, with the local request
+    /// it answers, if any.
+    fn deliver(&mut self, t: zab::Txn) -> Result<(), String> {
+        let txn = codec::decode(t.data.clone())
+            .map_err(|e| format!("committed txn {:#x} does not decode: {e}; this replica must stop", t.zxid))?;
+        if txn.header.zxid != t.zxid || txn.header.zxid <= self.committed.last_zxid() {
+            return Err(format!(
+                "committed txn {:#x} carries zxid {:#x} after {:#x}; this replica must stop",
+                t.zxid,
+                txn.header.zxid,
+                self.committed.last_zxid()
+            ));
+        }
+        self.scratch_changes.clear();
+        apply::apply(&mut self.committed, &txn, &mut self.scratch_changes);
+        self.delivered_since_snapshot += 1;
+        let s = txn.header.session_id;
+        let created = matches!(txn.op, TxnOp::CreateSession { .. });
+        let closed = matches!(txn.op, TxnOp::CloseSession);
+        let origin = if created {
+            None
+        } else {
+            match self.writes.get_mut(&s) {
+                Some(q) if q.front().is_some_and(|(_, xid)| *xid == txn.header.cxid) => q.pop_front(),
+                _ => None,
+            }
+        };
+        let answered = origin.is_some();
+        self.items.push(Commit::Txn { txn, origin });
+        if created {
+            if let Some((conn, timeout_ms)) = self.connecting.remove(&s) {
+                self.session_conns.insert(s, conn);
+                self.conn_sessions.insert(conn, s);
+                let passwd = session::password_of(s);
+                self.items.push(Commit::Connected { conn, session_id: s, timeout_ms, passwd });
+            }
+        }
+        if closed {
+            self.writes.remove(&s);
+            if let Some(conn) = self.session_conns.remove(&s) {
+                self.conn_sessions.remove(&conn);
+                if !answered {
+                    // Expired (or closed through another member): the client's connection goes.
+                    self.items.push(Commit::Close { conn });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn release_syncs(&mut self) {
+        let at = self.committed.last_zxid();
+        while self.syncs.front().is_some_and(|(z, ..)| *z <= at) {
+            if let Some((_, conn, xid, path)) = self.syncs.pop_front() {
+                self.items.push(Commit::SyncDone { conn, xid, path });
+            }
+        }
+    }
+
+    /// After each round of outputs: start or stop serving clients as the peer's role says.
+    fn check_role(&mut self, now: i64) {
+        let role = self.peer.role();
+        let serving_now = match role {
+            Role::Leading { serving: true } | Role::Following { serving: true, .. } => Some(role),
+            _ => None,
+        };
+        if serving_now == self.serving {
+            return;
+        }
+        if self.serving.is_some() {
+            tracing::info!("peer {}: stops serving clients ({role:?})", self.me);
+            let conns: Vec<ConnRef> = self
+                .conn_sessions
+                .keys()
+                .copied()
+                .chain(self.connecting.values().map(|(c, _)| *c))
+                .chain(self.revalidating.values().map(|(c, ..)| *c))
+                .chain(self.sync_tokens.values().map(|(c, ..)| *c))
+                .chain(self.syncs.iter().map(|(_, c, ..)| *c))
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            for conn in conns {
+                self.items.push(Commit::Close { conn });
+            }
+            self.conn_sessions.clear();
+            self.session_conns.clear();
+            self.connecting.clear();
+            self.revalidating.clear();
+            self.writes.clear();
+            self.sync_tokens.clear();
+            self.syncs.clear();
+            self.touched.clear();
+            self.prep = None;
+            self.control(ToClientCore::Serving(false));
+        }
+        if let Some(r) = serving_now {
+            if matches!(r, Role::Leading { .. }) {
+                // Establishing the epoch committed (and so delivered) the whole history.
+                self.prep = Some(self.committed.clone());
+                self.owners.clear();
+                let first = self.sessions.next_session_id();
+                self.sessions = SessionTracker::new(self.config.tick_time_ms, first);
+                for (id, entry) in self.committed.sessions() {
+                    self.sessions.add(id, entry.timeout_ms, now);
+                }
+            }
+            tracing::info!("peer {}: serving clients as {r:?} at zxid {:#x}", self.me, self.committed.last_zxid());
+            self.control(ToClientCore::Serving(true));
+        }
+        self.serving = serving_now;
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}:{port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host}:{port} resolves to no address"))
+}
+
+/// Makes one run of persists durable, in order, and reports each to the peer.
+async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) -> Result<(), String> {
+    let mut records: Vec<Bytes> = Vec::new();
+    let mut appends = 0usize;
+    let mut ops = ops.into_iter().peekable();
+    while let Some(op) = ops.next() {
+        match op {
+            PersistOp::Append(txns) => {
+                records.extend(txns.into_iter().map(|t| t.data));
+                appends += 1;
+                if matches!(ops.peek(), Some(PersistOp::Append(_))) {
+                    continue;
+                }
+                log.append(&records).await.map_err(|e| format!("txn log write failed: {e}"))?;
+                records.clear();
+                for _ in 0..std::mem::take(&mut appends) {
+                    m.step(Input::Persisted);
+                }
+                continue;
+            }
+            PersistOp::Epochs { accepted, current } => {
+                storage::peer_state::write_epochs(&m.config.data_dir, accepted, current)
+                    .map_err(|e| format!("writing the epochs: {e}"))?;
+            }
+            PersistOp::Truncate { after } => {
+                tracing::info!("peer {}: truncating the txn log after {after:#x} (TRUNC)", m.me);
+                log.truncate(after).await.map_err(|e| format!("txn log truncation failed: {e}"))?;
+            }
+            PersistOp::InstallSnapshot { zxid, state } => {
+                tracing::info!("peer {}: installing the leader's snapshot at {zxid:#x} (SNAP)", m.me);
+                let path = m.config.data_dir.join(storage::snapshot::snapshot_name(zxid));
+                storage::files::write_atomic(&path, &state)
+                    .map_err(|e| format!("writing snapshot {}: {e}", path.display()))?;
+                log.restart_after_snapshot(zxid).await.map_err(|e| format!("restarting the txn log: {e}"))?;
+            }
+        }
+        m.step(Input::Persisted);
+    }
+    Ok(())
+}
+
+/// Performs the peer's outputs until it has nothing more to say.
+async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, now: i64) -> Result<(), String> {
+    for _ in 0..OUTPUT_ROUNDS_MAX {
+        let outs = std::mem::take(&mut m.out);
+        if outs.is_empty() {
+            break;
+        }
+        let mut persists = Vec::new();
+        for o in outs {
+            match o {
+                Output::Send(env) => {
+                    net.send(env.to, &env.msg);
+                }
+                Output::Persist(op) => persists.push(op),
+                Output::Deliver(t) => m.deliver(t)?,
+                Output::Restore { zxid, state } => {
+                    let tree = storage::snapshot::decode_snapshot(&state)
+                        .map_err(|e| format!("the leader's snapshot at {zxid:#x} does not decode: {e}"))?;
+                    if tree.last_zxid() != zxid {
+                        return Err(format!("the leader's snapshot claims {zxid:#x} but holds {:#x}", tree.last_zxid()));
+                    }
+                    m.committed = tree;
+                    m.delivered_since_snapshot = 0;
+                    m.control(ToClientCore::Reset(state));
+                }
+                Output::SendSnapshot { to, link, leader_nonce, seq, zxid } => {
+                    assert_eq!(m.committed.last_zxid(), zxid, "a snapshot asked for at a zxid the committed tree is not at");
+                    let state = Bytes::from(storage::snapshot::encode_snapshot(&m.committed));
+                    tracing::info!("peer {}: sending peer {to} a snapshot at {zxid:#x} ({} bytes)", m.me, state.len());
+                    let body = LeaderMsg::Snap { zxid, state };
+                    net.send(to, &Message::ToFollower { link, leader_nonce, seq, body });
+                }
+                Output::Forwarded { from, data } => m.on_forwarded(from, data, now),
+                Output::FromLeader { data } => m.on_leader_reply(data),
+            }
+        }
+        if !persists.is_empty() {
+            persist(m, log, persists).await?;
+        }
+        m.check_role(now);
+    }
+    Ok(())
+}
+
+/// Runs the pipeline core of an ensemble member until shutdown.
+pub async fn run(params: EnsembleParams) -> Result<(), String> {
+    let EnsembleParams { config, recovered, my_id, from_cores, to_cores, shutdown } = params;
+    let mut voters = Vec::new();
+    let mut observers = Vec::new();
+    let mut peers = BTreeMap::new();
+    let mut listen = None;
+    for s in &config.servers {
+        let addr = resolve(&s.host, s.quorum_port)?;
+        if s.id == my_id {
+            listen = Some(addr);
+        }
+        peers.insert(s.id, addr);
+        if s.observer {
+            observers.push(s.id);
+        } else {
+            voters.push(s.id);
+        }
+    }
+    let listen = listen.ok_or_else(|| format!("myid {my_id} names no server.{my_id} line"))?;
+    let zab_cfg = ZabConfig {
+        my_id,
+        voters,
+        observers,
+        init_limit_ticks: config.init_limit_ticks,
+        sync_limit_ticks: config.sync_limit_ticks,
+        zxid_counter_max: ZXID_COUNTER_MAX,
+    };
+    let (accepted_epoch, current_epoch) =
+        storage::peer_state::read_epochs(&config.data_dir).map_err(|e| format!("reading the epochs: {e}"))?;
+    let mut log_txns = Vec::with_capacity(recovered.records.len());
+    for r in &recovered.records {
+        let zxid = codec::record_zxid(r).ok_or("a recovered log record is shorter than its zxid")?;
+        log_txns.push(zab::Txn { zxid, data: r.clone() });
+    }
+    let durable =
+        zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns };
+    // The state machine starts at the snapshot; ZAB delivers the log once it is committed.
+    let snapshot_only = Recovered { records: Vec::new(), last_zxid: recovered.snapshot_zxid, ..(*recovered).clone() };
+    let committed = storage::recovery::rebuild_tree(&snapshot_only).map_err(|e| format!("rebuilding the tree: {e}"))?;
+    let now = now_ms();
+    let incarnation = (now as u64) << 8 | my_id;
+    let peer = Peer::new(zab_cfg, durable, incarnation);
+    let mut log = TxnLogWriter::open(
+        &config.data_log_dir,
+        &recovered.tail,
+        recovered.last_zxid + 1,
+        config.pre_alloc_size_bytes,
+        config.force_sync,
+    )
+    .await
+    .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
+    drop(recovered);
+    let (net, peer_rx) = PeerNet::start(my_id, listen, &peers)
+        .map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
+    tracing::info!(
+        "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
+        committed.last_zxid()
+    );
+
+    let mut m = Member {
+        config: config.clone(),
+        me: my_id,
+        peer,
+        committed,
+        prep: None,
+        sessions: SessionTracker::new(config.tick_time_ms, session::first_session_id(my_id as u8, now)),
+        owners: HashMap::new(),
+        conn_sessions: HashMap::new(),
+        session_conns: HashMap::new(),
+        connecting: HashMap::new(),
+        revalidating: HashMap::new(),
+        writes: HashMap::new(),
+        sync_tokens: HashMap::new(),
+        syncs: VecDeque::new(),
+        touched: HashSet::new(),
+        next_token: 0,
+        serving: None,
+        items: Vec::new(),
+        to_cores: Vec::new(),
+        out: Vec::new(),
+        encode_buf: BytesMut::with_capacity(64 * 1024),
+        scratch_changes: Vec::new(),
+        delivered_since_snapshot: 0,
+    };
+
+    let wake = Rc::new(Semaphore::new(0));
+    let ticked = Rc::new(Cell::new(false));
+    let inbox = Inbox::start(from_cores, wake.clone()).await;
+    let peer_inbox: Rc<std::cell::RefCell<VecDeque<(Sid, Message)>>> = Rc::default();
+    let peer_reader = {
+        let (q, wake) = (peer_inbox.clone(), wake.clone());
+        glommio::spawn_local(async move {
+            while let Some(m) = peer_rx.recv().await {
+                q.borrow_mut().push_back(m);
+                wake.signal(1);
+                while q.borrow().len() >= PEER_INBOX_MESSAGES_MAX {
+                    glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }
+        })
+        .detach()
+    };
+    let mut senders = Vec::new();
+    for tx in to_cores {
+        senders.push(tx.connect().await);
+    }
+    let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
+    let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
+    let snapshot_running = Rc::new(Cell::new(false));
+    let snapshot_taken: Rc<Cell<Option<i64>>> = Rc::new(Cell::new(None));
+    let mut last_peer_tick_ms = now;
+    let mut last_reap_ms = now;
+    let mut last_purge_ms = now;
+    m.peer.start(&mut m.out);
+    let mut result = Ok(());
+    loop {
+        if wake.acquire(1).await.is_err() {
+            break;
+        }
+        let now = now_ms();
+        let stopping = shutdown.load(Ordering::Relaxed);
+        while let Some(msg) = inbox.pop() {
+            m.on_client(msg, now);
+        }
+        inbox.made_room();
+        loop {
+            let next = peer_inbox.borrow_mut().pop_front();
+            let Some((from, msg)) = next else { break };
+            m.step(Input::Message { from, msg });
+        }
+        if let Some(z) = snapshot_taken.take() {
+            m.step(Input::SnapshotTaken { zxid: z });
+        }
+        if ticked.replace(false) && now - last_peer_tick_ms >= config.tick_time_ms as i64 {
+            last_peer_tick_ms = now;
+            m.step(Input::Tick);
+            if m.leading() {
+                let reap = now - last_reap_ms >= config.container_check_interval_ms as i64;
+                if reap {
+                    last_reap_ms = now;
+                }
+                m.on_tick_leader(now, reap);
+            } else if m.serving.is_some() && !m.touched.is_empty() {
+                let sessions: Vec<i64> = m.touched.drain().collect();
+                m.forward(&Forward::Touch { sessions });
+            }
+        }
+        if let Err(e) = drain_outputs(&mut m, &mut log, &net, now).await {
+            tracing::error!("peer {my_id}: {e}; stopping");
+            result = Err(e);
+            break;
+        }
+        m.release_syncs();
+        m.flush_items();
+        let last_zxid = m.committed.last_zxid();
+        for msg in std::mem::take(&mut m.to_cores) {
+            let msg = match msg {
+                CoreMsg::Items(items) => ToClientCore::Batch(Arc::new(CommitBatch { items, last_zxid })),
+                CoreMsg::Control(c) => c,
+            };
+            for s in &senders {
+                if s.send(msg.clone()).await.is_err() {
+                    tracing::error!("a client core stopped receiving commits");
+                }
+            }
+        }
+        if !m.out.is_empty() || !inbox.is_empty() || !peer_inbox.borrow().is_empty() {
+            wake.signal(1);
+        }
+        if m.delivered_since_snapshot >= config.snap_count && !snapshot_running.get() {
+            m.delivered_since_snapshot = 0;
+            if let Err(e) = log.roll().await {
+                result = Err(format!("txn log roll failed: {e}"));
+                break;
+            }
+            let purge_due = config.autopurge_purge_interval_hours > 0
+                && now - last_purge_ms >= config.autopurge_purge_interval_hours as i64 * 3_600_000;
+            if purge_due {
+                last_purge_ms = now;
+            }
+            spawn_snapshot(
+                config.clone(),
+                m.committed.clone(),
+                snapshot_running.clone(),
+                purge_due,
+                snapshot_taken.clone(),
+            );
+        }
+        if stopping {
+            tracing::info!("peer {my_id}: stopping at zxid {:#x}", m.committed.last_zxid());
+            break;
+        }
+    }
+    for s in &senders {
+        let _ = s.send(ToClientCore::Shutdown).await;
+    }
+    ticker.cancel();
+    peer_reader.cancel();
+    drop(inbox);
+    drop(net);
+    if let Err(e) = log.close().await {
+        tracing::warn!("closing the txn log: {e}");
+    }
+    result
+}
