@@ -4,6 +4,7 @@
 #   scripts/ensemble.sh start N [BASE_PORT]   N servers (3, 5 or 7); client ports BASE_PORT..
 #                                             BASE_PORT+N-1 (default 2181); peer ports
 #                                             BASE_PORT+10000+i (quorum) and +10100+i (election)
+#   scripts/ensemble.sh restart ID            starts server ID again (after a kill), same data
 #   scripts/ensemble.sh stop                  stops every server it started (SIGTERM, then -9)
 #   scripts/ensemble.sh status                each server: pid, client port, role
 #
@@ -18,7 +19,7 @@ bin="${RK_BIN:-$root/target/release/ringkeeper}"
 tick="${RK_TICK_TIME:-200}"
 
 usage() {
-    sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -54,10 +55,21 @@ ringkeeper.cpuPinning=false
 ringkeeper.spinBeforeParkUs=0
 ${servers}
 EOF
-        RUST_LOG="${RUST_LOG:-info}" nohup "$bin" serve --config "$d/zoo.cfg" >"$d/server.log" 2>&1 &
-        echo $! >"$d/pid"
+        launch "$d"
     done
     echo "$dir"
+}
+
+launch() {
+    RUST_LOG="${RUST_LOG:-info}" nohup "$bin" serve --config "$1/zoo.cfg" >>"$1/server.log" 2>&1 &
+    echo $! >"$1/pid"
+}
+
+restart() {
+    local d="$dir/$1"
+    [ -f "$d/zoo.cfg" ] || { echo "no server $1 in $dir" >&2; exit 2; }
+    if alive "$d"; then echo "server $1 is running" >&2; exit 1; fi
+    launch "$d"
 }
 
 stop() {
@@ -84,7 +96,7 @@ status() {
             echo "server.$id port $port: down"
             continue
         fi
-        role="$(grep -aoE 'serving clients as (Leading|Following)|stops serving clients' "$d/server.log" | tail -n 1 || true)"
+        role="$(grep -aoE 'serving clients as (Leading|Following)|stops serving clients|ensemble member at zxid' "$d/server.log" | tail -n 1 || true)"
         case "$role" in
             *Leading) role=leader ;;
             *Following) role=follower ;;
@@ -96,6 +108,7 @@ status() {
 
 case "${1:-}" in
     start) [ $# -ge 2 ] || usage; start "$2" "${3:-2181}" ;;
+    restart) [ $# -ge 2 ] || usage; restart "$2" ;;
     stop) stop ;;
     status) status ;;
     *) usage ;;

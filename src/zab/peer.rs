@@ -1086,6 +1086,20 @@ impl Peer {
                 }
             }
             RoleState::Leading(l) => {
+                // A follower silent past its limit is dropped, as ZooKeeper's leader closes a
+                // learner that stopped acknowledging: it re-elects and re-syncs on a new link.
+                let stale: Vec<(Sid, LinkId)> = l
+                    .followers
+                    .iter()
+                    .filter(|(_, v)| tick - v.last_heard_tick > if v.up_to_date { sync } else { init })
+                    .map(|(s, v)| (*s, v.link.id))
+                    .collect();
+                for (s, link) in stale {
+                    tracing::info!("peer {}: dropping follower {s}, silent past its limit", self.cfg.my_id);
+                    l.followers.remove(&s);
+                    l.newleader_acks.remove(&s);
+                    l.dead_links.insert((s, link));
+                }
                 if !l.established {
                     if tick - l.started_tick > init {
                         return self.enter_looking(out);

@@ -4,6 +4,7 @@ exit, an unknown key is only a warning, a taken port is an error. Runs on both k
 the ringkeeper-specific expectations (exit code 0, the warning) are checked on
 ringkeeper only — Apache's JVM exits 143 on SIGTERM and ignores unknown keys silently."""
 
+import os
 import signal
 import subprocess
 
@@ -217,17 +218,23 @@ def test_low_memlock_limit_is_a_clear_error():
     assert "RLIMIT_MEMLOCK" in out and "ulimit -l" in out and "panicked" not in out, out
 
 
-def test_ensemble_config_is_refused_until_replication_exists(make_server):
-    """A config with several server.N lines names a replicated ensemble: this build exits
-    non-zero saying so, rather than run a member as an independent standalone server."""
+def test_ensemble_member_needs_a_myid_it_is_listed_under(make_server):
+    """A config with several server.N lines makes a member of a replicated ensemble: without
+    dataDir/myid, or with an id no server.N line names, it exits non-zero saying so (as
+    Apache's QuorumPeerConfig does) instead of running alone."""
     s = make_server(start=False)
     if s.kind != "ringkeeper":
         pytest.skip("Apache would start a quorum peer")
     s.extra_lines = ["server.1=127.0.0.1:2888:3888", "server.2=127.0.0.1:2889:3889"]
     s.spawn()
-    rc = s.proc.wait(30)
-    assert rc != 0
-    assert "replicated ensemble" in s.log_text()
+    assert s.proc.wait(30) != 0
+    assert "myid is missing" in s.log_text()
+    os.makedirs(s.data_dir, exist_ok=True)
+    with open(os.path.join(s.data_dir, "myid"), "w") as f:
+        f.write("7\n")
+    s.spawn()
+    assert s.proc.wait(30) != 0
+    assert "no server.7 line" in s.log_text()
     # A malformed server line is a configuration error naming the line.
     s.extra_lines = ["server.1=127.0.0.1:2888"]
     s.spawn()

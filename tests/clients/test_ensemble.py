@@ -1,0 +1,276 @@
+"""Replicated ensembles of real ringkeeper processes on 127.0.0.1, run by scripts/ensemble.sh:
+kazoo writes through every member while the leader is killed (-9), a follower is stopped past
+syncLimit (SIGSTOP / SIGCONT), and a 5-member ensemble loses two, then three members. Every
+acknowledged write must be readable on every live member, and members must end with the same
+tree (paths, data, every Stat field, ACLs)."""
+
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from helpers import REPO, RK_BIN, wait_until
+from test_crash import dump_tree
+
+ENSEMBLE_SH = os.path.join(REPO, "scripts", "ensemble.sh")
+TICK_MS = 200
+SYNC_LIMIT_TICKS = 5
+
+pytestmark = pytest.mark.skipif(not os.access(RK_BIN, os.X_OK), reason="ringkeeper binary not built")
+
+
+def _ports_free(ports):
+    for p in ports:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
+class Ensemble:
+    def __init__(self, n, tmp_path):
+        self.n = n
+        self.dir = str(tmp_path / "ensemble")
+        self.env = dict(os.environ, RK_ENSEMBLE_DIR=self.dir, RK_BIN=RK_BIN, RK_TICK_TIME=str(TICK_MS))
+        for _ in range(100):
+            base = random.randrange(20000, 30000)
+            ports = [base + i for i in range(n)] + [base + 10000 + i for i in range(1, n + 1)]
+            if _ports_free(ports):
+                break
+        self.base = base
+
+    def sh(self, *args):
+        return subprocess.run([ENSEMBLE_SH, *args], env=self.env, check=True, capture_output=True,
+                              text=True, timeout=60).stdout
+
+    def start(self):
+        self.sh("start", str(self.n), str(self.base))
+        return self
+
+    def stop(self):
+        for i in range(1, self.n + 1):
+            self.signal(i, signal.SIGCONT)
+        self.sh("stop")
+
+    def hostport(self, i):
+        return f"127.0.0.1:{self.base + i - 1}"
+
+    def pid(self, i):
+        with open(os.path.join(self.dir, str(i), "pid")) as f:
+            return int(f.read())
+
+    def signal(self, i, sig):
+        try:
+            os.kill(self.pid(i), sig)
+        except (ProcessLookupError, FileNotFoundError):
+            pass
+
+    def kill9(self, i):
+        pid = self.pid(i)
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid), what=f"server {i} to die")
+
+    def restart(self, i):
+        self.sh("restart", str(i))
+
+    def log(self, i):
+        with open(os.path.join(self.dir, str(i), "server.log"), errors="replace") as f:
+            return f.read()
+
+    def roles(self):
+        """{id: 'leader' | 'follower' | 'down' | 'not serving ...'} from `ensemble.sh status`."""
+        out = {}
+        for line in self.sh("status").splitlines():
+            m = re.match(r"server\.(\d+) port \d+(?: pid \d+)?: (.*)", line)
+            if m:
+                out[int(m.group(1))] = m.group(2)
+        return out
+
+    def leader(self):
+        return next((i for i, r in self.roles().items() if r == "leader"), None)
+
+    def wait_serving(self, ids, timeout=30.0):
+        """Waits until exactly one leader serves and every server in `ids` serves."""
+        def ok():
+            roles = self.roles()
+            leaders = [i for i, r in roles.items() if r == "leader"]
+            return len(leaders) == 1 and all(roles[i] in ("leader", "follower") for i in ids) and leaders[0]
+        return wait_until(ok, timeout=timeout, interval=0.05, what=f"servers {ids} serving")
+
+    def tail(self, i, n=30):
+        return "\n".join(self.log(i).splitlines()[-n:])
+
+
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.fixture
+def ensemble(tmp_path):
+    made = []
+
+    def make(n):
+        e = Ensemble(n, tmp_path).start()
+        made.append(e)
+        return e
+    yield make
+    for e in made:
+        e.stop()
+
+
+def client(kazoo_factory, hostport):
+    from kazoo.retry import KazooRetry
+    return kazoo_factory(hostport, timeout=10.0,
+                         connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=0.3))
+
+
+WRITE_TIMEOUT_S = 1.0
+
+
+def write_round(clients, prefix, start, count, acked):
+    """Creates prefix/n<i> through the clients in turn; records what was acknowledged. A
+    write that fails or takes over WRITE_TIMEOUT_S has an unknown outcome: not checked."""
+    for i in range(start, start + count):
+        c = clients[i % len(clients)]
+        path, data = f"{prefix}/n{i:06d}", b"v%d" % i
+        try:
+            c.create_async(path, data).get(timeout=WRITE_TIMEOUT_S)
+            acked[path] = data
+        except Exception:
+            time.sleep(0.02)
+
+
+def assert_acked_on(e, i, kazoo_factory, prefix, acked):
+    c = client(kazoo_factory, e.hostport(i))
+    try:
+        c.sync(prefix)
+        present = {f"{prefix}/{k}" for k in c.get_children(prefix)}
+        missing = sorted(set(acked) - present)
+        assert not missing, f"server {i} lacks acknowledged writes {missing[:5]}... ({len(missing)})"
+        for p in random.sample(sorted(acked), min(50, len(acked))):
+            assert c.get(p)[0] == acked[p], f"server {i}: {p} has the wrong data"
+    finally:
+        c.stop()
+
+
+def assert_same_trees(e, ids):
+    def same():
+        dumps = [dump_tree(e.hostport(i)) for i in ids]
+        return all(d == dumps[0] for d in dumps[1:])
+    wait_until(same, timeout=20.0, interval=0.5, what=f"servers {ids} to hold the same tree")
+
+
+def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, kazoo_factory):
+    e = ensemble(3)
+    leader = e.wait_serving([1, 2, 3])
+    clients = [client(kazoo_factory, e.hostport(i)) for i in (1, 2, 3)]
+    clients[0].create("/w")
+    acked = {}
+    write_round(clients, "/w", 0, 150, acked)
+    assert len(acked) == 150, "every write acknowledged while all members serve"
+
+    killed_at = time.monotonic()
+    e.kill9(leader)
+    survivors = [i for i in (1, 2, 3) if i != leader]
+    clients.pop(leader - 1).stop()
+    write_round(clients, "/w", 150, 100, acked)
+    new_leader = e.wait_serving(survivors, timeout=30.0)
+    elected_s = time.monotonic() - killed_at
+    print(f"\nnew leader {new_leader} serving {elected_s:.2f}s after kill -9 of leader {leader} "
+          f"(tick {TICK_MS} ms, syncLimit {SYNC_LIMIT_TICKS} ticks)")
+    assert new_leader != leader
+    before = len(acked)
+    write_round(clients, "/w", 300, 150, acked)
+    assert len(acked) - before >= 140, f"writes go on after the election ({len(acked) - before} of 150)"
+    for c in clients:
+        c.stop()
+    for i in survivors:
+        assert_acked_on(e, i, kazoo_factory, "/w", acked)
+
+    e.restart(leader)
+    e.wait_serving([1, 2, 3], timeout=30.0)
+    assert_acked_on(e, leader, kazoo_factory, "/w", acked)
+    assert_same_trees(e, [1, 2, 3])
+
+
+def test_a_stopped_follower_drops_out_rejoins_and_catches_up(ensemble, kazoo_factory):
+    e = ensemble(3)
+    leader = e.wait_serving([1, 2, 3])
+    follower = next(i for i in (1, 2, 3) if i != leader)
+    other = next(i for i in (1, 2, 3) if i not in (leader, follower))
+    c = client(kazoo_factory, e.hostport(leader))
+    c.create("/p")
+    acked = {}
+    write_round([c], "/p", 0, 50, acked)
+
+    e.signal(follower, signal.SIGSTOP)
+    time.sleep(3 * SYNC_LIMIT_TICKS * TICK_MS / 1000.0)
+    write_round([c, client(kazoo_factory, e.hostport(other))], "/p", 50, 100, acked)
+    assert len(acked) == 150, "the leader and the other follower are a quorum: writes go on"
+    assert e.leader() == leader
+    stops_before = e.log(follower).count("stops serving clients")
+    e.signal(follower, signal.SIGCONT)
+
+    # It finds its leader silent past syncLimit, drops out, elects, syncs and serves again.
+    wait_until(lambda: e.log(follower).count("stops serving clients") > stops_before, timeout=20.0,
+               what="the stopped follower to drop out")
+    e.wait_serving([1, 2, 3], timeout=30.0)
+    assert e.leader() == leader
+    write_round([c], "/p", 150, 20, acked)
+    c.stop()
+    assert_acked_on(e, follower, kazoo_factory, "/p", acked)
+    assert_same_trees(e, [1, 2, 3])
+
+
+def test_five_members_keep_writing_with_two_down_and_stop_without_a_quorum(ensemble, kazoo_factory):
+    from kazoo.exceptions import KazooException
+    from kazoo.handlers.threading import KazooTimeoutError
+    e = ensemble(5)
+    leader = e.wait_serving([1, 2, 3, 4, 5])
+    followers = [i for i in range(1, 6) if i != leader]
+    c = client(kazoo_factory, e.hostport(leader))
+    c.create("/q")
+    acked = {}
+    write_round([c], "/q", 0, 50, acked)
+
+    for i in followers[:2]:
+        e.kill9(i)
+    write_round([c], "/q", 50, 100, acked)
+    assert len(acked) == 150, "three of five are a quorum: writes go on"
+
+    e.kill9(followers[2])
+    # The leader gives up once it has not heard a quorum for syncLimit; its clients are cut off.
+    def refused():
+        try:
+            c.create_async("/q/after-quorum-loss", b"x").get(timeout=WRITE_TIMEOUT_S)
+            return False
+        except (KazooException, KazooTimeoutError):
+            return True
+    wait_until(refused, timeout=20.0, interval=0.2, what="writes to fail without a quorum")
+    assert "/q/after-quorum-loss" not in acked
+    wait_until(lambda: e.leader() is None, timeout=20.0, what="no member to lead")
+    c.stop()
+
+    for i in followers[:3]:
+        e.restart(i)
+    e.wait_serving([1, 2, 3, 4, 5], timeout=40.0)
+    c = client(kazoo_factory, e.hostport(followers[0]))
+    write_round([c], "/q", 150, 20, acked)
+    assert len(acked) == 170, "service resumes once a quorum is back"
+    c.stop()
+    for i in range(1, 6):
+        assert_acked_on(e, i, kazoo_factory, "/q", acked)
+    assert_same_trees(e, [1, 2, 3, 4, 5])
