@@ -10,16 +10,18 @@
 #
 # Each server gets RK_ENSEMBLE_DIR/<id>/ (default target/ensemble) holding zoo.cfg, data/ with
 # myid, server.log and pid; `start` prints that path. Set RK_TICK_TIME (ms, default 200) to
-# change the tick; initLimit is 10 ticks and syncLimit 5.
+# change the tick (initLimit is 10 ticks, syncLimit 5), and RK_OBSERVERS=K to make the last K
+# of the N servers observers (N - K voters, 3, 5 or 7).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${RK_ENSEMBLE_DIR:-$root/target/ensemble}"
 bin="${RK_BIN:-$root/target/release/ringkeeper}"
 tick="${RK_TICK_TIME:-200}"
+observers="${RK_OBSERVERS:-0}"
 
 usage() {
-    sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -27,7 +29,7 @@ alive() { [ -f "$1/pid" ] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
 
 start() {
     local n="$1" base="${2:-2181}"
-    case "$n" in 3 | 5 | 7) ;; *) echo "ensemble size must be 3, 5 or 7 (got $n)" >&2; exit 2 ;; esac
+    case "$((n - observers))" in 3 | 5 | 7) ;; *) echo "voters must be 3, 5 or 7 (got $n servers, $observers observers)" >&2; exit 2 ;; esac
     if [ -d "$dir" ] && ls "$dir"/*/pid >/dev/null 2>&1; then
         for d in "$dir"/*/; do
             if alive "$d"; then echo "an ensemble is already running in $dir; stop it first" >&2; exit 1; fi
@@ -38,7 +40,9 @@ start() {
     mkdir -p "$dir"
     local servers=""
     for i in $(seq 1 "$n"); do
-        servers+="server.$i=127.0.0.1:$((base + 10000 + i)):$((base + 10100 + i));$((base + i - 1))"$'\n'
+        local kind=participant
+        [ "$i" -gt "$((n - observers))" ] && kind=observer
+        servers+="server.$i=127.0.0.1:$((base + 10000 + i)):$((base + 10100 + i)):$kind;$((base + i - 1))"$'\n'
     done
     for i in $(seq 1 "$n"); do
         local d="$dir/$i"
@@ -99,7 +103,7 @@ status() {
         role="$(grep -aoE 'serving clients as (Leading|Following)|stops serving clients|ensemble member at zxid' "$d/server.log" | tail -n 1 || true)"
         case "$role" in
             *Leading) role=leader ;;
-            *Following) role=follower ;;
+            *Following) role=follower; grep -q "^server\.$id=.*:observer" "$d/zoo.cfg" && role=observer ;;
             *) role="not serving (electing or syncing)" ;;
         esac
         echo "server.$id port $port pid $(cat "$d/pid"): $role"

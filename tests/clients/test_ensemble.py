@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+import rawzk
 from helpers import REPO, RK_BIN, wait_until
 from test_crash import dump_tree
 
@@ -37,10 +38,11 @@ def _ports_free(ports):
 
 
 class Ensemble:
-    def __init__(self, n, tmp_path):
+    def __init__(self, n, tmp_path, observers=0):
         self.n = n
         self.dir = str(tmp_path / "ensemble")
-        self.env = dict(os.environ, RK_ENSEMBLE_DIR=self.dir, RK_BIN=RK_BIN, RK_TICK_TIME=str(TICK_MS))
+        self.env = dict(os.environ, RK_ENSEMBLE_DIR=self.dir, RK_BIN=RK_BIN, RK_TICK_TIME=str(TICK_MS),
+                        RK_OBSERVERS=str(observers))
         for _ in range(100):
             base = random.randrange(20000, 30000)
             ports = [base + i for i in range(n)] + [base + 10000 + i for i in range(1, n + 1)]
@@ -103,7 +105,7 @@ class Ensemble:
         def ok():
             roles = self.roles()
             leaders = [i for i, r in roles.items() if r == "leader"]
-            return len(leaders) == 1 and all(roles[i] in ("leader", "follower") for i in ids) and leaders[0]
+            return len(leaders) == 1 and all(roles[i] in ("leader", "follower", "observer") for i in ids) and leaders[0]
         return wait_until(ok, timeout=timeout, interval=0.05, what=f"servers {ids} serving")
 
     def tail(self, i, n=30):
@@ -122,8 +124,8 @@ def _zombie(pid):
 def ensemble(tmp_path):
     made = []
 
-    def make(n):
-        e = Ensemble(n, tmp_path).start()
+    def make(n, observers=0):
+        e = Ensemble(n, tmp_path, observers).start()
         made.append(e)
         return e
     yield make
@@ -273,4 +275,84 @@ def test_five_members_keep_writing_with_two_down_and_stop_without_a_quorum(ensem
     c.stop()
     for i in range(1, 6):
         assert_acked_on(e, i, kazoo_factory, "/q", acked)
+    assert_same_trees(e, [1, 2, 3, 4, 5])
+
+
+def _exists_on(e, i, path):
+    with rawzk.RawConn(e.hostport(i), timeout_ms=10000) as c:
+        found = c.exists(path) is not None
+        c.close_session()
+    return found
+
+
+def test_sessions_are_global_move_between_members_and_expire_everywhere(ensemble):
+    """A session made on one member is known to all: it resumes on another member (the old
+    connection's writes then fail with SessionMoved, as in ZooKeeper), and when its client
+    goes silent the leader expires it and its ephemeral vanishes from every member."""
+    e = ensemble(3)
+    leader = e.wait_serving([1, 2, 3])
+    first, second = [i for i in (1, 2, 3) if i != leader]
+    a = rawzk.RawConn(e.hostport(first), timeout_ms=4000)
+    a.create("/s")
+    a.create("/s/eph", b"e", flags=rawzk.EPHEMERAL)
+    sid, passwd = a.session.session_id, a.session.passwd
+    for i in (1, 2, 3):
+        wait_until(lambda: _exists_on(e, i, "/s/eph"), what=f"the ephemeral on server {i}")
+
+    b = rawzk.RawConn(e.hostport(second), timeout_ms=4000, session_id=sid, passwd=passwd)
+    assert b.session.session_id == sid and b.session.timeout > 0, "the session resumes on another member"
+    b.create("/s/from-b")
+    try:
+        err = a.call_err(rawzk.OP_CREATE, rawzk.encode_create("/s/from-a"))
+        assert err == rawzk.SESSION_MOVED, f"a write on the old connection: error {err}"
+    except rawzk.ConnectionClosed:
+        pass  # closing the old connection is fine too
+    assert not _exists_on(e, leader, "/s/from-a")
+    a.close()
+
+    b.sock.close()  # the client vanishes without closing its session
+    for i in (1, 2, 3):
+        wait_until(lambda: not _exists_on(e, i, "/s/eph"), timeout=20.0,
+                   what=f"the expired session's ephemeral to vanish on server {i}")
+    with rawzk.RawConn(e.hostport(leader), handshake=False) as c:
+        c.send_frame(rawzk.encode_connect(timeout=4000, session_id=sid, passwd=passwd))
+        assert c.read_connect_response().timeout == 0, "an expired session cannot resume"
+
+
+def test_observers_serve_reads_forward_writes_and_do_not_vote(ensemble, kazoo_factory):
+    """3 voters and 2 observers: writes through an observer are acknowledged and readable on
+    every member; with two voters down the observers are no quorum, so writes stop; with the
+    voters back everything acknowledged is everywhere."""
+    e = ensemble(5, observers=2)
+    leader = e.wait_serving([1, 2, 3, 4, 5])
+    assert leader in (1, 2, 3) and e.roles()[4] == e.roles()[5] == "observer"
+    obs = client(kazoo_factory, e.hostport(4))
+    obs.create("/o")
+    acked = {}
+    write_round([obs, client(kazoo_factory, e.hostport(5))], "/o", 0, 60, acked)
+    assert len(acked) == 60
+    for i in range(1, 6):
+        assert_acked_on(e, i, kazoo_factory, "/o", acked)
+
+    voters_down = [i for i in (1, 2, 3) if i != leader]
+    for i in voters_down:
+        e.kill9(i)
+
+    def refused():
+        try:
+            obs.create_async("/o/without-quorum", b"x").get(timeout=WRITE_TIMEOUT_S)
+            return False
+        except Exception:
+            return True
+    wait_until(refused, timeout=20.0, interval=0.2, what="writes to fail with one voter and two observers")
+    obs.stop()
+    for i in voters_down:
+        e.restart(i)
+    e.wait_serving([1, 2, 3, 4, 5], timeout=40.0)
+    obs = client(kazoo_factory, e.hostport(5))
+    write_round([obs], "/o", 60, 10, acked)
+    assert len(acked) == 70
+    obs.stop()
+    for i in range(1, 6):
+        assert_acked_on(e, i, kazoo_factory, "/o", acked)
     assert_same_trees(e, [1, 2, 3, 4, 5])
