@@ -1393,4 +1393,22 @@ mod tests {
             other => panic!("expected a bad value, got {other:?}"),
         }
     }
+
+    /// The shipped example ensemble parses: three participants, each its own client port.
+    #[test]
+    fn the_example_ensemble_configs_parse() {
+        let files = [
+            include_str!("../configs/ensemble-3/zoo1.cfg"),
+            include_str!("../configs/ensemble-3/zoo2.cfg"),
+            include_str!("../configs/ensemble-3/zoo3.cfg"),
+        ];
+        for (i, text) in files.iter().enumerate() {
+            let (c, warnings) = Config::parse(text, "ensemble-3").unwrap();
+            assert!(warnings.is_empty(), "{warnings:?}");
+            assert!(c.is_ensemble());
+            assert_eq!(c.servers.iter().map(|s| (s.id, s.observer)).collect::<Vec<_>>(), [(1, false), (2, false), (3, false)]);
+            assert_eq!(c.client_port, 2181 + i as u16);
+            assert_eq!((c.init_limit_ticks, c.sync_limit_ticks, c.tick_time_ms), (10, 4, 500));
+        }
+    }
 }

@@ -551,7 +551,8 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
         for o in outs {
             match o {
                 Output::Send(env) => {
-                    net.send(env.to, &env.msg);
+                    let sent = net.send(env.to, &env.msg);
+                    tracing::trace!("peer {} → {}: {:?}{}", m.me, env.to, env.msg, if sent { "" } else { " (dropped)" });
                 }
                 Output::Persist(op) => persists.push(op),
                 Output::Deliver(t) => m.deliver(t)?,
@@ -713,6 +714,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         loop {
             let next = peer_inbox.borrow_mut().pop_front();
             let Some((from, msg)) = next else { break };
+            tracing::trace!("peer {my_id} ← {from}: {msg:?}");
             m.step(Input::Message { from, msg });
         }
         if let Some(z) = snapshot_taken.take() {

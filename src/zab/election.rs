@@ -88,6 +88,23 @@ impl Election {
         if agreeing >= quorum {
             return Outcome::Elected(self.vote.leader);
         }
+        // Peers that already follow this peer decided on votes this one never received (lost
+        // before their links were up): with its own vote for itself they make it leader, as
+        // ZooKeeper's checkLeader accepts FOLLOWING notifications that name the receiver.
+        let me = self.own.leader;
+        if self.voting && self.vote.leader == me {
+            let following_me = self
+                .settled
+                .iter()
+                .filter(|(s, (v, st))| **s != me && *st == PeerState::Following && v.leader == me)
+                // A FOLLOWING notification carries the sender's own history: a candidate
+                // behind it would only fail discovery again and again.
+                .filter(|(_, (v, _))| (v.peer_epoch, v.zxid) <= (self.own.peer_epoch, self.own.zxid))
+                .count();
+            if following_me + 1 >= quorum {
+                return Outcome::Elected(me);
+            }
+        }
         for (sid, (vote, state)) in &self.settled {
             if *state == PeerState::Leading && vote.leader == *sid {
                 let backers = self.settled.values().filter(|(v, _)| v.leader == *sid).count();
@@ -138,5 +155,24 @@ mod tests {
         assert_eq!(e.outcome(2), Outcome::Undecided);
         e.receive(3, 2, v(1, 50, 2), 4, PeerState::Following);
         assert_eq!(e.outcome(2), Outcome::Elected(1));
+    }
+
+    /// Two peers decided for this one on votes it never got; their FOLLOWING notifications
+    /// elect it, but only while it still votes for itself.
+    #[test]
+    fn followers_that_already_chose_this_peer_make_it_leader() {
+        let mut e = Election::new(3, 1, v(3, 0, 0), true);
+        e.receive(3, 1, v(3, 0, 0), 1, PeerState::Following);
+        assert_eq!(e.outcome(2), Outcome::Elected(3));
+        let mut e = Election::new(3, 1, v(3, 0, 0), true);
+        e.receive(3, 2, v(2, 9, 0), 1, PeerState::Looking);
+        e.receive(3, 1, v(3, 0, 0), 1, PeerState::Following);
+        assert_eq!(e.outcome(3), Outcome::Undecided, "it votes for 2 now");
+        let mut behind = Election::new(3, 1, v(3, 4, 1), true);
+        behind.receive(3, 1, v(3, 9, 1), 1, PeerState::Following);
+        assert_eq!(behind.outcome(2), Outcome::Undecided, "a follower ahead of it would refuse it");
+        let mut observer = Election::new(3, 1, v(3, 0, 0), false);
+        observer.receive(3, 1, v(3, 0, 0), 1, PeerState::Following);
+        assert_eq!(observer.outcome(2), Outcome::Undecided, "an observer never leads");
     }
 }

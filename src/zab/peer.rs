@@ -437,6 +437,12 @@ impl Peer {
                 }
             }
             RoleState::Following(f) => {
+                // The peer this one elected says it does not lead (it follows, or votes for
+                // another): elect again now rather than wait out initLimit.
+                let not_leading = state == PeerState::Following || (state == PeerState::Looking && vote.leader != from);
+                if from == f.leader && f.phase == FollowPhase::Discovering && not_leading {
+                    return self.enter_looking(out);
+                }
                 if state == PeerState::Looking {
                     let v = Vote { leader: f.leader, zxid: self.last_zxid(), peer_epoch: self.current_epoch };
                     let msg = Message::Notification { vote: v, round: self.round, state: PeerState::Following };
@@ -939,11 +945,19 @@ impl Peer {
         }
         match msg {
             Message::Notification { vote, round, state } => self.on_notification(from, vote, round, state, out),
-            Message::FollowerInfo { link, accepted_epoch } => {
-                if matches!(self.state, RoleState::Leading(_)) {
-                    self.on_follower_info(from, link, accepted_epoch, out);
+            Message::FollowerInfo { link, accepted_epoch } => match &self.state {
+                RoleState::Leading(_) => self.on_follower_info(from, link, accepted_epoch, out),
+                // Not leading: say so, so the sender elects again instead of waiting.
+                RoleState::Looking(e) => {
+                    let msg = Message::Notification { vote: e.vote, round: e.round, state: PeerState::Looking };
+                    self.send(from, msg, out);
                 }
-            }
+                RoleState::Following(f) => {
+                    let vote = Vote { leader: f.leader, zxid: self.last_zxid(), peer_epoch: self.current_epoch };
+                    let msg = Message::Notification { vote, round: self.round, state: PeerState::Following };
+                    self.send(from, msg, out);
+                }
+            },
             Message::ToLeader { link, leader_nonce, seq, body } => {
                 let tick = self.tick;
                 let RoleState::Leading(l) = &mut self.state else { return };
