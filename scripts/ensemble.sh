@@ -25,7 +25,13 @@ usage() {
     exit 2
 }
 
-alive() { [ -f "$1/pid" ] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
+# Running, and not a zombie nobody reaped (a killed member's parent is gone).
+alive() {
+    [ -f "$1/pid" ] || return 1
+    local stat
+    stat="$(cat "/proc/$(cat "$1/pid")/stat" 2>/dev/null)" || return 1
+    [ "$(echo "${stat##*) }" | cut -d' ' -f1)" != Z ]
+}
 
 start() {
     local n="$1" base="${2:-2181}"

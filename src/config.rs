@@ -1406,7 +1406,10 @@ mod tests {
             let (c, warnings) = Config::parse(text, "ensemble-3").unwrap();
             assert!(warnings.is_empty(), "{warnings:?}");
             assert!(c.is_ensemble());
-            assert_eq!(c.servers.iter().map(|s| (s.id, s.observer)).collect::<Vec<_>>(), [(1, false), (2, false), (3, false)]);
+            assert_eq!(
+                c.servers.iter().map(|s| (s.id, s.observer)).collect::<Vec<_>>(),
+                [(1, false), (2, false), (3, false)]
+            );
             assert_eq!(c.client_port, 2181 + i as u16);
             assert_eq!((c.init_limit_ticks, c.sync_limit_ticks, c.tick_time_ms), (10, 4, 500));
         }

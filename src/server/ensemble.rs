@@ -213,6 +213,7 @@ impl Member {
         }
     }
 
+    /// The connection is gone: nothing waits for it any more (its session lives on).
     fn forget_conn(&mut self, conn: ConnRef) {
         if let Some(s) = self.conn_sessions.remove(&conn) {
             if self.session_conns.get(&s) == Some(&conn) {
@@ -220,8 +221,14 @@ impl Member {
             }
             if let Some(q) = self.writes.get_mut(&s) {
                 q.retain(|(c, _)| *c != conn);
+                if q.is_empty() {
+                    self.writes.remove(&s);
+                }
             }
         }
+        self.connecting.retain(|_, (c, _)| *c != conn);
+        self.revalidating.retain(|_, (c, ..)| *c != conn);
+        self.sync_tokens.retain(|_, (c, ..)| *c != conn);
     }
 
     /// A resume was judged: attach the session to `conn`, or refuse it.
@@ -280,11 +287,8 @@ impl Member {
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
         } else {
-            let ctx = PrepContext {
-                session_id,
-                auth_ids: auth,
-                extended_types_enabled: self.config.extended_types_enabled,
-            };
+            let ctx =
+                PrepContext { session_id, auth_ids: auth, extended_types_enabled: self.config.extended_types_enabled };
             prep(tree, op, &ctx)
         };
         if matches!(txn_op, TxnOp::CloseSession) {
@@ -552,7 +556,13 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
             match o {
                 Output::Send(env) => {
                     let sent = net.send(env.to, &env.msg);
-                    tracing::trace!("peer {} → {}: {:?}{}", m.me, env.to, env.msg, if sent { "" } else { " (dropped)" });
+                    tracing::trace!(
+                        "peer {} → {}: {:?}{}",
+                        m.me,
+                        env.to,
+                        env.msg,
+                        if sent { "" } else { " (dropped)" }
+                    );
                 }
                 Output::Persist(op) => persists.push(op),
                 Output::Deliver(t) => m.deliver(t)?,
@@ -560,14 +570,21 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
                     let tree = storage::snapshot::decode_snapshot(&state)
                         .map_err(|e| format!("the leader's snapshot at {zxid:#x} does not decode: {e}"))?;
                     if tree.last_zxid() != zxid {
-                        return Err(format!("the leader's snapshot claims {zxid:#x} but holds {:#x}", tree.last_zxid()));
+                        return Err(format!(
+                            "the leader's snapshot claims {zxid:#x} but holds {:#x}",
+                            tree.last_zxid()
+                        ));
                     }
                     m.committed = tree;
                     m.delivered_since_snapshot = 0;
                     m.control(ToClientCore::Reset(state));
                 }
                 Output::SendSnapshot { to, link, leader_nonce, seq, zxid } => {
-                    assert_eq!(m.committed.last_zxid(), zxid, "a snapshot asked for at a zxid the committed tree is not at");
+                    assert_eq!(
+                        m.committed.last_zxid(),
+                        zxid,
+                        "a snapshot asked for at a zxid the committed tree is not at"
+                    );
                     let state = Bytes::from(storage::snapshot::encode_snapshot(&m.committed));
                     tracing::info!("peer {}: sending peer {to} a snapshot at {zxid:#x} ({} bytes)", m.me, state.len());
                     let body = LeaderMsg::Snap { zxid, state };
@@ -620,8 +637,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         let zxid = codec::record_zxid(r).ok_or("a recovered log record is shorter than its zxid")?;
         log_txns.push(zab::Txn { zxid, data: r.clone() });
     }
-    let durable =
-        zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns };
+    let durable = zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns };
     // The state machine starts at the snapshot; ZAB delivers the log once it is committed.
     let snapshot_only = Recovered { records: Vec::new(), last_zxid: recovered.snapshot_zxid, ..(*recovered).clone() };
     let committed = storage::recovery::rebuild_tree(&snapshot_only).map_err(|e| format!("rebuilding the tree: {e}"))?;
@@ -638,8 +654,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     .await
     .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
     drop(recovered);
-    let (net, peer_rx) = PeerNet::start(my_id, listen, &peers)
-        .map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
+    let (net, peer_rx) =
+        PeerNet::start(my_id, listen, &peers).map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()

@@ -14,7 +14,9 @@
 //! on ext4 or xfs and hands it to a kernel worker thread (two more thread switches per
 //! batch, ~60 µs here), and the pipeline waits for it anyway.
 
-use crate::storage::log::{segment_name, zxid_follows, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME};
+use crate::storage::log::{
+    segment_name, zxid_follows, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME,
+};
 use crate::storage::recovery::LogTail;
 use crate::txn::codec::record_zxid;
 use bytes::Bytes;

@@ -42,9 +42,9 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let recovered = Arc::new(recovered);
     // An ensemble member reads its id from `myid` in the data directory.
     let my_id = if config.is_ensemble() {
-        let id = storage::peer_state::read_myid(&config.data_dir)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{}/myid is missing: an ensemble member needs its server id there", config.data_dir.display()))?;
+        let id = storage::peer_state::read_myid(&config.data_dir).map_err(|e| e.to_string())?.ok_or_else(|| {
+            format!("{}/myid is missing: an ensemble member needs its server id there", config.data_dir.display())
+        })?;
         if !config.servers.iter().any(|s| s.id == id) {
             return Err(format!("myid is {id}, but the configuration has no server.{id} line"));
         }

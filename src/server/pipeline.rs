@@ -423,7 +423,13 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
             if purge_due {
                 last_purge_ms = now;
             }
-            spawn_snapshot(config.clone(), p.tree.clone(), snapshot_running.clone(), purge_due, Rc::new(Cell::new(None)));
+            spawn_snapshot(
+                config.clone(),
+                p.tree.clone(),
+                snapshot_running.clone(),
+                purge_due,
+                Rc::new(Cell::new(None)),
+            );
         }
         if stopping && inbox.is_empty() {
             tracing::info!("pipeline core stopping at zxid {:#x}", p.tree.last_zxid());

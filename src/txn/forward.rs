@@ -243,11 +243,9 @@ pub fn decode_forward(buf: Bytes) -> Result<Forward, ForwardDecodeError> {
             Forward::Write { session_id, cxid, auth, op }
         }
         F_CREATE_SESSION => Forward::CreateSession { session_id: r.read_long()?, timeout_ms: r.read_int()? },
-        F_REVALIDATE => Forward::Revalidate {
-            token: r.read_long()? as u64,
-            session_id: r.read_long()?,
-            timeout_ms: r.read_int()?,
-        },
+        F_REVALIDATE => {
+            Forward::Revalidate { token: r.read_long()? as u64, session_id: r.read_long()?, timeout_ms: r.read_int()? }
+        }
         F_TOUCH => {
             let n = read_count(&mut r, TOUCH_SESSIONS_MAX, 8)?;
             let mut sessions = Vec::with_capacity(n);

@@ -303,7 +303,8 @@ impl Sim {
     /// peer that serves nobody drops it, as the shell would refuse the client).
     fn submit(&mut self, id: Sid, data: Bytes) {
         let leads = self.nodes[&id].peer.as_ref().is_some_and(|p| p.next_proposal_zxid().is_some());
-        let counter_out = self.nodes[&id].peer.as_ref().is_some_and(|p| matches!(p.role(), Role::Leading { serving: true }));
+        let counter_out =
+            self.nodes[&id].peer.as_ref().is_some_and(|p| matches!(p.role(), Role::Leading { serving: true }));
         if leads {
             self.step(id, Input::Propose { data });
         } else if counter_out {

@@ -197,6 +197,12 @@ def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, 
     before = len(acked)
     write_round(clients, "/w", 300, 150, acked)
     assert len(acked) - before >= 140, f"writes go on after the election ({len(acked) - before} of 150)"
+    # A client given every member moves on by itself.
+    anywhere = client(kazoo_factory, ",".join(e.hostport(i) for i in (1, 2, 3)))
+    before = len(acked)
+    write_round([anywhere], "/w", 450, 30, acked)
+    assert len(acked) - before == 30
+    anywhere.stop()
     for c in clients:
         c.stop()
     for i in survivors:
@@ -285,13 +291,21 @@ def _exists_on(e, i, path):
     return found
 
 
-def test_sessions_are_global_move_between_members_and_expire_everywhere(ensemble):
+def test_sessions_are_global_move_between_members_and_expire_everywhere(ensemble, kazoo_factory):
     """A session made on one member is known to all: it resumes on another member (the old
     connection's writes then fail with SessionMoved, as in ZooKeeper), and when its client
     goes silent the leader expires it and its ephemeral vanishes from every member."""
     e = ensemble(3)
     leader = e.wait_serving([1, 2, 3])
     first, second = [i for i in (1, 2, 3) if i != leader]
+    # Pings to a follower keep a session alive: the follower touches it on the leader.
+    k = kazoo_factory(e.hostport(first), timeout=2.0)
+    kid = k.client_id[0]
+    time.sleep(3 * 2.0)
+    k.create("/kept-alive")
+    assert k.client_id[0] == kid and k.connected
+    k.stop()
+
     a = rawzk.RawConn(e.hostport(first), timeout_ms=4000)
     a.create("/s")
     a.create("/s/eph", b"e", flags=rawzk.EPHEMERAL)
