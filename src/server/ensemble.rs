@@ -41,6 +41,8 @@ use std::sync::Arc;
 
 /// The largest zxid counter a leader uses before it forces a new epoch (ZooKeeper's rule).
 pub const ZXID_COUNTER_MAX: u32 = 0xffff_fffe;
+/// Txn bytes in one Sync message at most (well under the peer frame limit).
+pub const SYNC_CHUNK_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// Peer messages waiting for the pipeline before the transport's reader waits.
 pub const PEER_INBOX_MESSAGES_MAX: usize = 16 * 1024;
 /// Rounds of ZAB outputs handled in one pass before the loop goes back to its inputs.
@@ -629,6 +631,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         init_limit_ticks: config.init_limit_ticks,
         sync_limit_ticks: config.sync_limit_ticks,
         zxid_counter_max: ZXID_COUNTER_MAX,
+        sync_chunk_bytes_max: SYNC_CHUNK_BYTES_MAX,
     };
     let (accepted_epoch, current_epoch) =
         storage::peer_state::read_epochs(&config.data_dir).map_err(|e| format!("reading the epochs: {e}"))?;

@@ -48,6 +48,7 @@ impl Net {
                 init_limit_ticks: 10,
                 sync_limit_ticks: 5,
                 zxid_counter_max: 1000,
+                sync_chunk_bytes_max: 1 << 20,
             };
             n.durable.insert(id, d.clone());
             n.pending.insert(id, VecDeque::new());

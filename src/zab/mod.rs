@@ -68,6 +68,9 @@ pub struct ZabConfig {
     /// election and so a new epoch. ZooKeeper stops before the counter reaches 0xffffffff, so
     /// production uses 0xfffffffe.
     pub zxid_counter_max: u32,
+    /// Txn bytes a leader puts in one Sync message at most (at least one txn each): a DIFF
+    /// longer than this goes as several, so no message outgrows the peer frame limit.
+    pub sync_chunk_bytes_max: usize,
 }
 
 impl ZabConfig {

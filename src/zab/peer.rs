@@ -531,7 +531,9 @@ impl Peer {
                 self.persist(PersistOp::InstallSnapshot { zxid, state }, AfterPersist::Nothing, out);
             }
             LeaderMsg::Sync { trunc_to, txns } => {
-                if phase != FollowPhase::Syncing {
+                // A long DIFF comes as several Syncs; only the first may truncate.
+                let more = phase == FollowPhase::AwaitNewLeader && trunc_to.is_none();
+                if phase != FollowPhase::Syncing && !more {
                     return self.enter_looking(out);
                 }
                 f.phase = FollowPhase::AwaitNewLeader;
@@ -799,8 +801,7 @@ impl Peer {
         match common {
             Some(c) if c >= self.base => {
                 let trunc_to = trunc.then_some(c);
-                let txns = self.txns_after(c);
-                self.send_to_follower(to, LeaderMsg::Sync { trunc_to, txns }, out);
+                self.send_sync(to, trunc_to, c, out);
             }
             _ => {
                 // Behind this leader's snapshot: the committed state, then the txns after it.
@@ -811,11 +812,34 @@ impl Peer {
                     let (link, seq) = (v.link.id, v.link.next_seq());
                     out.push(Output::SendSnapshot { to, link, leader_nonce, seq, zxid });
                 }
-                let txns = self.txns_after(zxid);
-                self.send_to_follower(to, LeaderMsg::Sync { trunc_to: None, txns }, out);
+                self.send_sync(to, None, zxid, out);
             }
         }
         self.send_to_follower(to, LeaderMsg::NewLeader { epoch }, out);
+    }
+
+    /// The txns after `after` as Syncs of at most `sync_chunk_bytes_max` txn bytes each (at
+    /// least one Sync, which carries `trunc_to`).
+    fn send_sync(&mut self, to: Sid, trunc_to: Option<Zxid>, after: Zxid, out: &mut Vec<Output>) {
+        let txns = self.txns_after(after);
+        let limit = self.cfg.sync_chunk_bytes_max;
+        let mut chunks: Vec<Vec<Txn>> = vec![Vec::new()];
+        let mut bytes = 0usize;
+        for t in txns {
+            let full = chunks.last().is_some_and(|c| !c.is_empty() && bytes + t.data.len() > limit);
+            if full {
+                chunks.push(Vec::new());
+                bytes = 0;
+            }
+            bytes += t.data.len();
+            if let Some(c) = chunks.last_mut() {
+                c.push(t);
+            }
+        }
+        let mut trunc_to = trunc_to;
+        for txns in chunks {
+            self.send_to_follower(to, LeaderMsg::Sync { trunc_to: trunc_to.take(), txns }, out);
+        }
     }
 
     fn on_ack_new_leader(&mut self, from: Sid, epoch: u32, out: &mut Vec<Output>) {

@@ -15,6 +15,9 @@ use super::{Durable, Sid, Txn, ZabConfig, Zxid};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
+/// Sync chunks of a few txns (8-byte writes), so DIFFs in several messages are exercised.
+const SYNC_CHUNK_BYTES: usize = 40;
+
 /// SplitMix64: small, fast, and the same everywhere.
 struct Rng(u64);
 
@@ -146,6 +149,9 @@ pub struct Sim {
     trace_second: u64,
     follower_connects: u64,
     snaps_sent: u64,
+    sync_chunks: u64,
+    /// Links that carried a Sync (a second one continues a DIFF).
+    synced_links: BTreeSet<(u64, u64)>,
     /// Peers stalled until the given time (see `Faults::pause_per_mille`).
     paused_until: BTreeMap<Sid, u64>,
     /// Scripted runs: peers whose fsyncs are held back, completions to skip (completed by
@@ -165,6 +171,8 @@ pub struct Report {
     pub acked: usize,
     pub elections: u64,
     pub snaps: u64,
+    /// Syncs that continued a DIFF too long for one message.
+    pub sync_chunks: u64,
 }
 
 impl Sim {
@@ -183,6 +191,7 @@ impl Sim {
             init_limit_ticks: 10,
             sync_limit_ticks: 5,
             zxid_counter_max: counter_max,
+            sync_chunk_bytes_max: SYNC_CHUNK_BYTES,
         };
         let mut sim = Sim {
             seed,
@@ -205,6 +214,8 @@ impl Sim {
             trace_second: 0,
             follower_connects: 0,
             snaps_sent: 0,
+            sync_chunks: 0,
+            synced_links: BTreeSet::new(),
             paused_until: BTreeMap::new(),
             held: BTreeSet::new(),
             skip_completions: BTreeMap::new(),
@@ -369,6 +380,11 @@ impl Sim {
     }
 
     fn send(&mut self, from: Sid, to: Sid, msg: Message) {
+        if let Message::ToFollower { body: super::message::LeaderMsg::Sync { .. }, link, leader_nonce, .. } = &msg {
+            if !self.synced_links.insert((*link, *leader_nonce)) {
+                self.sync_chunks += 1;
+            }
+        }
         if self.cut.contains(&(from, to)) {
             return;
         }
@@ -586,6 +602,7 @@ impl Sim {
             acked: self.acked.len(),
             elections: self.follower_connects,
             snaps: self.snaps_sent,
+            sync_chunks: self.sync_chunks,
         }
     }
 
@@ -888,11 +905,14 @@ mod tests {
 
     #[test]
     fn three_node_seeds() {
-        let mut snaps = 0;
+        let (mut snaps, mut chunks) = (0, 0);
         for seed in 0..seeds() {
-            snaps += run_seed(seed, 3, 0, u32::MAX).snaps;
+            let r = run_seed(seed, 3, 0, u32::MAX);
+            snaps += r.snaps;
+            chunks += r.sync_chunks;
         }
         assert!(snaps > seeds(), "only {snaps} SNAP syncs in {} runs", seeds());
+        assert!(chunks > seeds() * 10, "only {chunks} continued DIFFs in {} runs", seeds());
     }
 
     #[test]
