@@ -242,6 +242,19 @@ def test_a_stopped_follower_drops_out_rejoins_and_catches_up(ensemble, kazoo_fac
     assert_acked_on(e, follower, kazoo_factory, "/p", acked)
     assert_same_trees(e, [1, 2, 3])
 
+    # Every member stops (SIGTERM) and starts again: the ensemble comes back with it all.
+    before = dump_tree(e.hostport(leader))
+    e.sh("stop")
+    for i in (1, 2, 3):
+        assert "stopped cleanly" in e.log(i)
+        e.restart(i)
+    e.wait_serving([1, 2, 3], timeout=30.0)
+    assert_acked_on(e, follower, kazoo_factory, "/p", acked)
+    assert_same_trees(e, [1, 2, 3])
+    after = dump_tree(e.hostport(follower))
+    assert {p: v for p, v in after.items() if p.startswith("/p")} == \
+        {p: v for p, v in before.items() if p.startswith("/p")}
+
 
 def test_five_members_keep_writing_with_two_down_and_stop_without_a_quorum(ensemble, kazoo_factory):
     from kazoo.exceptions import KazooException
