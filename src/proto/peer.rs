@@ -1,8 +1,10 @@
 //! The peer-to-peer wire format (ours, not ZooKeeper's; `docs/peer-protocol.md`): a hello that
 //! names the sender, then length-prefixed frames, each one `zab::message::Message`.
 //! Rules: big-endian; nothing decoded from the network panics; a frame over
-//! `PEER_FRAME_BYTES_MAX` is an error before anything is allocated; counts are checked against
-//! the bytes left, so allocation is bounded by the frame; byte fields are zero-copy slices.
+//! `PEER_FRAME_BYTES_MAX` (a SNAP frame: `PEER_SNAP_FRAME_BYTES_MAX`) is an error before
+//! anything is allocated, and a large frame's buffer grows as its bytes arrive; counts are
+//! checked against the bytes left, so allocation is bounded by the frame; byte fields are
+//! zero-copy slices.
 
 use crate::zab::message::{FollowerMsg, LeaderMsg, Message, PeerState, Vote};
 use crate::zab::{Sid, Txn};
@@ -14,9 +16,17 @@ pub const PEER_MAGIC: [u8; 4] = *b"RKPR";
 pub const PEER_PROTOCOL_VERSION: u16 = 1;
 /// Hello: magic, version u16, sender sid u64.
 pub const PEER_HELLO_BYTES: usize = 4 + 2 + 8;
-/// The largest frame a peer sends or accepts (a SYNC or SNAP larger than this is split by
-/// the sender).
+/// The largest frame a peer sends or accepts (a DIFF larger than this is split by the sender
+/// into several SYNCs).
 pub const PEER_FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// The largest SNAP frame (a leader's whole committed state in one message).
+pub const PEER_SNAP_FRAME_BYTES_MAX: usize = 2 * 1024 * 1024 * 1024 - 1;
+/// Bytes reserved ahead for a frame still arriving, at most.
+const FRAME_RESERVE_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// A SNAP frame starts: ToFollower tag, link, leader nonce, seq, then the Snap tag.
+const SNAP_FRAME_PREFIX_BYTES: usize = 1 + 8 + 8 + 8 + 1;
+const TAG_TO_FOLLOWER: u8 = 4;
+const TAG_SNAP: u8 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerCodecError {
@@ -76,10 +86,17 @@ pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, PeerCodecError> {
     }
     let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     if len > PEER_FRAME_BYTES_MAX {
-        return Err(PeerCodecError::FrameTooLarge(len));
+        // Only a SNAP may be larger: look at its first bytes before taking it.
+        if buf.len() < 4 + SNAP_FRAME_PREFIX_BYTES {
+            return Ok(None);
+        }
+        let snap = buf[4] == TAG_TO_FOLLOWER && buf[4 + SNAP_FRAME_PREFIX_BYTES - 1] == TAG_SNAP;
+        if !snap || len > PEER_SNAP_FRAME_BYTES_MAX {
+            return Err(PeerCodecError::FrameTooLarge(len));
+        }
     }
     if buf.len() < 4 + len {
-        buf.reserve(4 + len - buf.len());
+        buf.reserve((4 + len - buf.len()).min(FRAME_RESERVE_BYTES_MAX));
         return Ok(None);
     }
     buf.advance(4);
@@ -414,7 +431,18 @@ mod tests {
         assert_eq!(decode_hello(&mut b), Ok(None));
         let mut b = BytesMut::new();
         b.put_u32(PEER_FRAME_BYTES_MAX as u32 + 1);
+        b.put_slice(&[0u8; 40]);
         assert_eq!(next_frame(&mut b), Err(PeerCodecError::FrameTooLarge(PEER_FRAME_BYTES_MAX + 1)));
+        // A SNAP may be larger (a whole committed state): 70 MiB arrives and decodes.
+        let state = Bytes::from(vec![7u8; 70 << 20]);
+        let snap = Message::ToFollower { link: 1, leader_nonce: 2, seq: 3, body: LeaderMsg::Snap { zxid: 9, state } };
+        let mut whole = BytesMut::new();
+        encode_frame(&mut whole, &snap);
+        let mut b = BytesMut::from(&whole[..1000]);
+        assert_eq!(next_frame(&mut b), Ok(None));
+        assert!(b.capacity() < 16 << 20, "a large frame's buffer grows as it arrives");
+        b.extend_from_slice(&whole[1000..]);
+        assert_eq!(decode_message(next_frame(&mut b).unwrap().unwrap()).unwrap(), snap);
         // A huge txn count in a small frame is refused before allocating.
         let mut b = BytesMut::new();
         b.put_u8(4);
