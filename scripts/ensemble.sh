@@ -11,7 +11,7 @@
 # Each server gets RK_ENSEMBLE_DIR/<id>/ (default target/ensemble) holding zoo.cfg, data/ with
 # myid, server.log and pid; `start` prints that path. Set RK_TICK_TIME (ms, default 200) to
 # change the tick (initLimit is 10 ticks, syncLimit 5), and RK_OBSERVERS=K to make the last K
-# of the N servers observers (N - K voters, 3, 5 or 7).
+# of the N servers observers (N - K voters, 3, 5 or 7), and RK_SNAP_COUNT to change snapCount.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -19,6 +19,7 @@ dir="${RK_ENSEMBLE_DIR:-$root/target/ensemble}"
 bin="${RK_BIN:-$root/target/release/ringkeeper}"
 tick="${RK_TICK_TIME:-200}"
 observers="${RK_OBSERVERS:-0}"
+snap_count="${RK_SNAP_COUNT:-100000}"
 
 usage() {
     sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -58,6 +59,7 @@ start() {
 tickTime=$tick
 initLimit=10
 syncLimit=5
+snapCount=$snap_count
 dataDir=$d/data
 clientPort=$((base + i - 1))
 clientPortAddress=127.0.0.1
@@ -106,7 +108,7 @@ status() {
             echo "server.$id port $port: down"
             continue
         fi
-        role="$(grep -aoE 'serving clients as (Leading|Following)|stops serving clients|ensemble member at zxid' "$d/server.log" | tail -n 1 || true)"
+        role="$(grep -aoE 'serving clients as (Leading|Following)|stops serving clients|starting ringkeeper' "$d/server.log" | tail -n 1 || true)"
         case "$role" in
             *Leading) role=leader ;;
             *Following) role=follower; grep -q "^server\.$id=.*:observer" "$d/zoo.cfg" && role=observer ;;

@@ -38,11 +38,11 @@ def _ports_free(ports):
 
 
 class Ensemble:
-    def __init__(self, n, tmp_path, observers=0):
+    def __init__(self, n, tmp_path, observers=0, snap_count=100000):
         self.n = n
         self.dir = str(tmp_path / "ensemble")
         self.env = dict(os.environ, RK_ENSEMBLE_DIR=self.dir, RK_BIN=RK_BIN, RK_TICK_TIME=str(TICK_MS),
-                        RK_OBSERVERS=str(observers))
+                        RK_OBSERVERS=str(observers), RK_SNAP_COUNT=str(snap_count))
         for _ in range(100):
             base = random.randrange(20000, 30000)
             ports = [base + i for i in range(n)] + [base + 10000 + i for i in range(1, n + 1)]
@@ -124,8 +124,8 @@ def _zombie(pid):
 def ensemble(tmp_path):
     made = []
 
-    def make(n, observers=0):
-        e = Ensemble(n, tmp_path, observers).start()
+    def make(n, observers=0, snap_count=100000):
+        e = Ensemble(n, tmp_path, observers, snap_count).start()
         made.append(e)
         return e
     yield make
@@ -383,3 +383,32 @@ def test_observers_serve_reads_forward_writes_and_do_not_vote(ensemble, kazoo_fa
     for i in range(1, 6):
         assert_acked_on(e, i, kazoo_factory, "/o", acked)
     assert_same_trees(e, [1, 2, 3, 4, 5])
+
+
+def test_a_follower_behind_the_leaders_snapshot_is_sent_a_snap(ensemble, kazoo_factory):
+    """With snapCount 50, a follower that was down for 400 writes is behind what the leader
+    still logs: it gets the leader's snapshot (SNAP), installs it durably, serves the same tree,
+    and still has it after its own restart."""
+    e = ensemble(3, snap_count=50)
+    leader = e.wait_serving([1, 2, 3])
+    follower = next(i for i in (1, 2, 3) if i != leader)
+    c = client(kazoo_factory, e.hostport(leader))
+    c.create("/snap")
+    acked = {}
+    write_round([c], "/snap", 0, 20, acked)
+    e.kill9(follower)
+    write_round([c], "/snap", 20, 400, acked)
+    assert len(acked) == 420
+    e.restart(follower)
+    e.wait_serving([1, 2, 3], timeout=30.0)
+    assert "installing the leader's snapshot" in e.log(follower), e.tail(follower)
+    assert "sending peer %d a snapshot" % follower in e.log(leader)
+    write_round([c], "/snap", 420, 20, acked)
+    c.stop()
+    assert_acked_on(e, follower, kazoo_factory, "/snap", acked)
+    assert_same_trees(e, [1, 2, 3])
+    e.kill9(follower)
+    e.restart(follower)
+    e.wait_serving([1, 2, 3], timeout=30.0)
+    assert_acked_on(e, follower, kazoo_factory, "/snap", acked)
+    assert_same_trees(e, [1, 2, 3])
