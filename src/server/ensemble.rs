@@ -693,7 +693,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
     let inbox = Inbox::start(from_cores, wake.clone()).await;
-    let peer_inbox: Rc<std::cell::RefCell<VecDeque<(Sid, Message)>>> = Rc::default();
+    let peer_inbox: Rc<std::cell::RefCell<VecDeque<(Sid, Option<Message>)>>> = Rc::default();
     let peer_reader = {
         let (q, wake) = (peer_inbox.clone(), wake.clone());
         glommio::spawn_local(async move {
@@ -732,9 +732,14 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         inbox.made_room();
         loop {
             let next = peer_inbox.borrow_mut().pop_front();
-            let Some((from, msg)) = next else { break };
-            tracing::trace!("peer {my_id} ← {from}: {msg:?}");
-            m.step(Input::Message { from, msg });
+            match next {
+                None => break,
+                Some((from, Some(msg))) => {
+                    tracing::trace!("peer {my_id} ← {from}: {msg:?}");
+                    m.step(Input::Message { from, msg });
+                }
+                Some((sid, None)) => m.step(Input::PeerLost { sid }),
+            }
         }
         if let Some(z) = snapshot_taken.take() {
             m.step(Input::SnapshotTaken { zxid: z });

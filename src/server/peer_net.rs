@@ -53,12 +53,13 @@ const PEER_LISTEN_BACKLOG: i32 = 64;
 
 impl PeerNet {
     /// Listens on `listen` and dials every peer in `peers` (other than `me`). Received
-    /// messages arrive on the returned receiver as (sender, message).
+    /// messages arrive on the returned receiver as (sender, Some(message)); (sender, None) when
+    /// a connection from that sender closed.
     pub fn start(
         me: Sid,
         listen: SocketAddr,
         peers: &BTreeMap<Sid, SocketAddr>,
-    ) -> io::Result<(PeerNet, LocalReceiver<(Sid, Message)>)> {
+    ) -> io::Result<(PeerNet, LocalReceiver<(Sid, Option<Message>)>)> {
         // No SO_REUSEPORT: a second server on the same port is an error, not a silent sharer.
         let listener = super::startup::bind_listener(listen, false, PEER_LISTEN_BACKLOG)?;
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
@@ -162,7 +163,7 @@ async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
     }
 }
 
-async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<(Sid, Message)>>) {
+async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<(Sid, Option<Message>)>>) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
@@ -177,14 +178,20 @@ async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<(Sid, Message)>>)
 }
 
 /// Reads one incoming connection: the hello, then frames, each decoded and handed over.
-async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<(Sid, Message)>>) {
+async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<(Sid, Option<Message>)>>) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut from: Option<Sid> = None;
     loop {
         let n = match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => {
+                if let Some(sid) = from {
+                    // The sender's end closed: tell the pipeline (a leader that died, say).
+                    let _ = tx.send((sid, None)).await;
+                }
+                return;
+            }
             Ok(n) => n,
         };
         buf.extend_from_slice(&chunk[..n]);
@@ -210,7 +217,7 @@ async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<(Sid, Message)>>) {
             };
             match decode_message(frame) {
                 Ok(msg) => {
-                    if tx.send((sid, msg)).await.is_err() {
+                    if tx.send((sid, Some(msg))).await.is_err() {
                         return;
                     }
                 }
@@ -238,7 +245,7 @@ mod tests {
         Message::Notification { vote: Vote { leader: 1, zxid: 5, peer_epoch: 1 }, round, state: PeerState::Looking }
     }
 
-    async fn recv_within(rx: &LocalReceiver<(Sid, Message)>, ms: u64) -> Option<(Sid, Message)> {
+    async fn recv_within(rx: &LocalReceiver<(Sid, Option<Message>)>, ms: u64) -> Option<(Sid, Option<Message>)> {
         let timeout = glommio::timer::sleep(Duration::from_millis(ms));
         futures_lite::future::or(rx.recv(), async {
             timeout.await;
@@ -267,7 +274,7 @@ mod tests {
                 let (net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
                 let (net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
                 send_until_connected(&net1, 2, &note(1)).await;
-                assert_eq!(recv_within(&rx2, 2000).await, Some((1, note(1))));
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(1)))));
                 let big = Message::ToLeader {
                     link: 7,
                     leader_nonce: 8,
@@ -275,13 +282,13 @@ mod tests {
                     body: FollowerMsg::Request { data: bytes::Bytes::from(vec![3u8; 300_000]) },
                 };
                 send_until_connected(&net2, 1, &big).await;
-                assert_eq!(recv_within(&rx1, 2000).await, Some((2, big)));
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(big))));
                 // Order is kept on a connection.
                 for r in 10..20 {
                     assert!(net1.send(2, &note(r)));
                 }
                 for r in 10..20 {
-                    assert_eq!(recv_within(&rx2, 2000).await, Some((1, note(r))));
+                    assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(r)))));
                 }
                 // Garbage on the peer port closes that connection only.
                 let mut junk = TcpStream::connect(b).await.unwrap();
@@ -289,10 +296,12 @@ mod tests {
                 let mut sink = [0u8; 16];
                 assert_eq!(junk.read(&mut sink).await.unwrap_or(0), 0, "the server closes a bad connection");
                 assert!(net1.send(2, &note(30)));
-                assert_eq!(recv_within(&rx2, 2000).await, Some((1, note(30))));
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(30)))));
                 // Peer 2 goes away: sends are dropped; it comes back: they flow again.
                 drop(net2);
                 drop(rx2);
+                // Its connection to peer 1 closes, and peer 1's pipeline hears of it.
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, None)));
                 glommio::timer::sleep(Duration::from_millis(100)).await;
                 for r in 40..60 {
                     net1.send(2, &note(r));
@@ -303,7 +312,7 @@ mod tests {
                 send_until_connected(&net1, 2, &note(99)).await;
                 let got = loop {
                     match recv_within(&rx2, 3000).await {
-                        Some((1, Message::Notification { round: 99, .. })) => break true,
+                        Some((1, Some(Message::Notification { round: 99, .. }))) => break true,
                         Some(_) => continue,
                         None => break false,
                     }

@@ -49,6 +49,12 @@ pub enum Input {
     Propose {
         data: Bytes,
     },
+    /// The transport saw the connection from `sid` close (its process died, say): a follower
+    /// of `sid` elects again at once instead of waiting out syncLimit. Only a hint: a live
+    /// leader is found again by the election.
+    PeerLost {
+        sid: Sid,
+    },
     /// A follower's shell forwards `data` to the leader's shell (`Output::Forwarded` there).
     Forward {
         data: Bytes,
@@ -314,6 +320,12 @@ impl Peer {
             Input::Persisted => self.on_persisted(out),
             Input::Propose { data } => self.on_propose(data, out),
             Input::Forward { data } => self.on_forward(data, out),
+            Input::PeerLost { sid } => {
+                if matches!(&self.state, RoleState::Following(f) if f.leader == sid) {
+                    tracing::info!("peer {}: the connection from leader {sid} closed; electing", self.cfg.my_id);
+                    self.enter_looking(out);
+                }
+            }
             Input::Reply { to, data } => self.on_reply(to, data, out),
             Input::SnapshotTaken { zxid } => self.on_snapshot_taken(zxid),
             Input::Message { from, msg } => self.on_message(from, msg, out),
@@ -442,6 +454,10 @@ impl Peer {
                 let not_leading = state == PeerState::Following || (state == PeerState::Looking && vote.leader != from);
                 if from == f.leader && f.phase == FollowPhase::Discovering && not_leading {
                     return self.enter_looking(out);
+                }
+                if from == f.leader && f.phase == FollowPhase::Discovering && state == PeerState::Leading {
+                    let msg = Message::FollowerInfo { link: f.link.id, accepted_epoch: self.accepted_epoch };
+                    return self.send(from, msg, out);
                 }
                 if state == PeerState::Looking {
                     let v = Vote { leader: f.leader, zxid: self.last_zxid(), peer_epoch: self.current_epoch };
@@ -621,6 +637,14 @@ impl Peer {
             next_counter: 1,
             started_tick: self.tick,
         });
+        // Tell the members at once: a follower that asked before this peer had decided asks
+        // again now instead of at its next tick.
+        let note = Message::Notification { vote: self.own_vote(), round: self.round, state: PeerState::Leading };
+        for &m in self.cfg.voters.iter().chain(&self.cfg.observers) {
+            if m != self.cfg.my_id {
+                self.send(m, note.clone(), out);
+            }
+        }
         self.check_epoch_quorum(out);
     }
 

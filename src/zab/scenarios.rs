@@ -14,6 +14,11 @@ fn delivered_to(ev: &Event, to: Sid, pred: impl Fn(&LeaderMsg) -> bool) -> bool 
     matches!(ev, Event::Net { to: t, msg: Message::ToFollower { body, .. }, .. } if *t == to && pred(body))
 }
 
+/// `ev` delivers to `to` a leader message from `from` that satisfies `pred`.
+fn delivered_from(ev: &Event, from: Sid, to: Sid, pred: impl Fn(&LeaderMsg) -> bool) -> bool {
+    matches!(ev, Event::Net { from: f, .. } if *f == from) && delivered_to(ev, to, pred)
+}
+
 fn sent_by(ev: &Event, from: Sid, pred: impl Fn(&FollowerMsg) -> bool) -> bool {
     matches!(ev, Event::Net { from: f, msg: Message::ToLeader { body, .. }, .. } if *f == from && pred(body))
 }
@@ -136,8 +141,9 @@ fn old_leader_rejoins_with_a_txn_nobody_else_saw_and_crashes_while_truncating() 
 fn crash_before_newleader(sim: &mut Sim, leader: Sid, f: Sid) -> super::sim::Report {
     sim.crash_now(leader);
     sim.drop_in_flight_from(leader);
-    let got_newleader = sim.run_until(200, |ev| delivered_to(ev, f, |m| matches!(m, LeaderMsg::NewLeader { .. })));
-    assert!(!got_newleader);
+    let got_newleader =
+        sim.run_until(200, |ev| delivered_from(ev, leader, f, |m| matches!(m, LeaderMsg::NewLeader { .. })));
+    assert!(!got_newleader, "the crashed leader's NEWLEADER still arrived");
     sim.run_for(3_000);
     assert!(sim.leader().is_some_and(|l| l != leader), "the two others elect a new leader");
     sim.restart_now(leader);

@@ -102,9 +102,21 @@ const HEALED: Faults = Faults {
 
 #[derive(Debug)]
 pub enum Event {
-    Net { from: Sid, to: Sid, msg: Message },
+    Net {
+        from: Sid,
+        to: Sid,
+        msg: Message,
+    },
+    /// `to`'s transport saw its connection from the crashed `lost` close.
+    Lost {
+        to: Sid,
+        lost: Sid,
+    },
     Tick(Sid),
-    PersistDone { node: Sid, incarnation: u64 },
+    PersistDone {
+        node: Sid,
+        incarnation: u64,
+    },
     Write,
     Restart(Sid),
     HealPartition,
@@ -296,6 +308,14 @@ impl Sim {
             node.incarnation += 1;
             node.persists.clear(); // writes not yet durable are lost
             self.skip_completions.remove(&id);
+            // The others' transports notice the closed connections (unless cut off).
+            let others: Vec<Sid> = self.nodes.keys().copied().filter(|&o| o != id).collect();
+            for to in others {
+                if !self.cut.contains(&(id, to)) {
+                    let after = 1 + self.rng.below(50);
+                    self.schedule(after, Event::Lost { to, lost: id });
+                }
+            }
             if self.auto_restart {
                 let after = 50 + self.rng.below(2_000);
                 self.schedule(after, Event::Restart(id));
@@ -652,6 +672,7 @@ impl Sim {
             Event::Tick(id) => self.on_tick(id),
             Event::PersistDone { node, incarnation } => self.persist_done(node, incarnation),
             Event::Write => self.on_write(),
+            Event::Lost { to, lost } => self.step(to, Input::PeerLost { sid: lost }),
             Event::Restart(id) => {
                 if self.nodes[&id].peer.is_none() {
                     self.restart(id);
