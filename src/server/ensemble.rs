@@ -16,7 +16,7 @@
 
 use super::log_writer::TxnLogWriter;
 use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
-use super::peer_net::PeerNet;
+use super::peer_net::{PeerIn, PeerNet};
 use super::pipeline::{doomed_nodes, now_ms, spawn_snapshot, start_ticker, Inbox, TICK_INTERVAL_MS_MAX};
 use crate::config::Config;
 use crate::proto::{ErrorCode, Id};
@@ -693,7 +693,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
     let inbox = Inbox::start(from_cores, wake.clone()).await;
-    let peer_inbox: Rc<std::cell::RefCell<VecDeque<(Sid, Option<Message>)>>> = Rc::default();
+    let peer_inbox: Rc<std::cell::RefCell<VecDeque<PeerIn>>> = Rc::default();
     let peer_reader = {
         let (q, wake) = (peer_inbox.clone(), wake.clone());
         glommio::spawn_local(async move {

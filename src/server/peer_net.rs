@@ -23,6 +23,10 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
+/// What the transport hands the pipeline: a message from a peer, or None when a connection
+/// from that peer closed.
+pub type PeerIn = (Sid, Option<Message>);
+
 /// Encoded bytes waiting for one peer before further sends to it are dropped.
 pub const PEER_OUTBOUND_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Received messages waiting for the pipeline before readers stop reading.
@@ -59,7 +63,7 @@ impl PeerNet {
         me: Sid,
         listen: SocketAddr,
         peers: &BTreeMap<Sid, SocketAddr>,
-    ) -> io::Result<(PeerNet, LocalReceiver<(Sid, Option<Message>)>)> {
+    ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
         // No SO_REUSEPORT: a second server on the same port is an error, not a silent sharer.
         let listener = super::startup::bind_listener(listen, false, PEER_LISTEN_BACKLOG)?;
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
@@ -163,7 +167,7 @@ async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
     }
 }
 
-async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<(Sid, Option<Message>)>>) {
+async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<PeerIn>>) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
@@ -178,7 +182,7 @@ async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<(Sid, Option<Mess
 }
 
 /// Reads one incoming connection: the hello, then frames, each decoded and handed over.
-async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<(Sid, Option<Message>)>>) {
+async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<PeerIn>>) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
@@ -245,7 +249,7 @@ mod tests {
         Message::Notification { vote: Vote { leader: 1, zxid: 5, peer_epoch: 1 }, round, state: PeerState::Looking }
     }
 
-    async fn recv_within(rx: &LocalReceiver<(Sid, Option<Message>)>, ms: u64) -> Option<(Sid, Option<Message>)> {
+    async fn recv_within(rx: &LocalReceiver<PeerIn>, ms: u64) -> Option<PeerIn> {
         let timeout = glommio::timer::sleep(Duration::from_millis(ms));
         futures_lite::future::or(rx.recv(), async {
             timeout.await;
