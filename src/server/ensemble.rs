@@ -7,6 +7,10 @@
 //! Rules:
 //! - Nothing reaches a client core before ZAB delivered it (a quorum logged it); client cores
 //!   start from the snapshot and see every later txn once, in zxid order.
+//! - A reply goes to the request a txn was made for, never by guess: the leader knows the
+//!   txn's origin when it proposes (its own request, or a follower's numbered request, which it
+//!   names back in a Proposed reply before the commit); connections that closed in between
+//!   just get nothing.
 //! - Sessions are global: created, closed and expired by txns; the leader alone keeps their
 //!   deadlines (refreshed by touches from every member) and knows which member owns each; a
 //!   write from a member that does not own its session fails with SessionMoved.
@@ -84,8 +88,11 @@ struct Member {
     connecting: HashMap<i64, (ConnRef, i32)>,
     /// Resumes waiting for the leader's verdict: token → conn, session, timeout.
     revalidating: HashMap<u64, (ConnRef, i64, i32)>,
-    /// Writes of local clients waiting for their txn, per session in request order.
-    writes: HashMap<i64, VecDeque<Origin>>,
+    /// Follower: forwarded writes waiting for the leader to name their zxid, by request id.
+    forwarded: HashMap<u64, Origin>,
+    next_request: u64,
+    /// The local request each proposed zxid answers (until it is delivered).
+    answers: HashMap<Zxid, Origin>,
     /// Syncs waiting for the leader's zxid: token → conn, xid, path.
     sync_tokens: HashMap<u64, (ConnRef, i32, String)>,
     /// Syncs answered once the committed tree reaches the zxid.
@@ -183,11 +190,15 @@ impl Member {
             }
             ToPipeline::Write { conn, xid, op, auth } => {
                 let Some(&session_id) = self.conn_sessions.get(&conn) else { return };
-                self.writes.entry(session_id).or_default().push_back((conn, xid));
                 if self.leading() {
-                    self.prep_write(self.me, session_id, xid, &auth, &op, now);
+                    if let Some(zxid) = self.prep_write(self.me, session_id, xid, &auth, &op, now) {
+                        self.answers.insert(zxid, (conn, xid));
+                    }
                 } else {
-                    self.forward(&Forward::Write { session_id, cxid: xid, auth: auth.to_vec(), op });
+                    self.next_request += 1;
+                    let request = self.next_request;
+                    self.forwarded.insert(request, (conn, xid));
+                    self.forward(&Forward::Write { request, session_id, cxid: xid, auth: auth.to_vec(), op });
                 }
             }
             ToPipeline::Sync { conn, xid, path } => {
@@ -221,13 +232,8 @@ impl Member {
             if self.session_conns.get(&s) == Some(&conn) {
                 self.session_conns.remove(&s);
             }
-            if let Some(q) = self.writes.get_mut(&s) {
-                q.retain(|(c, _)| *c != conn);
-                if q.is_empty() {
-                    self.writes.remove(&s);
-                }
-            }
         }
+        // Its writes in flight stay where they are: their txns still come, and answer nobody.
         self.connecting.retain(|_, (c, _)| *c != conn);
         self.revalidating.retain(|_, (c, ..)| *c != conn);
         self.sync_tokens.retain(|_, (c, ..)| *c != conn);
@@ -250,26 +256,30 @@ impl Member {
 
     // ---- the leader's side ----
 
-    /// Proposes one txn prepared here (`prep` holds every earlier proposal).
-    fn propose(&mut self, session_id: i64, cxid: i32, op: TxnOp, now: i64) {
+    /// Proposes one txn prepared here (`prep` holds every earlier proposal); returns its zxid.
+    fn propose(&mut self, session_id: i64, cxid: i32, op: TxnOp, now: i64) -> Option<Zxid> {
         let Some(zxid) = self.peer.next_proposal_zxid() else {
-            // Counter exhausted (or leadership just lost): a new election and epoch.
-            self.peer.abdicate(&mut self.out);
-            return;
+            // An established leader out of zxid counter starts a new election (and epoch);
+            // otherwise this leadership is over or not yet established: nothing is proposed.
+            if self.peer.role() == (Role::Leading { serving: true }) {
+                self.peer.abdicate(&mut self.out);
+            }
+            return None;
         };
-        let Some(tree) = self.prep.as_mut() else { return };
+        let tree = self.prep.as_mut()?;
         let txn = Txn { header: TxnHeader { zxid, session_id, cxid, time_ms: now }, op };
         self.scratch_changes.clear();
         apply::apply(tree, &txn, &mut self.scratch_changes);
         codec::encode(&txn, &mut self.encode_buf);
         let data = self.encode_buf.split().freeze();
         self.step(Input::Propose { data });
+        Some(zxid)
     }
 
     fn create_session(&mut self, from: Sid, id: i64, timeout_ms: i32, now: i64) {
         self.sessions.add(id, timeout_ms, now);
         self.owners.insert(id, from);
-        self.propose(id, 0, TxnOp::CreateSession { timeout_ms }, now);
+        let _ = self.propose(id, 0, TxnOp::CreateSession { timeout_ms }, now);
     }
 
     /// Is `session_id` alive? If so it now belongs to `from`, with `timeout_ms`.
@@ -282,8 +292,16 @@ impl Member {
         true
     }
 
-    fn prep_write(&mut self, from: Sid, session_id: i64, cxid: i32, auth: &[Id], op: &WriteOp, now: i64) {
-        let Some(tree) = self.prep.as_ref() else { return };
+    fn prep_write(
+        &mut self,
+        from: Sid,
+        session_id: i64,
+        cxid: i32,
+        auth: &[Id],
+        op: &WriteOp,
+        now: i64,
+    ) -> Option<Zxid> {
+        let tree = self.prep.as_ref()?;
         let txn_op = if !self.sessions.touch(session_id, now) {
             TxnOp::Error { err: ErrorCode::SessionExpired.code() }
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
@@ -297,7 +315,7 @@ impl Member {
             self.sessions.remove(session_id);
             self.owners.remove(&session_id);
         }
-        self.propose(session_id, cxid, txn_op, now);
+        self.propose(session_id, cxid, txn_op, now)
     }
 
     fn on_forwarded(&mut self, from: Sid, data: Bytes, now: i64) {
@@ -312,7 +330,12 @@ impl Member {
             }
         };
         match f {
-            Forward::Write { session_id, cxid, auth, op } => self.prep_write(from, session_id, cxid, &auth, &op, now),
+            Forward::Write { request, session_id, cxid, auth, op } => {
+                if let Some(zxid) = self.prep_write(from, session_id, cxid, &auth, &op, now) {
+                    // After the proposal on the link, before its commit.
+                    self.reply(from, LeaderReply::Proposed { request, zxid });
+                }
+            }
             Forward::CreateSession { session_id, timeout_ms } => {
                 if self.sessions.contains(session_id) || self.committed.session(session_id).is_some() {
                     tracing::warn!("peer {from} named session {session_id:#x}, which exists; ignored");
@@ -345,7 +368,7 @@ impl Member {
         for (id, _) in self.sessions.expired(now) {
             tracing::info!("session {id:#x} expired");
             self.owners.remove(&id);
-            self.propose(id, 0, TxnOp::CloseSession, now);
+            let _ = self.propose(id, 0, TxnOp::CloseSession, now);
         }
         if reap {
             let Some(tree) = self.prep.as_ref() else { return };
@@ -358,7 +381,7 @@ impl Member {
                 }
             }
             for op in ops {
-                self.propose(0, 0, op, now);
+                let _ = self.propose(0, 0, op, now);
             }
         }
     }
@@ -367,6 +390,11 @@ impl Member {
 
     fn on_leader_reply(&mut self, data: Bytes) {
         match forward::decode_reply(data) {
+            Ok(LeaderReply::Proposed { request, zxid }) => {
+                if let Some(origin) = self.forwarded.remove(&request) {
+                    self.answers.insert(zxid, origin);
+                }
+            }
             Ok(LeaderReply::Revalidated { token, alive }) => {
                 if let Some((conn, session_id, timeout_ms)) = self.revalidating.remove(&token) {
                     self.resumed(conn, session_id, timeout_ms, alive);
@@ -402,14 +430,7 @@ impl Member {
         let s = txn.header.session_id;
         let created = matches!(txn.op, TxnOp::CreateSession { .. });
         let closed = matches!(txn.op, TxnOp::CloseSession);
-        let origin = if created {
-            None
-        } else {
-            match self.writes.get_mut(&s) {
-                Some(q) if q.front().is_some_and(|(_, xid)| *xid == txn.header.cxid) => q.pop_front(),
-                _ => None,
-            }
-        };
+        let origin = self.answers.remove(&t.zxid);
         let answered = origin.is_some();
         self.items.push(Commit::Txn { txn, origin });
         if created {
@@ -421,7 +442,6 @@ impl Member {
             }
         }
         if closed {
-            self.writes.remove(&s);
             if let Some(conn) = self.session_conns.remove(&s) {
                 self.conn_sessions.remove(&conn);
                 if !answered {
@@ -452,6 +472,11 @@ impl Member {
         if serving_now == self.serving {
             return;
         }
+        if serving_now.is_some() && self.committed.last_zxid() < self.peer.committed() {
+            // Committed txns are still on their way to the committed tree (delivered in a
+            // later round): serve, and build the prep tree, only once they are applied.
+            return;
+        }
         if self.serving.is_some() {
             tracing::info!("peer {}: stops serving clients ({role:?})", self.me);
             let conns: Vec<ConnRef> = self
@@ -472,7 +497,8 @@ impl Member {
             self.session_conns.clear();
             self.connecting.clear();
             self.revalidating.clear();
-            self.writes.clear();
+            self.forwarded.clear();
+            self.answers.clear();
             self.sync_tokens.clear();
             self.syncs.clear();
             self.touched.clear();
@@ -601,6 +627,7 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
         }
         m.check_role(now);
     }
+    m.check_role(now);
     Ok(())
 }
 
@@ -676,7 +703,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         session_conns: HashMap::new(),
         connecting: HashMap::new(),
         revalidating: HashMap::new(),
-        writes: HashMap::new(),
+        forwarded: HashMap::new(),
+        next_request: 0,
+        answers: HashMap::new(),
         sync_tokens: HashMap::new(),
         syncs: VecDeque::new(),
         touched: HashSet::new(),

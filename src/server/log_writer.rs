@@ -15,7 +15,7 @@
 //! batch, ~60 µs here), and the pipeline waits for it anyway.
 
 use crate::storage::log::{
-    segment_name, zxid_follows, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME,
+    parse_segment_name, segment_name, zxid_follows, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME,
 };
 use crate::storage::recovery::LogTail;
 use crate::txn::codec::record_zxid;
@@ -166,6 +166,21 @@ impl TxnLogWriter {
 
     async fn write(&mut self, batch: &EncodedBatch) -> io::Result<()> {
         let len = batch.len() as u64;
+        // A segment with no batch yet is named by the zxid it was made for; a crash may have
+        // left one for a txn that never came (the first of an epoch nobody established). Its
+        // name must be this batch's first zxid, or recovery would find the wrong zxids in it.
+        let misnamed = self.segment.as_ref().is_some_and(|s| {
+            s.offset == 0
+                && s.path.file_name().and_then(|n| n.to_str()).and_then(parse_segment_name) != Some(batch.first_zxid())
+        });
+        if misnamed {
+            if let Some(seg) = self.segment.take() {
+                seg.file.close().await?;
+                tracing::info!("removing {}, an empty log segment named for another zxid", seg.path.display());
+                std::fs::remove_file(&seg.path)?;
+                sync_dir(&self.log_dir).await?;
+            }
+        }
         if self.segment.as_ref().is_some_and(|s| s.offset > 0 && s.offset + len > self.prealloc_bytes) {
             self.roll().await?;
         }
@@ -510,5 +525,44 @@ mod tests {
             .unwrap();
         let rec = recover(&data, &logs).unwrap();
         assert_eq!((rec.snapshot_zxid, rec.last_zxid, rec.records.len()), (snap_at, (3 << 32) | 1, 1));
+    }
+
+    /// Recovers the log, opens a writer where recovery left it, appends `records`, closes.
+    fn append_after_recovery(data: &Path, logs: &Path, records: Vec<Bytes>) {
+        let (d, l) = (data.to_path_buf(), logs.to_path_buf());
+        LocalExecutorBuilder::default()
+            .io_memory(2 << 20)
+            .spawn(move || async move {
+                let rec = recover(&d, &l).unwrap();
+                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, true).await.unwrap();
+                w.append(&records).await.unwrap();
+                w.close().await.unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// A crash right after the first segment of a new epoch was created (before its first
+    /// batch) leaves an empty segment named for a txn that may never come; when the log goes on
+    /// with another zxid (a later epoch, or more of the old one) that segment is replaced,
+    /// and recovery reads the log fine (found by a reviewing helper: the later epoch's txns
+    /// were written into the misnamed segment and the next start-up refused the log).
+    #[test]
+    fn an_empty_segment_left_by_a_crash_is_replaced_when_the_log_goes_elsewhere() {
+        let dir = crate::storage::files::tests::TempDir::new("logwriter-empty-seg");
+        let (data, logs) = (dir.0.join("data"), dir.0.join("log"));
+        let (e1, e2) = (1i64 << 32, 2i64 << 32);
+        for (i, next) in [(e2 | 1), 3].into_iter().enumerate() {
+            let _ = std::fs::remove_dir_all(&logs);
+            append_after_recovery(&data, &logs, vec![txn(1, 0), txn(2, 1)]);
+            // The crash state: the epoch-1 segment exists, zero-filled, with no batch.
+            std::fs::write(logs.join(segment_name(e1 | 1)), vec![0u8; 64 * 1024]).unwrap();
+            append_after_recovery(&data, &logs, vec![txn(next, 5)]);
+            let rec = recover(&data, &logs).unwrap_or_else(|e| panic!("case {i}: {e}"));
+            let zxids: Vec<i64> = rec.records.iter().map(|r| codec::record_zxid(r).unwrap()).collect();
+            assert_eq!(zxids, vec![1, 2, next], "case {i}");
+            assert!(!logs.join(segment_name(e1 | 1)).exists(), "case {i}: the misnamed segment is gone");
+        }
     }
 }

@@ -20,8 +20,9 @@ pub const MULTI_OPS_MAX: usize = 1 << 16;
 /// A follower's request to the leader.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Forward {
-    /// A client write of `session_id` (request `cxid`), with the connection's ids when sent.
-    Write { session_id: i64, cxid: i32, auth: Vec<Id>, op: WriteOp },
+    /// A client write of `session_id` (request `cxid`), with the connection's ids when sent;
+    /// `request` names it on the follower (the leader's Proposed answer carries it back).
+    Write { request: u64, session_id: i64, cxid: i32, auth: Vec<Id>, op: WriteOp },
     /// A new session the follower named (its server id is in the id's top byte).
     CreateSession { session_id: i64, timeout_ms: i32 },
     /// A client resumes `session_id` on the follower: is it alive? It is owned there now.
@@ -35,8 +36,20 @@ pub enum Forward {
 /// The leader's answer to one forwarded request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaderReply {
-    Revalidated { token: u64, alive: bool },
-    SyncedTo { token: u64, zxid: i64 },
+    /// The follower's write `request` became the txn at `zxid` (sent right after its proposal,
+    /// before its commit): the follower answers its client when it delivers `zxid`.
+    Proposed {
+        request: u64,
+        zxid: i64,
+    },
+    Revalidated {
+        token: u64,
+        alive: bool,
+    },
+    SyncedTo {
+        token: u64,
+        zxid: i64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +80,7 @@ const F_TOUCH: u8 = 4;
 const F_SYNC: u8 = 5;
 const R_REVALIDATED: u8 = 1;
 const R_SYNCED_TO: u8 = 2;
+const R_PROPOSED: u8 = 3;
 
 const OP_CREATE: u8 = 1;
 const OP_DELETE: u8 = 2;
@@ -81,8 +95,9 @@ const OP_DELETE_CONTAINER: u8 = 9;
 pub fn encode_forward(f: &Forward) -> Bytes {
     let mut out = BytesMut::new();
     match f {
-        Forward::Write { session_id, cxid, auth, op } => {
+        Forward::Write { request, session_id, cxid, auth, op } => {
             out.put_u8(F_WRITE);
+            out.put_u64(*request);
             out.put_i64(*session_id);
             out.put_i32(*cxid);
             out.put_u32(auth.len() as u32);
@@ -232,6 +247,7 @@ pub fn decode_forward(buf: Bytes) -> Result<Forward, ForwardDecodeError> {
     let mut r = JuteReader::new(buf);
     let f = match read_u8(&mut r)? {
         F_WRITE => {
+            let request = r.read_long()? as u64;
             let session_id = r.read_long()?;
             let cxid = r.read_int()?;
             let n = read_count(&mut r, AUTH_IDS_MAX, 8)?;
@@ -240,7 +256,7 @@ pub fn decode_forward(buf: Bytes) -> Result<Forward, ForwardDecodeError> {
                 auth.push(Id { scheme: r.read_string()?, id: r.read_string()? });
             }
             let op = decode_op(&mut r, false)?;
-            Forward::Write { session_id, cxid, auth, op }
+            Forward::Write { request, session_id, cxid, auth, op }
         }
         F_CREATE_SESSION => Forward::CreateSession { session_id: r.read_long()?, timeout_ms: r.read_int()? },
         F_REVALIDATE => {
@@ -273,6 +289,11 @@ pub fn encode_reply(reply: &LeaderReply) -> Bytes {
             out.put_u64(*token);
             out.put_i64(*zxid);
         }
+        LeaderReply::Proposed { request, zxid } => {
+            out.put_u8(R_PROPOSED);
+            out.put_u64(*request);
+            out.put_i64(*zxid);
+        }
     }
     out.freeze()
 }
@@ -282,6 +303,7 @@ pub fn decode_reply(buf: Bytes) -> Result<LeaderReply, ForwardDecodeError> {
     let reply = match read_u8(&mut r)? {
         R_REVALIDATED => LeaderReply::Revalidated { token: r.read_long()? as u64, alive: r.read_bool()? },
         R_SYNCED_TO => LeaderReply::SyncedTo { token: r.read_long()? as u64, zxid: r.read_long()? },
+        R_PROPOSED => LeaderReply::Proposed { request: r.read_long()? as u64, zxid: r.read_long()? },
         tag => return Err(ForwardDecodeError::BadTag(tag)),
     };
     finish(r, reply)
@@ -303,12 +325,14 @@ mod tests {
         };
         vec![
             Forward::Write {
+                request: 1,
                 session_id: 0x0100_0000_0000_0001,
                 cxid: 7,
                 auth: vec![Id { scheme: "ip".into(), id: "127.0.0.1".into() }],
                 op: create.clone(),
             },
             Forward::Write {
+                request: 2,
                 session_id: 5,
                 cxid: -2,
                 auth: vec![],
@@ -320,12 +344,13 @@ mod tests {
                 ]),
             },
             Forward::Write {
+                request: u64::MAX,
                 session_id: 5,
                 cxid: 9,
                 auth: vec![],
                 op: WriteOp::SetAcl { path: "/q".into(), acl: None, version: 1 },
             },
-            Forward::Write { session_id: 5, cxid: 10, auth: vec![], op: WriteOp::CloseSession },
+            Forward::Write { request: 4, session_id: 5, cxid: 10, auth: vec![], op: WriteOp::CloseSession },
             Forward::CreateSession { session_id: 0x0200_0000_0000_0003, timeout_ms: 30_000 },
             Forward::Revalidate { token: 99, session_id: 4, timeout_ms: 10_000 },
             Forward::Touch { sessions: vec![1, 2, 3] },
@@ -339,8 +364,11 @@ mod tests {
         for f in samples() {
             assert_eq!(decode_forward(encode_forward(&f)).unwrap(), f);
         }
-        for r in [LeaderReply::Revalidated { token: 1, alive: true }, LeaderReply::SyncedTo { token: 2, zxid: 1 << 33 }]
-        {
+        for r in [
+            LeaderReply::Revalidated { token: 1, alive: true },
+            LeaderReply::SyncedTo { token: 2, zxid: 1 << 33 },
+            LeaderReply::Proposed { request: 3, zxid: (1 << 32) | 7 },
+        ] {
             assert_eq!(decode_reply(encode_reply(&r)).unwrap(), r);
         }
     }

@@ -22,8 +22,9 @@ pub struct Election {
     pub vote: Vote,
     /// Votes of LOOKING peers in `round` (this peer included).
     pub votes: BTreeMap<Sid, Vote>,
-    /// Leaders named by peers that are LEADING or FOLLOWING, with the sender's state.
-    pub settled: BTreeMap<Sid, (Vote, PeerState)>,
+    /// Leaders named by peers that are LEADING or FOLLOWING, with the sender's state and the
+    /// round of its last election; forgotten when the sender is LOOKING again.
+    pub settled: BTreeMap<Sid, (Vote, PeerState, u64)>,
     /// False for an observer: it adopts votes to find the leader but never counts itself.
     pub voting: bool,
 }
@@ -50,6 +51,7 @@ impl Election {
     pub fn receive(&mut self, me: Sid, from: Sid, vote: Vote, round: u64, state: PeerState) -> bool {
         match state {
             PeerState::Looking => {
+                self.settled.remove(&from);
                 if round > self.round {
                     self.round = round;
                     self.votes.clear();
@@ -75,7 +77,7 @@ impl Election {
                 false
             }
             PeerState::Leading | PeerState::Following => {
-                self.settled.insert(from, (vote, state));
+                self.settled.insert(from, (vote, state, round));
                 false
             }
         }
@@ -88,26 +90,29 @@ impl Election {
         if agreeing >= quorum {
             return Outcome::Elected(self.vote.leader);
         }
-        // Peers that already follow this peer decided on votes this one never received (lost
-        // before their links were up): with its own vote for itself they make it leader, as
-        // ZooKeeper's checkLeader accepts FOLLOWING notifications that name the receiver.
+        // Peers that already follow this peer decided, in this round, on votes this one never
+        // received (lost before their links were up): with its own vote for itself they make
+        // it leader, as ZooKeeper's checkLeader accepts FOLLOWING notifications of its own
+        // election epoch that name the receiver. Older rounds' answers are stale.
         let me = self.own.leader;
         if self.voting && self.vote.leader == me {
             let following_me = self
                 .settled
                 .iter()
-                .filter(|(s, (v, st))| **s != me && *st == PeerState::Following && v.leader == me)
+                .filter(|(s, (v, st, r))| {
+                    **s != me && *st == PeerState::Following && v.leader == me && *r == self.round
+                })
                 // A FOLLOWING notification carries the sender's own history: a candidate
                 // behind it would only fail discovery again and again.
-                .filter(|(_, (v, _))| (v.peer_epoch, v.zxid) <= (self.own.peer_epoch, self.own.zxid))
+                .filter(|(_, (v, ..))| (v.peer_epoch, v.zxid) <= (self.own.peer_epoch, self.own.zxid))
                 .count();
             if following_me + 1 >= quorum {
                 return Outcome::Elected(me);
             }
         }
-        for (sid, (vote, state)) in &self.settled {
+        for (sid, (vote, state, _)) in &self.settled {
             if *state == PeerState::Leading && vote.leader == *sid {
-                let backers = self.settled.values().filter(|(v, _)| v.leader == *sid).count();
+                let backers = self.settled.values().filter(|(v, ..)| v.leader == *sid).count();
                 if backers >= quorum {
                     return Outcome::Elected(*sid);
                 }
@@ -168,6 +173,15 @@ mod tests {
         e.receive(3, 2, v(2, 9, 0), 1, PeerState::Looking);
         e.receive(3, 1, v(3, 0, 0), 1, PeerState::Following);
         assert_eq!(e.outcome(3), Outcome::Undecided, "it votes for 2 now");
+        let mut stale = Election::new(3, 2, v(3, 0, 0), true);
+        stale.receive(3, 1, v(3, 0, 0), 1, PeerState::Following);
+        assert_eq!(stale.outcome(2), Outcome::Undecided, "an answer from an older round is stale");
+        let mut relooking = Election::new(3, 1, v(3, 0, 0), true);
+        relooking.receive(3, 1, v(3, 0, 0), 1, PeerState::Following);
+        assert_eq!(relooking.outcome(2), Outcome::Elected(3));
+        relooking.receive(3, 1, v(1, 0, 0), 1, PeerState::Looking);
+        assert_eq!(relooking.vote, v(3, 0, 0));
+        assert_eq!(relooking.outcome(2), Outcome::Undecided, "1 looks again: it no longer follows 3");
         let mut behind = Election::new(3, 1, v(3, 4, 1), true);
         behind.receive(3, 1, v(3, 9, 1), 1, PeerState::Following);
         assert_eq!(behind.outcome(2), Outcome::Undecided, "a follower ahead of it would refuse it");

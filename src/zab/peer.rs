@@ -403,6 +403,10 @@ impl Peer {
         let voting = self.cfg.is_voter(self.cfg.my_id);
         self.state = RoleState::Looking(Election::new(self.cfg.my_id, self.round, own, voting));
         self.broadcast_vote(out);
+        // A lone voter (with observers, say) is its own quorum: nobody else's vote will come.
+        if voting && self.cfg.quorum() == 1 {
+            self.become_leader(out);
+        }
     }
 
     fn broadcast_vote(&self, out: &mut Vec<Output>) {

@@ -227,3 +227,16 @@ fn zxid_counter_exhaustion_forces_a_new_epoch() {
     let r = sim.heal_and_check();
     assert!(r.counter_max <= 4 && r.epochs >= 3, "{} txns in {} epochs", r.committed, r.epochs);
 }
+
+#[test]
+fn a_lone_voter_with_observers_leads() {
+    // One voter is its own quorum: nobody's vote is needed, and observers never vote, so it
+    // must lead on its own (found by a reviewing helper: it waited for votes forever).
+    let mut sim = Sim::scripted_with_observers(1, 2, u32::MAX);
+    sim.run_for(3_000);
+    assert_eq!(sim.leader(), Some(1));
+    let w = sim.write_via(3);
+    sim.run_for(500);
+    assert!(sim.history_has_write(w), "a write through an observer commits");
+    sim.heal_and_check();
+}

@@ -412,3 +412,29 @@ def test_a_follower_behind_the_leaders_snapshot_is_sent_a_snap(ensemble, kazoo_f
     e.wait_serving([1, 2, 3], timeout=30.0)
     assert_acked_on(e, follower, kazoo_factory, "/snap", acked)
     assert_same_trees(e, [1, 2, 3])
+
+
+def test_a_resumed_session_gets_the_reply_to_its_own_request(ensemble):
+    """Clients number requests from 1 on every connection (kazoo does), so a write still in
+    flight from a dropped connection and a write on the resumed session can share a cxid. Each
+    reply must answer its own request: on the same member, and after moving to another member
+    (where the old write may fail with SessionMoved, which must not reach the new request)."""
+    e = ensemble(3)
+    leader = e.wait_serving([1, 2, 3])
+    follower, other = [i for i in (1, 2, 3) if i != leader]
+    big = b"x" * 200_000
+    wrong = []
+    for n, (first, second) in enumerate([(leader, leader), (follower, follower), (follower, other)] * 8):
+        c1 = rawzk.RawConn(e.hostport(first), timeout_ms=10000)
+        sid, pw = c1.session.session_id, c1.session.passwd
+        c1.send_request(rawzk.OP_CREATE, rawzk.encode_create(f"/a{n}", big), xid=1)
+        c1.close()
+        c2 = rawzk.RawConn(e.hostport(second), timeout_ms=10000, session_id=sid, passwd=pw)
+        assert c2.session.session_id == sid
+        c2.send_request(rawzk.OP_CREATE, rawzk.encode_create(f"/b{n}"), xid=1)
+        hdr, r = c2.read_reply(1, timeout=10)
+        got = r.ustring() if hdr.err == 0 else f"error {hdr.err}"
+        if got != f"/b{n}":
+            wrong.append((first, second, f"/b{n}", got))
+        c2.close_session()
+    assert not wrong, f"replies to the wrong request: {wrong}"
