@@ -1,5 +1,7 @@
 //! The `ringkeeper` binary: subcommands over the library. Without a subcommand it serves a
-//! standalone node on the embedded default config (what `cargo run --release` does).
+//! standalone node on the embedded default config (what `cargo run --release` does);
+//! `log-dump`, `snap-dump` and `purge` inspect and tidy a data directory offline.
+//! Exit codes: 0 fine, 1 a damaged file or a server error, 2 bad usage or an unreadable file.
 //! Rules: every failure is a message on stderr and a non-zero exit, never a panic.
 
 use clap::{Parser, Subcommand};
@@ -26,6 +28,92 @@ enum Command {
         #[arg(long, short = 'c', value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Print every txn of a txn log segment (log.<zxid>), checking every batch's checksum.
+    LogDump { file: PathBuf },
+    /// Print a snapshot (snapshot.<zxid>): every znode with its Stat and ACL, and the sessions.
+    SnapDump {
+        file: PathBuf,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Include each znode's data (UTF-8, or base64: when it is not).
+        #[arg(long)]
+        data: bool,
+    },
+    /// Remove old snapshots and the log segments only they need, keeping the newest N (at
+    /// least 3), as ZooKeeper's PurgeTxnLog does. Stop the server first or use autopurge.
+    Purge {
+        /// The dataDir (snapshots).
+        data_dir: PathBuf,
+        /// The dataLogDir (txn log), when it is not the dataDir.
+        log_dir: Option<PathBuf>,
+        /// Snapshots to keep.
+        #[arg(short = 'n', long = "count", default_value_t = 3)]
+        count: usize,
+    },
+}
+
+fn read_file(path: &PathBuf) -> Result<Vec<u8>, ExitCode> {
+    std::fs::read(path).map_err(|e| {
+        eprintln!("ringkeeper: cannot read {}: {e}", path.display());
+        ExitCode::from(2)
+    })
+}
+
+fn print_dump(d: ringkeeper::offline::Dump) -> ExitCode {
+    use std::io::Write;
+    // A reader that stops early (`| head`) is no error.
+    let _ = std::io::stdout().lock().write_all(d.text.as_bytes());
+    if d.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// The offline subcommands; None for `serve`.
+fn offline(command: &Command) -> Option<ExitCode> {
+    Some(match command {
+        Command::Serve { .. } => return None,
+        Command::LogDump { file } => match read_file(file) {
+            Ok(bytes) => {
+                let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                print_dump(ringkeeper::offline::log_dump(&name, bytes.into()))
+            }
+            Err(code) => code,
+        },
+        Command::SnapDump { file, json, data } => match read_file(file) {
+            Ok(bytes) => print_dump(ringkeeper::offline::snap_dump(&bytes, *json, *data)),
+            Err(code) => code,
+        },
+        Command::Purge { data_dir, log_dir, count } => {
+            if *count < ringkeeper::storage::SNAP_RETAIN_COUNT_MIN {
+                eprintln!(
+                    "ringkeeper: -n must be at least {} (ZooKeeper keeps at least 3 snapshots)",
+                    ringkeeper::storage::SNAP_RETAIN_COUNT_MIN
+                );
+                return Some(ExitCode::from(2));
+            }
+            let log_dir = log_dir.as_ref().unwrap_or(data_dir);
+            match ringkeeper::storage::files::purge(data_dir, log_dir, *count) {
+                Ok(r) => {
+                    for p in r.removed_snapshots.iter().chain(&r.removed_segments) {
+                        println!("removed {}", p.display());
+                    }
+                    println!(
+                        "purge: removed {} snapshots and {} log segments, kept the newest {count} snapshots",
+                        r.removed_snapshots.len(),
+                        r.removed_segments.len()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("ringkeeper: purge failed: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    })
 }
 
 fn main() -> ExitCode {
@@ -37,9 +125,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Some(code) = cli.command.as_ref().and_then(offline) {
+        return code;
+    }
     let config_path = match cli.command {
         Some(Command::Serve { config }) => config,
-        None => None,
+        _ => None,
     };
     let (config, warnings) = match &config_path {
         Some(p) => match Config::load(p) {
