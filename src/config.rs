@@ -99,6 +99,8 @@ pub struct Config {
     /// autopurge.purgeInterval; 0 = never purge.
     pub autopurge_purge_interval_hours: u32,
     pub force_sync: bool,
+    /// fsync.warningthresholdms: a log fdatasync slower than this is logged as a warning.
+    pub fsync_warning_threshold_ms: u64,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
     pub extended_types_enabled: bool,
     pub jute_max_buffer_bytes: usize,
@@ -138,6 +140,10 @@ pub struct ServerSpec {
     /// The client address, if given: host ("" for all addresses) and port.
     pub client: Option<(String, u16)>,
 }
+
+/// fsync.warningthresholdms default (ZooKeeper's).
+pub const FSYNC_WARNING_THRESHOLD_MS_DEFAULT: u64 = 1000;
+pub const FSYNC_WARNING_THRESHOLD_MS_MAX: u64 = 3_600_000;
 
 /// Server ids ZooKeeper allows with extended types (session ids must not start with 0xff).
 pub const SERVER_ID_MAX: u64 = 254;
@@ -252,6 +258,7 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "snapCount",
     "preAllocSize",
     "forceSync",
+    "fsync.warningthresholdms",
     "extendedTypesEnabled",
     "DigestAuthenticationProvider.superDigest",
     "4lw.commands.whitelist",
@@ -292,7 +299,6 @@ const SYSPROP_KEYS_UNUSED: &[&str] = &[
     "clientTcpKeepAlive",
     "serverCnxnFactory",
     "watchManagerName",
-    "fsync.warningthresholdms",
     "snapshot.trust.empty",
     "snapshot.compression.method",
     "snapSizeLimitInKb",
@@ -606,6 +612,7 @@ impl Config {
         let mut snap_retain = SNAP_RETAIN_COUNT_MIN;
         let mut purge_interval_hours = 0u32;
         let mut force_sync = true;
+        let mut fsync_warning_threshold_ms = FSYNC_WARNING_THRESHOLD_MS_DEFAULT;
         let mut extended_types_enabled = false;
         let mut jute_max_buffer_bytes = JUTE_MAX_BUFFER_BYTES_DEFAULT;
         let mut super_digest = None;
@@ -700,6 +707,9 @@ impl Config {
                     purge_interval_hours = e.int(i32::MIN.into(), u32::MAX.into(), " hours")?.max(0) as u32
                 }
                 "forceSync" => force_sync = e.boolean()?,
+                "fsync.warningthresholdms" => {
+                    fsync_warning_threshold_ms = e.int(0, FSYNC_WARNING_THRESHOLD_MS_MAX as i64, " ms")? as u64
+                }
                 "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
                 "jute.maxbuffer" => {
                     jute_max_buffer_bytes = e.usize(JUTE_MAX_BUFFER_BYTES_MIN, JUTE_MAX_BUFFER_BYTES_MAX, " bytes")?;
@@ -855,6 +865,7 @@ impl Config {
             autopurge_snap_retain_count: snap_retain,
             autopurge_purge_interval_hours: purge_interval_hours,
             force_sync,
+            fsync_warning_threshold_ms,
             extended_types_enabled,
             jute_max_buffer_bytes,
             super_digest,

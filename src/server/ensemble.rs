@@ -683,6 +683,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     )
     .await
     .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
+    log.set_fsync_warning_ms(config.fsync_warning_threshold_ms);
     drop(recovered);
     let (net, peer_rx) =
         PeerNet::start(my_id, listen, &peers).map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;

@@ -47,6 +47,8 @@ pub struct TxnLogWriter {
     /// Set by a failed append: what reached the disk is unknown, so nothing more is written
     /// (a retry could rewrite a partly written block); the server must stop and recover.
     failed: bool,
+    fsync_warning_ms: u64,
+    slow_syncs: u64,
 }
 
 fn invalid(msg: String) -> io::Error {
@@ -85,6 +87,8 @@ impl TxnLogWriter {
             prealloc_bytes,
             force_sync,
             failed: false,
+            fsync_warning_ms: crate::config::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
+            slow_syncs: 0,
         };
         writer.prepare_spare();
         Ok(writer)
@@ -99,6 +103,16 @@ impl TxnLogWriter {
         let path = self.log_dir.join(SPARE_SEGMENT_NAME);
         let bytes = self.prealloc_bytes;
         self.spare = Some(glommio::spawn_local(async move { zero_filled_file(&path, bytes).await }));
+    }
+
+    /// Log a warning for every fdatasync of `ms` or more (fsync.warningthresholdms).
+    pub fn set_fsync_warning_ms(&mut self, ms: u64) {
+        self.fsync_warning_ms = ms;
+    }
+
+    /// fdatasyncs that took at least the warning threshold so far.
+    pub fn slow_syncs(&self) -> u64 {
+        self.slow_syncs
     }
 
     /// Zxid the next appended record must carry.
@@ -194,8 +208,19 @@ impl TxnLogWriter {
         if self.force_sync {
             use std::os::fd::AsRawFd;
             // SAFETY: the fd belongs to the open segment file.
+            let started = std::time::Instant::now();
             if unsafe { libc::fdatasync(seg.file.as_raw_fd()) } != 0 {
                 return Err(io::Error::last_os_error());
+            }
+            let took_ms = started.elapsed().as_millis() as u64;
+            if took_ms >= self.fsync_warning_ms {
+                self.slow_syncs += 1;
+                tracing::warn!(
+                    "fdatasync of the txn log {} took {took_ms} ms (fsync.warningthresholdms is {}); every write \
+                     waiting for it was delayed as long: check the disk",
+                    seg.path.display(),
+                    self.fsync_warning_ms
+                );
             }
         }
         seg.offset += len;
@@ -486,7 +511,10 @@ mod tests {
             .spawn(move || async move {
                 let rec = recover(&d, &l).unwrap();
                 let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, true).await.unwrap();
+                // With fsync.warningthresholdms=0 every fdatasync counts as slow (and is logged).
+                w.set_fsync_warning_ms(0);
                 w.append(&[txn(1, 0), txn(2, 1), txn(e2 | 1, 2), txn(e2 | 2, 3)]).await.unwrap();
+                assert_eq!(w.slow_syncs(), 2, "one fdatasync per epoch's batch");
                 assert!(w.position().unwrap().0.ends_with(segment_name(e2 | 1)));
                 // A gap inside an epoch, or a later epoch not at counter 1, is refused.
                 assert_eq!(w.append(&[txn(e2 | 4, 1)]).await.unwrap_err().kind(), io::ErrorKind::InvalidInput);

@@ -341,6 +341,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     )
     .await
     .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
+    log.set_fsync_warning_ms(config.fsync_warning_threshold_ms);
     tracing::info!("pipeline core ready at zxid {:#x} with {} sessions", tree.last_zxid(), sessions.len());
 
     let mut p = Pipeline {
