@@ -6,7 +6,7 @@
 #                                             BASE_PORT+10000+i (quorum) and +10100+i (election)
 #   scripts/ensemble.sh restart ID            starts server ID again (after a kill), same data
 #   scripts/ensemble.sh stop                  stops every server it started (SIGTERM, then -9)
-#   scripts/ensemble.sh status                each server: pid, client port, role
+#   scripts/ensemble.sh status                each server: pid, client port, role (from srvr)
 #
 # Each server gets RK_ENSEMBLE_DIR/<id>/ (default target/ensemble) holding zoo.cfg, data/ with
 # myid, server.log and pid; `start` prints that path. Set RK_TICK_TIME (ms, default 200) to
@@ -101,19 +101,22 @@ stop() {
 status() {
     [ -d "$dir" ] || { echo "no ensemble in $dir"; return 0; }
     for d in "$dir"/*/; do
-        local id port role
+        local id port role out
         id="$(basename "$d")"
         port="$(sed -n 's/^clientPort=//p' "$d/zoo.cfg")"
         if ! alive "$d"; then
             echo "server.$id port $port: down"
             continue
         fi
-        role="$(grep -aoE 'serving clients as (Leading|Following)|stops serving clients|starting ringkeeper' "$d/server.log" | tail -n 1 || true)"
-        case "$role" in
-            *Leading) role=leader ;;
-            *Following) role=follower; grep -q "^server\.$id=.*:observer" "$d/zoo.cfg" && role=observer ;;
-            *) role="not serving (electing or syncing)" ;;
-        esac
+        # The member's own answer to the srvr four-letter word (whitelisted by default).
+        out="$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && printf srvr >&3 && cat <&3" 2>/dev/null || true)"
+        role="$(echo "$out" | sed -n 's/^Mode: //p')"
+        if [ -z "$role" ]; then
+            case "$out" in
+                *"not currently serving"*) role="not serving (electing or syncing)" ;;
+                *) role="not answering" ;;
+            esac
+        fi
         echo "server.$id port $port pid $(cat "$d/pid"): $role"
     done
 }

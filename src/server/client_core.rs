@@ -6,7 +6,7 @@
 //! write that fired them; nothing here touches another core's state.
 
 use super::connection;
-use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
+use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use crate::config::Config;
 use crate::proto::connect::ConnectResponse;
 use crate::proto::opcode::{add_watch_mode, event_type, perms, STATE_SYNC_CONNECTED, XID_PING};
@@ -124,8 +124,9 @@ pub struct Core {
     next_conn: Cell<u64>,
     /// Connections whose writer has new bytes, signalled once per batch.
     dirty: RefCell<Vec<Rc<Conn>>>,
-    /// False while this server is not part of a serving ensemble: connections are refused.
-    pub serving: Cell<bool>,
+    /// What this server is; NotServing while an ensemble member is outside a quorum (then
+    /// connections are refused, four-letter words aside).
+    pub mode: Cell<ServerMode>,
 }
 
 impl Core {
@@ -704,7 +705,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         touched: RefCell::new(HashSet::new()),
         next_conn: Cell::new(1),
         dirty: RefCell::new(Vec::new()),
-        serving: Cell::new(!config.is_ensemble()),
+        mode: Cell::new(if config.is_ensemble() { ServerMode::NotServing } else { ServerMode::Standalone }),
     });
     let to_pipeline: ConnectedSender<Vec<ToPipeline>> = to_pipeline.connect().await;
     let from_pipeline = from_pipeline.connect().await;
@@ -744,8 +745,6 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         glommio::spawn_local(async move {
             loop {
                 match listener.accept().await {
-                    // Not serving (an ensemble member outside a quorum): the client goes elsewhere.
-                    Ok(stream) if !core.serving.get() => drop(stream),
                     Ok(stream) => connection::start(core.clone(), stream),
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");
@@ -759,9 +758,9 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     while let Some(msg) = from_pipeline.recv().await {
         match msg {
             ToClientCore::Batch(batch) => core.apply_batch(&batch),
-            ToClientCore::Serving(on) => {
-                core.serving.set(on);
-                if !on {
+            ToClientCore::Serving(mode) => {
+                core.mode.set(mode);
+                if !mode.serving() {
                     let conns: Vec<Rc<Conn>> = core.conns.borrow().values().cloned().collect();
                     tracing::info!("client core {id}: not serving; closing {} connections", conns.len());
                     for c in &conns {

@@ -93,6 +93,12 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
                 answer_four_letter_word(core, conn, cmd);
                 return;
             }
+            if !core.mode.get().serving() {
+                // An ensemble member outside a quorum: the client goes to another server.
+                tracing::debug!("connection {} from {}: not serving; closing", conn.id, conn.peer);
+                conn.close();
+                return;
+            }
         }
         loop {
             while conn.backlogged() && !conn.closing.get() {
@@ -174,13 +180,15 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
 /// answers only whitelisted ones (the default whitelist is `srvr`).
 fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
     let text = match cmd {
+        "srvr" if !core.mode.get().serving() => "This ZooKeeper instance is not currently serving requests\n".into(),
         "srvr" => {
             let tree = core.tree.borrow();
             format!(
-                "Zookeeper version: ringkeeper-{}\nLatency min/avg/max: 0/0.0/0\nReceived: 0\nSent: 0\nConnections: {}\nOutstanding: 0\nZxid: {:#x}\nMode: standalone\nNode count: {}\n",
+                "Zookeeper version: ringkeeper-{}\nLatency min/avg/max: 0/0.0/0\nReceived: 0\nSent: 0\nConnections: {}\nOutstanding: 0\nZxid: {:#x}\nMode: {}\nNode count: {}\n",
                 env!("CARGO_PKG_VERSION"),
                 core.conns.borrow().len(),
                 tree.last_zxid(),
+                core.mode.get().name(),
                 tree.node_count() + 1,
             )
         }

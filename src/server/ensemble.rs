@@ -19,7 +19,7 @@
 //! - Snapshots are of the committed tree, never of the leader's prep tree.
 
 use super::log_writer::TxnLogWriter;
-use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
+use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::peer_net::{PeerIn, PeerNet};
 use super::pipeline::{doomed_nodes, now_ms, spawn_snapshot, start_ticker, Inbox, TICK_INTERVAL_MS_MAX};
 use crate::config::Config;
@@ -102,6 +102,8 @@ struct Member {
     next_token: u64,
     /// The role this member serves clients in (None: not serving).
     serving: Option<Role>,
+    /// This member observes (it never votes).
+    observer: bool,
     items: Vec<Commit>,
     to_cores: Vec<CoreMsg>,
     out: Vec<Output>,
@@ -503,7 +505,7 @@ impl Member {
             self.syncs.clear();
             self.touched.clear();
             self.prep = None;
-            self.control(ToClientCore::Serving(false));
+            self.control(ToClientCore::Serving(ServerMode::NotServing));
         }
         if let Some(r) = serving_now {
             if matches!(r, Role::Leading { .. }) {
@@ -517,7 +519,12 @@ impl Member {
                 }
             }
             tracing::info!("peer {}: serving clients as {r:?} at zxid {:#x}", self.me, self.committed.last_zxid());
-            self.control(ToClientCore::Serving(true));
+            let mode = match r {
+                Role::Leading { .. } => ServerMode::Leader,
+                _ if self.observer => ServerMode::Observer,
+                _ => ServerMode::Follower,
+            };
+            self.control(ToClientCore::Serving(mode));
         }
         self.serving = serving_now;
     }
@@ -712,6 +719,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         touched: HashSet::new(),
         next_token: 0,
         serving: None,
+        observer: config.servers.iter().any(|s| s.id == my_id && s.observer),
         items: Vec::new(),
         to_cores: Vec::new(),
         out: Vec::new(),

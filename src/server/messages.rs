@@ -52,13 +52,41 @@ pub struct CommitBatch {
     pub last_zxid: i64,
 }
 
+/// What a server is, as `srvr` and `mntr` say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerMode {
+    Standalone,
+    Leader,
+    Follower,
+    Observer,
+    /// An ensemble member outside a quorum (electing, or syncing with a new leader).
+    NotServing,
+}
+
+impl ServerMode {
+    /// ZooKeeper's word for it (`Mode:` in srvr, `zk_server_state` in mntr).
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerMode::Standalone => "standalone",
+            ServerMode::Leader => "leader",
+            ServerMode::Follower => "follower",
+            ServerMode::Observer => "observer",
+            ServerMode::NotServing => "not serving",
+        }
+    }
+
+    pub fn serving(self) -> bool {
+        self != ServerMode::NotServing
+    }
+}
+
 /// What travels on the pipeline → client core channel.
 #[derive(Debug, Clone)]
 pub enum ToClientCore {
     Batch(Arc<CommitBatch>),
-    /// Ensemble: this member starts (true) or stops (false) serving clients; on stop every
-    /// connection closes and new ones are refused until it serves again.
-    Serving(bool),
+    /// Ensemble: this member serves clients in this mode, or (NotServing) stops: every
+    /// connection closes, and new ones are refused until it serves again.
+    Serving(ServerMode),
     /// Ensemble: replace the replica with this snapshot (a SNAP from the leader).
     Reset(Bytes),
     /// Stop accepting, flush every connection, and exit.

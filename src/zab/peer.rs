@@ -459,6 +459,12 @@ impl Peer {
                 if from == f.leader && f.phase == FollowPhase::Discovering && not_leading {
                     return self.enter_looking(out);
                 }
+                // The leader looks again, in a round after the one that elected it: it gave up
+                // (lost its quorum, say), so this follower stops serving now, not at syncLimit.
+                if from == f.leader && state == PeerState::Looking && round > self.round {
+                    tracing::info!("peer {}: leader {from} is electing again; so is this follower", self.cfg.my_id);
+                    return self.enter_looking(out);
+                }
                 if from == f.leader && f.phase == FollowPhase::Discovering && state == PeerState::Leading {
                     let msg = Message::FollowerInfo { link: f.link.id, accepted_epoch: self.accepted_epoch };
                     return self.send(from, msg, out);

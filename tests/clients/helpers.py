@@ -164,7 +164,8 @@ class Server:
             lines.append(f"{k}={v}")
         if self.kind == "apache":
             lines.append("admin.enableServer=false")
-            lines.append("4lw.commands.whitelist=*")
+            if "4lw.commands.whitelist" not in cfg:
+                lines.append("4lw.commands.whitelist=*")
         lines += self.extra_lines
         with open(self.cfg_path, "w") as f:
             f.write("\n".join(lines) + "\n")

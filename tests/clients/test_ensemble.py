@@ -16,6 +16,7 @@ import pytest
 
 import rawzk
 from helpers import REPO, RK_BIN, wait_until
+from test_four_letter_words import four_letter_word
 from test_crash import dump_tree
 
 ENSEMBLE_SH = os.path.join(REPO, "scripts", "ensemble.sh")
@@ -284,6 +285,15 @@ def test_five_members_keep_writing_with_two_down_and_stop_without_a_quorum(ensem
     assert "/q/after-quorum-loss" not in acked
     wait_until(lambda: e.leader() is None, timeout=20.0, what="no member to lead")
     c.stop()
+    # The two left say so (srvr, as ZooKeeper), and close a client's connection unanswered.
+    not_serving = "This ZooKeeper instance is not currently serving requests\n"
+    for i in (leader, followers[3]):
+        wait_until(lambda: four_letter_word(e.hostport(i), "srvr") == not_serving, timeout=10.0,
+                   what=f"server {i} to say it is not serving")
+        with rawzk.RawConn(e.hostport(i), handshake=False) as raw:
+            raw.send_frame(rawzk.encode_connect(timeout=4000))
+            with pytest.raises(rawzk.ConnectionClosed):
+                raw.read_connect_response()
 
     for i in followers[:3]:
         e.restart(i)
