@@ -65,6 +65,7 @@ clientPort=$((base + i - 1))
 clientPortAddress=127.0.0.1
 ringkeeper.cpuPinning=false
 ringkeeper.spinBeforeParkUs=0
+4lw.commands.whitelist=*
 ${servers}
 EOF
         launch "$d"

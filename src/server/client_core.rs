@@ -7,6 +7,7 @@
 
 use super::connection;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
+use super::stats::{CoreStats, Stats};
 use crate::config::Config;
 use crate::proto::connect::ConnectResponse;
 use crate::proto::opcode::{add_watch_mode, event_type, perms, STATE_SYNC_CONNECTED, XID_PING};
@@ -28,7 +29,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Requests of one connection waiting for their turn; the reader stops reading beyond this
 /// (ZooKeeper's globalOutstandingLimit plays the same role).
@@ -45,13 +46,13 @@ pub const SERVER_READ_ONLY: bool = false;
 pub enum Pending {
     /// The ConnectRequest: nothing else is answered before the session is established.
     Connect,
-    /// A write at the pipeline core.
-    Write { xid: i32, opcode: OpCode },
-    /// A sync at the pipeline core.
-    Sync { xid: i32 },
+    /// A write at the pipeline core, read at `at`.
+    Write { xid: i32, opcode: OpCode, at: Instant },
+    /// A sync at the pipeline core, read at `at`.
+    Sync { xid: i32, at: Instant },
     /// A request answered on this core once everything before it is answered, with the ids
     /// the connection held when it arrived (a later auth does not apply to it).
-    Local { xid: i32, req: Request, auth: Arc<[Id]> },
+    Local { xid: i32, req: Request, auth: Arc<[Id]>, at: Instant },
     /// An error reply owed in order (a request the decoder rejected); `close` after it.
     Error { xid: i32, err: ErrorCode, close: bool },
     /// The reply to an auth packet that arrived before the session was established (its ids
@@ -73,10 +74,12 @@ pub struct Conn {
     pub closing: Cell<bool>,
     /// Set when a reply that closes the connection is queued: nothing after it is read.
     pub stop_reading: Cell<bool>,
+    stats: Arc<Stats>,
+    core: u16,
 }
 
 impl Conn {
-    pub fn new(id: u64, peer: IpAddr) -> Conn {
+    pub fn new(id: u64, peer: IpAddr, stats: Arc<Stats>, core: u16) -> Conn {
         let ip_id: Arc<[Id]> = vec![Id { scheme: acl::SCHEME_IP.to_string(), id: peer.to_string() }].into();
         Conn {
             id,
@@ -90,7 +93,14 @@ impl Conn {
             reader_wake: Semaphore::new(0),
             closing: Cell::new(false),
             stop_reading: Cell::new(false),
+            stats,
+            core,
         }
+    }
+
+    /// This connection's core's counters.
+    pub fn core_stats(&self) -> &CoreStats {
+        &self.stats.cores[self.core as usize]
     }
 
     /// Asks the writer to flush what is queued and then close the socket.
@@ -102,6 +112,7 @@ impl Conn {
 
     fn reply(&self, hdr: ReplyHeader, body: &Response) {
         reply::encode_reply(&mut self.out.borrow_mut(), &hdr, body);
+        self.core_stats().count_sent();
     }
 
     /// True while the reader should wait before reading more.
@@ -124,6 +135,7 @@ pub struct Core {
     next_conn: Cell<u64>,
     /// Connections whose writer has new bytes, signalled once per batch.
     dirty: RefCell<Vec<Rc<Conn>>>,
+    pub stats: Arc<Stats>,
     /// What this server is; NotServing while an ensemble member is outside a quorum (then
     /// connections are refused, four-letter words aside).
     pub mode: Cell<ServerMode>,
@@ -150,6 +162,20 @@ impl Core {
         if session_id != 0 {
             self.touched.borrow_mut().insert(session_id);
         }
+    }
+
+    pub fn my_stats(&self) -> &CoreStats {
+        &self.stats.cores[self.id as usize]
+    }
+
+    /// Connections, outstanding requests and watches, for the four-letter words of any core.
+    pub fn publish_gauges(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let conns = self.conns.borrow();
+        let st = self.my_stats();
+        st.connections.store(conns.len() as u64, Relaxed);
+        st.outstanding.store(conns.values().map(|c| c.pending.borrow().len() as u64).sum(), Relaxed);
+        st.watches.store(self.watches.borrow().watch_count() as u64, Relaxed);
     }
 
     fn mark_dirty(&self, conn: &Rc<Conn>) {
@@ -214,22 +240,24 @@ impl Core {
             _ => None,
         };
         if let Some((opcode, op)) = write {
-            conn.pending.borrow_mut().push_back(Pending::Write { xid, opcode });
+            conn.pending.borrow_mut().push_back(Pending::Write { xid, opcode, at: Instant::now() });
             let auth = conn.auth.borrow().clone();
             self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth });
             return;
         }
         if let Request::Sync { path } = &req {
-            conn.pending.borrow_mut().push_back(Pending::Sync { xid });
+            conn.pending.borrow_mut().push_back(Pending::Sync { xid, at: Instant::now() });
             self.send(ToPipeline::Sync { conn: self.conn_ref(conn), xid, path: path.clone() });
             return;
         }
         let auth = conn.auth.borrow().clone();
+        let at = Instant::now();
         if conn.pending.borrow().is_empty() {
             self.answer_local(conn, xid, req, &auth);
+            conn.core_stats().record_latency(at);
             conn.writer_wake.signal(1);
         } else {
-            conn.pending.borrow_mut().push_back(Pending::Local { xid, req, auth });
+            conn.pending.borrow_mut().push_back(Pending::Local { xid, req, auth, at });
         }
     }
 
@@ -302,7 +330,10 @@ impl Core {
                 }
             };
             match next {
-                Some(Pending::Local { xid, req, auth }) => self.answer_local(conn, xid, req, &auth),
+                Some(Pending::Local { xid, req, auth, at }) => {
+                    self.answer_local(conn, xid, req, &auth);
+                    conn.core_stats().record_latency(at);
+                }
                 Some(Pending::Error { xid, err, close }) => self.answer_error(conn, xid, err, close),
                 Some(Pending::AuthReply { xid, ok }) => self.answer_auth(conn, xid, ok),
                 _ => break,
@@ -508,6 +539,7 @@ impl Core {
                         read_only: c.read_only_flag.get().map(|_| SERVER_READ_ONLY),
                     };
                     crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
+                    c.core_stats().count_sent();
                     tracing::debug!("session {session_id:#x} established on connection {} ({})", c.id, c.peer);
                     self.drain(&c);
                     self.mark_dirty(&c);
@@ -518,6 +550,7 @@ impl Core {
                     };
                     let resp = ConnectResponse::expired(0, c.read_only_flag.get().map(|_| SERVER_READ_ONLY));
                     crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
+                    c.core_stats().count_sent();
                     tracing::info!("connection {} from {}: session expired or unknown", c.id, c.peer);
                     c.close();
                 }
@@ -530,12 +563,15 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    if self
-                        .take_head(&c, "the reply to sync", *xid, |p| matches!(p, Pending::Sync { xid: x } if x == xid))
-                        .is_none()
-                    {
+                    let Some(Pending::Sync { at, .. }) = self.take_head(
+                        &c,
+                        "the reply to sync",
+                        *xid,
+                        |p| matches!(p, Pending::Sync { xid: x, .. } if x == xid),
+                    ) else {
                         continue;
-                    }
+                    };
+                    c.core_stats().record_latency(at);
                     c.reply(
                         ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: 0 },
                         &Response::Sync { path: path.clone() },
@@ -579,6 +615,7 @@ impl Core {
                 continue;
             }
             reply::encode_notification(&mut c.out.borrow_mut(), ev, STATE_SYNC_CONNECTED, &p);
+            c.core_stats().count_sent();
             self.mark_dirty(c);
         }
     }
@@ -597,7 +634,10 @@ impl Core {
             xid,
             |p| matches!(p, Pending::Write { xid: x, .. } if *x == xid),
         ) {
-            Some(Pending::Write { opcode, .. }) => opcode,
+            Some(Pending::Write { opcode, at, .. }) => {
+                conn.core_stats().record_latency(at);
+                opcode
+            }
             _ => return,
         };
         let (err, body) = write_response(opcode, result);
@@ -614,6 +654,7 @@ impl Core {
     pub fn on_conn_closed(&self, conn: &Rc<Conn>) {
         self.conns.borrow_mut().remove(&conn.id);
         self.watches.borrow_mut().remove_conn(conn.id);
+        self.publish_gauges();
         if let Some(n) = self.per_ip.borrow_mut().get_mut(&conn.peer) {
             *n = n.saturating_sub(1);
         }
@@ -681,6 +722,7 @@ fn write_response(opcode: OpCode, result: OpResult) -> (i32, Response) {
 
 pub struct CoreParams {
     pub id: u16,
+    pub stats: Arc<Stats>,
     pub config: Arc<Config>,
     pub recovered: Arc<storage::recovery::Recovered>,
     pub to_pipeline: SharedSender<Vec<ToPipeline>>,
@@ -689,7 +731,7 @@ pub struct CoreParams {
 
 /// Runs one client core until the pipeline core says shutdown.
 pub async fn run(params: CoreParams) -> Result<(), String> {
-    let CoreParams { id, config, recovered, to_pipeline, from_pipeline } = params;
+    let CoreParams { id, stats, config, recovered, to_pipeline, from_pipeline } = params;
     let tree =
         storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("core {id}: rebuilding the tree: {e}"))?;
     drop(recovered);
@@ -705,6 +747,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         touched: RefCell::new(HashSet::new()),
         next_conn: Cell::new(1),
         dirty: RefCell::new(Vec::new()),
+        stats,
         mode: Cell::new(if config.is_ensemble() { ServerMode::NotServing } else { ServerMode::Standalone }),
     });
     let to_pipeline: ConnectedSender<Vec<ToPipeline>> = to_pipeline.connect().await;
@@ -734,6 +777,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                 if !sessions.is_empty() {
                     core.send(ToPipeline::Touch { sessions });
                 }
+                core.publish_gauges();
             }
         })
     };

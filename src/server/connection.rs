@@ -7,6 +7,7 @@
 //! both directions so both tasks end.
 
 use super::client_core::{Conn, Core, Pending};
+use super::four_letter;
 use super::messages::ToPipeline;
 use crate::proto::connect::decode_connect_request;
 use crate::proto::frame::{four_letter_word, FrameDecoder};
@@ -41,8 +42,9 @@ pub fn start(core: Rc<Core>, stream: TcpStream) {
     }
     let _ = stream.set_nodelay(true);
     let fd = stream.as_raw_fd();
-    let conn = Rc::new(Conn::new(core.next_conn_id(), peer));
+    let conn = Rc::new(Conn::new(core.next_conn_id(), peer, core.stats.clone(), core.id));
     core.conns.borrow_mut().insert(conn.id, conn.clone());
+    core.publish_gauges();
     tracing::debug!("connection {} from {peer}", conn.id);
     let (rd, wr) = futures_lite::io::split(stream);
     glommio::spawn_local(writer(conn.clone(), wr, fd)).detach();
@@ -110,7 +112,10 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
                 return;
             }
             let frame = match decoder.next_frame(&mut buf) {
-                Ok(Some(f)) => f,
+                Ok(Some(f)) => {
+                    conn.core_stats().count_received();
+                    f
+                }
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!("connection {} from {}: bad frame ({e:?}); closing", conn.id, conn.peer);
@@ -176,25 +181,52 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
     }
 }
 
-/// Four-letter words arrive unframed as the first bytes of a connection. ZooKeeper 3.8
-/// answers only whitelisted ones (the default whitelist is `srvr`).
+/// Four-letter words arrive unframed as the first bytes of a connection: the reply, then
+/// the connection closes (`four_letter` holds the formats and the whitelist rule).
 fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
-    let text = match cmd {
-        "srvr" if !core.mode.get().serving() => "This ZooKeeper instance is not currently serving requests\n".into(),
-        "srvr" => {
-            let tree = core.tree.borrow();
-            format!(
-                "Zookeeper version: ringkeeper-{}\nLatency min/avg/max: 0/0.0/0\nReceived: 0\nSent: 0\nConnections: {}\nOutstanding: 0\nZxid: {:#x}\nMode: {}\nNode count: {}\n",
-                env!("CARGO_PKG_VERSION"),
-                core.conns.borrow().len(),
-                tree.last_zxid(),
-                core.mode.get().name(),
-                tree.node_count() + 1,
-            )
-        }
-        "ruok" if core.config.four_letter_words.iter().any(|w| w == "ruok" || w == "*") => "imok".to_string(),
-        other => format!("{other} is not executed because it is not in the whitelist.\n"),
+    use std::sync::atomic::Ordering::Relaxed;
+    core.publish_gauges();
+    let stats = &core.stats;
+    let text = {
+        let tree = core.tree.borrow();
+        let facts = four_letter::Facts {
+            config: &core.config,
+            mode: core.mode.get(),
+            zxid: tree.last_zxid(),
+            node_count: tree.node_count(),
+            ephemerals: tree.ephemeral_count(),
+            data_size: tree.approximate_data_size(),
+            totals: stats.totals(),
+            cores: stats
+                .cores
+                .iter()
+                .map(|c| {
+                    [
+                        c.connections.load(Relaxed),
+                        c.received.load(Relaxed),
+                        c.sent.load(Relaxed),
+                        c.outstanding.load(Relaxed),
+                        c.watches.load(Relaxed),
+                    ]
+                })
+                .collect(),
+            learners: (stats.learners.load(Relaxed), stats.synced_learners.load(Relaxed)),
+            uptime_ms: stats.started.elapsed().as_millis() as u64,
+            data_dir_bytes: dir_bytes(&core.config.data_dir),
+            log_dir_bytes: dir_bytes(&core.config.data_log_dir),
+        };
+        four_letter::answer(cmd, &facts)
     };
+    if cmd == "srst" && text.starts_with("Server stats reset") {
+        stats.reset();
+    }
     conn.out.borrow_mut().extend_from_slice(text.as_bytes());
     conn.close();
+}
+
+/// Bytes in the regular files directly in `dir` (what `dirs` reports).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .unwrap_or(0)
 }

@@ -54,6 +54,7 @@ const OUTPUT_ROUNDS_MAX: usize = 64;
 
 pub struct EnsembleParams {
     pub config: Arc<Config>,
+    pub stats: Arc<super::stats::Stats>,
     pub recovered: Arc<Recovered>,
     pub my_id: Sid,
     pub from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
@@ -640,7 +641,7 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
 
 /// Runs the pipeline core of an ensemble member until shutdown.
 pub async fn run(params: EnsembleParams) -> Result<(), String> {
-    let EnsembleParams { config, recovered, my_id, from_cores, to_cores, shutdown } = params;
+    let EnsembleParams { config, stats, recovered, my_id, from_cores, to_cores, shutdown } = params;
     let mut voters = Vec::new();
     let mut observers = Vec::new();
     let mut peers = BTreeMap::new();
@@ -803,6 +804,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         }
         m.release_syncs();
         m.flush_items();
+        let (learners, synced) = m.peer.learners();
+        stats.learners.store(learners as u64, Ordering::Relaxed);
+        stats.synced_learners.store(synced as u64, Ordering::Relaxed);
         let last_zxid = m.committed.last_zxid();
         for msg in std::mem::take(&mut m.to_cores) {
             let msg = match msg {

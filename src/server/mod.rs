@@ -6,12 +6,14 @@
 pub mod client_core;
 pub mod connection;
 pub mod ensemble;
+pub mod four_letter;
 pub mod log_writer;
 pub mod messages;
 pub mod peer_net;
 pub mod pipeline;
 pub mod snapshot_writer;
 pub mod startup;
+pub mod stats;
 
 use crate::config::Config;
 use crate::storage;
@@ -68,6 +70,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
 
+    let stats = stats::Stats::new(cores);
     let depth = config.channel_depth.max(1);
     let mut from_cores = Vec::with_capacity(cores);
     let mut to_cores = Vec::with_capacity(cores);
@@ -96,7 +99,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     };
 
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
-    let (cfg, rec, stop) = (config.clone(), recovered.clone(), shutdown.clone());
+    let (cfg, rec, stop, st) = (config.clone(), recovered.clone(), shutdown.clone(), stats.clone());
     let pipeline = builder("rk-pipeline".into(), pipeline_cpu)
         .spawn(move || async move {
             let r = match my_id {
@@ -113,6 +116,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
                 Some(my_id) => {
                     let params = ensemble::EnsembleParams {
                         config: cfg,
+                        stats: st,
                         recovered: rec,
                         my_id,
                         from_cores,
@@ -137,6 +141,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         };
         let params = client_core::CoreParams {
             id: i as u16,
+            stats: stats.clone(),
             config: config.clone(),
             recovered: core_recovered.clone(),
             to_pipeline: up_tx,

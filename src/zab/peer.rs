@@ -302,6 +302,14 @@ impl Peer {
         }
     }
 
+    /// Leader: learners (followers and observers) with a link, and those up to date.
+    pub fn learners(&self) -> (usize, usize) {
+        match &self.state {
+            RoleState::Leading(l) => (l.followers.len(), l.followers.values().filter(|v| v.up_to_date).count()),
+            _ => (0, 0),
+        }
+    }
+
     pub fn last_zxid(&self) -> Zxid {
         self.log.last().map_or(self.base, |t| t.zxid)
     }

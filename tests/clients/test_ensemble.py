@@ -16,7 +16,7 @@ import pytest
 
 import rawzk
 from helpers import REPO, RK_BIN, wait_until
-from test_four_letter_words import four_letter_word
+from test_four_letter_words import four_letter_word, mntr
 from test_crash import dump_tree
 
 ENSEMBLE_SH = os.path.join(REPO, "scripts", "ensemble.sh")
@@ -179,6 +179,9 @@ def assert_same_trees(e, ids):
 def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, kazoo_factory):
     e = ensemble(3)
     leader = e.wait_serving([1, 2, 3])
+    wait_until(lambda: mntr(e.hostport(leader)).get("zk_synced_followers") == "2", what="mntr: 2 synced followers")
+    assert mntr(e.hostport(leader))["zk_server_state"] == "leader"
+    assert {mntr(e.hostport(i))["zk_server_state"] for i in (1, 2, 3) if i != leader} == {"follower"}
     clients = [client(kazoo_factory, e.hostport(i)) for i in (1, 2, 3)]
     clients[0].create("/w")
     acked = {}

@@ -44,3 +44,41 @@ def test_words_off_the_whitelist_are_not_executed(make_server):
 def test_ruok_answers_imok_when_whitelisted(make_server):
     s = make_server(**{"4lw.commands.whitelist": "srvr, ruok"})
     assert four_letter_word(s.hostport, "ruok") == "imok"
+
+
+def mntr(hostport):
+    return dict(line.split("\t", 1) for line in four_letter_word(hostport, "mntr").splitlines() if "\t" in line)
+
+
+def test_mntr_envi_conf_dirs_isro_srst_follow_the_servers_state(make_server, kazoo_factory):
+    from helpers import wait_until
+    s = make_server(**{"4lw.commands.whitelist": "*"})
+    before = mntr(s.hostport)
+    assert before["zk_server_state"] == "standalone"
+    assert before["zk_version"].startswith("3.8")
+    zk = kazoo_factory(s.hostport)
+    zk.create("/m")
+    for i in range(7):
+        zk.create(f"/m/n{i}", b"x" * 10)
+    zk.create("/m/e", b"", ephemeral=True)
+    zk.get("/m/n0", watch=lambda ev: None)
+    zk.get_children("/m", watch=lambda ev: None)
+    after = wait_until(lambda: (lambda m: m if int(m["zk_watch_count"]) >= 2 else None)(mntr(s.hostport)),
+                       what="the watches to show in mntr")
+    assert int(after["zk_znode_count"]) - int(before["zk_znode_count"]) == 9
+    assert int(after["zk_ephemerals_count"]) == 1
+    assert int(after["zk_num_alive_connections"]) >= 1
+    assert int(after["zk_packets_received"]) >= int(before["zk_packets_received"]) + 11
+    assert int(after["zk_approximate_data_size"]) >= int(before["zk_approximate_data_size"]) + 70
+    assert int(after["zk_max_latency"]) >= int(after["zk_min_latency"]) >= 0
+
+    envi = four_letter_word(s.hostport, "envi")
+    assert envi.startswith("Environment:\n") and "\nzookeeper.version=3.8" in envi
+    conf = dict(line.split("=", 1) for line in four_letter_word(s.hostport, "conf").splitlines() if "=" in line)
+    assert conf["clientPort"] == s.hostport.rsplit(":", 1)[1]
+    dirs = four_letter_word(s.hostport, "dirs")
+    sizes = dict(line.split(": ") for line in dirs.splitlines())
+    assert int(sizes["datadir_size"]) + int(sizes["logdir_size"]) > 0
+    assert four_letter_word(s.hostport, "isro") == "rw"
+    assert four_letter_word(s.hostport, "srst") == "Server stats reset.\n"
+    assert int(srvr_fields(four_letter_word(s.hostport, "srvr"))["Received"]) < int(after["zk_packets_received"])

@@ -1,0 +1,154 @@
+//! Server statistics behind the four-letter words (`srvr`, `stat`, `mntr`, ...): per-core
+//! counters and gauges, and what the pipeline core knows (followers of a leader).
+//! Rules: every counter has one writer, its own core (relaxed atomics, no lock, nothing on
+//! the request path waits); any core may read them all to answer a four-letter word, and may
+//! zero them for `srst` / `crst` (a lost increment then is harmless); readers accept values a
+//! few microseconds stale.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One client core's numbers.
+#[derive(Debug)]
+pub struct CoreStats {
+    /// Packets read from clients (ConnectRequests and pings included).
+    pub received: AtomicU64,
+    /// Packets written to clients (replies, ConnectResponses and watch events).
+    pub sent: AtomicU64,
+    pub connections: AtomicU64,
+    /// Requests read and not yet answered (published by the core after each batch).
+    pub outstanding: AtomicU64,
+    /// Watches set on this core (published by the core after each batch).
+    pub watches: AtomicU64,
+    latency_min_us: AtomicU64,
+    latency_max_us: AtomicU64,
+    latency_total_us: AtomicU64,
+    latency_count: AtomicU64,
+}
+
+impl Default for CoreStats {
+    fn default() -> Self {
+        CoreStats {
+            received: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            outstanding: AtomicU64::new(0),
+            watches: AtomicU64::new(0),
+            latency_min_us: AtomicU64::new(u64::MAX),
+            latency_max_us: AtomicU64::new(0),
+            latency_total_us: AtomicU64::new(0),
+            latency_count: AtomicU64::new(0),
+        }
+    }
+}
+
+impl CoreStats {
+    pub fn count_received(&self) {
+        self.received.fetch_add(1, Relaxed);
+    }
+
+    pub fn count_sent(&self) {
+        self.sent.fetch_add(1, Relaxed);
+    }
+
+    /// A request that arrived at `since` was answered now.
+    pub fn record_latency(&self, since: Instant) {
+        let us = since.elapsed().as_micros() as u64;
+        self.latency_min_us.fetch_min(us, Relaxed);
+        self.latency_max_us.fetch_max(us, Relaxed);
+        self.latency_total_us.fetch_add(us, Relaxed);
+        self.latency_count.fetch_add(1, Relaxed);
+    }
+
+    /// `srst`: packet counts and latencies start over.
+    fn reset_server_stats(&self) {
+        self.received.store(0, Relaxed);
+        self.sent.store(0, Relaxed);
+        self.latency_min_us.store(u64::MAX, Relaxed);
+        self.latency_max_us.store(0, Relaxed);
+        self.latency_total_us.store(0, Relaxed);
+        self.latency_count.store(0, Relaxed);
+    }
+}
+
+/// Everything, shared by all cores of one server.
+#[derive(Debug)]
+pub struct Stats {
+    pub started: Instant,
+    pub cores: Vec<CoreStats>,
+    /// Leader only: learners (followers and observers) connected, and those synced.
+    pub learners: AtomicU64,
+    pub synced_learners: AtomicU64,
+}
+
+/// Sums over every core, in ZooKeeper's units (latencies in ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Totals {
+    pub received: u64,
+    pub sent: u64,
+    pub connections: u64,
+    pub outstanding: u64,
+    pub watches: u64,
+    pub latency_min_ms: f64,
+    pub latency_avg_ms: f64,
+    pub latency_max_ms: f64,
+}
+
+impl Stats {
+    pub fn new(cores: usize) -> Arc<Stats> {
+        Arc::new(Stats {
+            started: Instant::now(),
+            cores: (0..cores).map(|_| CoreStats::default()).collect(),
+            learners: AtomicU64::new(0),
+            synced_learners: AtomicU64::new(0),
+        })
+    }
+
+    pub fn totals(&self) -> Totals {
+        let sum = |f: fn(&CoreStats) -> &AtomicU64| self.cores.iter().map(|c| f(c).load(Relaxed)).sum::<u64>();
+        let count = sum(|c| &c.latency_count);
+        let min = self.cores.iter().map(|c| c.latency_min_us.load(Relaxed)).min().unwrap_or(u64::MAX);
+        let max = self.cores.iter().map(|c| c.latency_max_us.load(Relaxed)).max().unwrap_or(0);
+        Totals {
+            received: sum(|c| &c.received),
+            sent: sum(|c| &c.sent),
+            connections: sum(|c| &c.connections),
+            outstanding: sum(|c| &c.outstanding),
+            watches: sum(|c| &c.watches),
+            latency_min_ms: if count == 0 { 0.0 } else { min as f64 / 1000.0 },
+            latency_avg_ms: if count == 0 { 0.0 } else { sum(|c| &c.latency_total_us) as f64 / count as f64 / 1000.0 },
+            latency_max_ms: max as f64 / 1000.0,
+        }
+    }
+
+    pub fn reset(&self) {
+        for c in &self.cores {
+            c.reset_server_stats();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_sum_the_cores_and_reset_starts_over() {
+        let s = Stats::new(2);
+        assert_eq!(s.totals().latency_min_ms, 0.0, "no request yet");
+        s.cores[0].count_received();
+        s.cores[1].count_received();
+        s.cores[1].count_sent();
+        s.cores[0].connections.store(3, Relaxed);
+        s.cores[1].connections.store(4, Relaxed);
+        let t0 = Instant::now() - std::time::Duration::from_millis(5);
+        s.cores[1].record_latency(t0);
+        let t = s.totals();
+        assert_eq!((t.received, t.sent, t.connections), (2, 1, 7));
+        assert!(t.latency_min_ms >= 5.0 && t.latency_max_ms >= t.latency_min_ms && t.latency_avg_ms >= 5.0);
+        s.reset();
+        let t = s.totals();
+        assert_eq!((t.received, t.sent, t.connections, t.latency_max_ms), (0, 0, 7, 0.0));
+    }
+}
