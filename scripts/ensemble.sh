@@ -21,18 +21,9 @@ tick="${RK_TICK_TIME:-200}"
 observers="${RK_OBSERVERS:-0}"
 snap_count="${RK_SNAP_COUNT:-100000}"
 
-usage() {
-    sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 2
-}
-
-# Running, and not a zombie nobody reaped (a killed member's parent is gone).
-alive() {
-    [ -f "$1/pid" ] || return 1
-    local stat
-    stat="$(cat "/proc/$(cat "$1/pid")/stat" 2>/dev/null)" || return 1
-    [ "$(echo "${stat##*) }" | cut -d' ' -f1)" != Z ]
-}
+# shellcheck source=scripts/common.sh
+. "$root/scripts/common.sh"
+usage() { usage_from_header 3 13; }
 
 start() {
     local n="$1" base="${2:-2181}"
@@ -110,7 +101,7 @@ status() {
             continue
         fi
         # The member's own answer to the srvr four-letter word (whitelisted by default).
-        out="$(timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && printf srvr >&3 && cat <&3" 2>/dev/null || true)"
+        out="$(srvr 127.0.0.1 "$port")"
         role="$(echo "$out" | sed -n 's/^Mode: //p')"
         if [ -z "$role" ]; then
             case "$out" in

@@ -1425,4 +1425,16 @@ mod tests {
             assert_eq!((c.init_limit_ticks, c.sync_limit_ticks, c.tick_time_ms), (10, 4, 500));
         }
     }
+
+    /// The commented production layout parses without a warning and says what it says.
+    #[test]
+    fn the_production_config_parses() {
+        let (c, warnings) = Config::parse(include_str!("../configs/production-16core.cfg"), "production").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert!(c.is_ensemble() && c.cpu_pinning);
+        assert_eq!((c.client_cores, c.pipeline_cpu), (12, Some(1)));
+        assert_eq!(c.client_cpus, Some((2..=13).collect::<Vec<_>>()));
+        assert_eq!((c.fsync_warning_threshold_ms, c.snap_count), (200, 100_000));
+        assert!(c.four_letter_words.iter().any(|w| w == "mntr"));
+    }
 }

@@ -33,6 +33,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let cores = config.client_cores;
     startup::check_host(cores + 1, config.io_memory_bytes).map_err(|e| e.to_string())?;
     startup::check_client_port(config.client_addr()).map_err(|e| e.to_string())?;
+    if config.cpu_pinning {
+        startup::check_core_layout(config.client_cpus.as_deref(), config.pipeline_cpu, startup::usable_cpus())
+            .map_err(|e| e.to_string())?;
+    }
 
     let recovered = storage::recovery::recover(&config.data_dir, &config.data_log_dir).map_err(|e| e.to_string())?;
     tracing::info!(

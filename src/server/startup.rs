@@ -11,9 +11,24 @@ pub const EXECUTOR_MEMLOCK_OVERHEAD_BYTES: u64 = 512 * 1024;
 
 #[derive(Debug)]
 pub enum StartupError {
-    IoUringDisabled { setting: String },
-    MemlockTooLow { needed_bytes: u64, soft_bytes: u64, hard_bytes: u64 },
-    ClientPortUnavailable { addr: SocketAddr, error: std::io::Error },
+    IoUringDisabled {
+        setting: String,
+    },
+    MemlockTooLow {
+        needed_bytes: u64,
+        soft_bytes: u64,
+        hard_bytes: u64,
+    },
+    ClientPortUnavailable {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+    /// A pinned core layout names CPUs this process may not run on.
+    CoreLayout {
+        key: &'static str,
+        cpus: Vec<usize>,
+        usable: Vec<usize>,
+    },
 }
 
 impl fmt::Display for StartupError {
@@ -39,8 +54,60 @@ impl fmt::Display for StartupError {
                 "cannot listen on {addr}: {error}. Another server (ZooKeeper or ringkeeper) may be running there: \
                  stop it, or set clientPort / clientPortAddress to a free address"
             ),
+            StartupError::CoreLayout { key, cpus, usable } => write!(
+                f,
+                "{key} names CPU {} but this process may only run on CPUs {} (of this machine's online CPUs, in \
+                 its affinity mask). Fix the core layout: pick CPUs from that list, or set \
+                 ringkeeper.cpuPinning=false",
+                cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "),
+                cpu_list(usable)
+            ),
         }
     }
+}
+
+/// CPUs as ranges: 0-3,6,8-9.
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// With pinning on, every CPU the layout names (client cores and the pipeline) must be one
+/// this process may run on; `usable` is that set (None: the affinity mask is unknown).
+pub fn check_core_layout(
+    client_cpus: Option<&[usize]>,
+    pipeline_cpu: Option<usize>,
+    usable: Option<Vec<usize>>,
+) -> Result<(), StartupError> {
+    let Some(mut usable) = usable else { return Ok(()) };
+    usable.sort_unstable();
+    let outside = |list: &[usize]| -> Vec<usize> { list.iter().copied().filter(|c| !usable.contains(c)).collect() };
+    if let Some(list) = client_cpus {
+        let bad = outside(list);
+        if !bad.is_empty() {
+            return Err(StartupError::CoreLayout { key: "ringkeeper.clientCpus", cpus: bad, usable });
+        }
+    }
+    if let Some(p) = pipeline_cpu {
+        if !usable.contains(&p) {
+            return Err(StartupError::CoreLayout { key: "ringkeeper.pipelineCpu", cpus: vec![p], usable });
+        }
+    }
+    Ok(())
+}
+
+/// The CPUs this process may run on (its affinity mask), if the kernel says.
+pub fn usable_cpus() -> Option<Vec<usize>> {
+    core_affinity::get_core_ids().map(|ids| ids.into_iter().map(|c| c.id).collect())
 }
 
 impl std::error::Error for StartupError {}
@@ -130,4 +197,23 @@ pub fn bind_listener(addr: SocketAddr, reuse_port: bool, backlog: i32) -> std::i
     s.listen(backlog)?;
     // SAFETY: the fd is a listening TCP socket that we own and hand over whole.
     Ok(unsafe { glommio::net::TcpListener::from_raw_fd(s.into_raw_fd()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_layout_outside_the_usable_cpus_is_refused_with_the_list() {
+        let usable = Some(vec![0, 1, 2, 3, 6]);
+        assert!(check_core_layout(Some(&[1, 2]), Some(0), usable.clone()).is_ok());
+        let e = check_core_layout(Some(&[1, 7, 9]), Some(0), usable.clone()).unwrap_err().to_string();
+        assert!(
+            e.starts_with("ringkeeper.clientCpus names CPU 7, 9 but this process may only run on CPUs 0-3,6"),
+            "{e}"
+        );
+        let e = check_core_layout(None, Some(5), usable).unwrap_err().to_string();
+        assert!(e.starts_with("ringkeeper.pipelineCpu names CPU 5"), "{e}");
+        assert!(check_core_layout(Some(&[99]), None, None).is_ok(), "an unknown mask is not checked");
+    }
 }

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+import helpers
 import rawzk
 
 
@@ -240,3 +241,41 @@ def test_ensemble_member_needs_a_myid_it_is_listed_under(make_server):
     s.spawn()
     assert s.proc.wait(30) != 0
     assert "server.1" in s.log_text().splitlines()[-1]
+
+
+def test_a_core_layout_on_cpus_the_machine_lacks_is_refused(make_server):
+    """ringkeeper.clientCpus / pipelineCpu must name CPUs this process may run on; otherwise
+    start-up stops with a message naming the key, the CPU and the usable ones."""
+    s = make_server(start=False)
+    if s.kind != "ringkeeper":
+        pytest.skip("ringkeeper's own core layout keys")
+    s.config.update({"ringkeeper.cpuPinning": "true", "ringkeeper.clientCpus": "1000"})
+    s.write_config()
+    s.spawn()
+    assert s.proc.wait(30) != 0
+    last = s.log_text().strip().splitlines()[-1]
+    assert "ringkeeper.clientCpus names CPU 1000 but this process may only run on CPUs 0" in last, last
+
+
+def test_server_sh_starts_reports_and_stops_a_server(make_server, tmp_path):
+    """scripts/server.sh start CONFIG / status / stop, as an operator runs them."""
+    s = make_server(start=False)
+    if s.kind != "ringkeeper":
+        pytest.skip("ringkeeper's script")
+    s.write_config()
+    env = dict(os.environ, RK_SERVER_DIR=str(tmp_path / "srv"), RK_BIN=helpers.RK_BIN)
+    sh = os.path.join(helpers.REPO, "scripts", "server.sh")
+
+    def run(*args):
+        return subprocess.run([sh, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert run("status").returncode == 3
+    assert run("start", s.cfg_path).returncode == 0
+    try:
+        out = helpers.wait_until(lambda: (lambda r: r.stdout if "Mode: standalone" in r.stdout else None)(run("status")),
+                                 what="srvr through server.sh status")
+        assert f"on 127.0.0.1:{s.port}" in out
+        assert run("start", s.cfg_path).returncode == 1, "a second start is refused"
+    finally:
+        r = run("stop")
+    assert r.stdout.strip() == "stopped", r.stdout
+    assert run("status").stdout.strip() == "not running"
