@@ -99,6 +99,10 @@ pub struct Config {
     /// autopurge.purgeInterval; 0 = never purge.
     pub autopurge_purge_interval_hours: u32,
     pub force_sync: bool,
+    /// admin.enableServer / admin.serverAddress / admin.serverPort: the HTTP admin server
+    /// (`/commands`, `/metrics`); ZooKeeper's defaults: on, 0.0.0.0, 8080.
+    pub admin_enabled: bool,
+    pub admin_addr: SocketAddr,
     /// fsync.warningthresholdms: a log fdatasync slower than this is logged as a warning.
     pub fsync_warning_threshold_ms: u64,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
@@ -140,6 +144,9 @@ pub struct ServerSpec {
     /// The client address, if given: host ("" for all addresses) and port.
     pub client: Option<(String, u16)>,
 }
+
+/// admin.serverPort default (ZooKeeper's).
+pub const ADMIN_PORT_DEFAULT: u16 = 8080;
 
 /// fsync.warningthresholdms default (ZooKeeper's).
 pub const FSYNC_WARNING_THRESHOLD_MS_DEFAULT: u64 = 1000;
@@ -613,6 +620,9 @@ impl Config {
         let mut purge_interval_hours = 0u32;
         let mut force_sync = true;
         let mut fsync_warning_threshold_ms = FSYNC_WARNING_THRESHOLD_MS_DEFAULT;
+        let mut admin_enabled = true;
+        let mut admin_ip = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
         let mut jute_max_buffer_bytes = JUTE_MAX_BUFFER_BYTES_DEFAULT;
         let mut super_digest = None;
@@ -679,6 +689,11 @@ impl Config {
                 "dataDir" => data_dir = Some(e.path()?),
                 "dataLogDir" => data_log_dir = Some(e.path()?),
                 "clientPort" => client_port = e.int(1, u16::MAX.into(), "")? as u16,
+                "admin.enableServer" => admin_enabled = e.boolean()?,
+                "admin.serverPort" => admin_port = e.int(1, u16::MAX.into(), "")? as u16,
+                "admin.serverAddress" => {
+                    admin_ip = value.parse().map_err(|_| e.bad("expected an IP address like 0.0.0.0 or 127.0.0.1"))?;
+                }
                 "clientPortAddress" => {
                     let bare = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(value);
                     client_port_address = bare.parse().map_err(|_| {
@@ -866,6 +881,8 @@ impl Config {
             autopurge_purge_interval_hours: purge_interval_hours,
             force_sync,
             fsync_warning_threshold_ms,
+            admin_enabled,
+            admin_addr: SocketAddr::new(admin_ip, admin_port),
             extended_types_enabled,
             jute_max_buffer_bytes,
             super_digest,

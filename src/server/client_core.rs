@@ -176,6 +176,14 @@ impl Core {
         st.connections.store(conns.len() as u64, Relaxed);
         st.outstanding.store(conns.values().map(|c| c.pending.borrow().len() as u64).sum(), Relaxed);
         st.watches.store(self.watches.borrow().watch_count() as u64, Relaxed);
+        if self.id == 0 {
+            let tree = self.tree.borrow();
+            self.stats.zxid.store(tree.last_zxid(), Relaxed);
+            self.stats.znodes.store(tree.node_count() as u64, Relaxed);
+            self.stats.ephemerals.store(tree.ephemeral_count() as u64, Relaxed);
+            self.stats.data_bytes.store(tree.approximate_data_size(), Relaxed);
+            self.stats.mode.store(self.mode.get().index(), Relaxed);
+        }
     }
 
     fn mark_dirty(&self, conn: &Rc<Conn>) {
@@ -804,6 +812,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
             ToClientCore::Batch(batch) => core.apply_batch(&batch),
             ToClientCore::Serving(mode) => {
                 core.mode.set(mode);
+                core.publish_gauges();
                 if !mode.serving() {
                     let conns: Vec<Rc<Conn>> = core.conns.borrow().values().cloned().collect();
                     tracing::info!("client core {id}: not serving; closing {} connections", conns.len());

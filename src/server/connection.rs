@@ -212,8 +212,8 @@ fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
                 .collect(),
             learners: (stats.learners.load(Relaxed), stats.synced_learners.load(Relaxed)),
             uptime_ms: stats.started.elapsed().as_millis() as u64,
-            data_dir_bytes: dir_bytes(&core.config.data_dir),
-            log_dir_bytes: dir_bytes(&core.config.data_log_dir),
+            data_dir_bytes: super::stats::dir_bytes(&core.config.data_dir),
+            log_dir_bytes: super::stats::dir_bytes(&core.config.data_log_dir),
         };
         four_letter::answer(cmd, &facts)
     };
@@ -222,11 +222,4 @@ fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
     }
     conn.out.borrow_mut().extend_from_slice(text.as_bytes());
     conn.close();
-}
-
-/// Bytes in the regular files directly in `dir` (what `dirs` reports).
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
-        .unwrap_or(0)
 }

@@ -64,6 +64,22 @@ pub enum ServerMode {
 }
 
 impl ServerMode {
+    pub const ALL: [ServerMode; 5] = [
+        ServerMode::Standalone,
+        ServerMode::Leader,
+        ServerMode::Follower,
+        ServerMode::Observer,
+        ServerMode::NotServing,
+    ];
+
+    pub fn index(self) -> u8 {
+        ServerMode::ALL.iter().position(|m| *m == self).unwrap_or(0) as u8
+    }
+
+    pub fn from_index(i: u8) -> ServerMode {
+        ServerMode::ALL.get(i as usize).copied().unwrap_or(ServerMode::NotServing)
+    }
+
     /// ZooKeeper's word for it (`Mode:` in srvr, `zk_server_state` in mntr).
     pub fn name(self) -> &'static str {
         match self {

@@ -3,6 +3,7 @@
 //! core, pinned when configured; cores share nothing but bounded channels carrying `Send`
 //! batches; any core that fails asks every other to stop, so the process never half-runs.
 
+pub mod admin;
 pub mod client_core;
 pub mod connection;
 pub mod ensemble;
@@ -174,6 +175,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     }
     drop(recovered);
     drop(core_recovered);
+    let admin = if config.admin_enabled { admin::start(config.clone(), stats.clone(), shutdown.clone()) } else { None };
 
     let mut first_error: Option<String> = None;
     for h in handles {
@@ -195,6 +197,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
         Err(e) => {
             first_error.get_or_insert(format!("pipeline core failed: {e}"));
         }
+    }
+    shutdown.store(true, Ordering::Relaxed);
+    if let Some(a) = admin {
+        let _ = a.join();
     }
     match first_error {
         Some(e) => Err(e),

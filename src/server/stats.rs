@@ -5,7 +5,7 @@
 //! zero them for `srst` / `crst` (a lost increment then is harmless); readers accept values a
 //! few microseconds stale.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -80,6 +80,13 @@ pub struct Stats {
     /// Leader only: learners (followers and observers) connected, and those synced.
     pub learners: AtomicU64,
     pub synced_learners: AtomicU64,
+    /// The tree as client core 0 last saw it (for the admin server, which has no replica).
+    pub zxid: AtomicI64,
+    pub znodes: AtomicU64,
+    pub ephemerals: AtomicU64,
+    pub data_bytes: AtomicI64,
+    /// `ServerMode` as its index in `ServerMode::ALL`.
+    pub mode: AtomicU8,
 }
 
 /// Sums over every core, in ZooKeeper's units (latencies in ms).
@@ -102,6 +109,11 @@ impl Stats {
             cores: (0..cores).map(|_| CoreStats::default()).collect(),
             learners: AtomicU64::new(0),
             synced_learners: AtomicU64::new(0),
+            zxid: AtomicI64::new(0),
+            znodes: AtomicU64::new(0),
+            ephemerals: AtomicU64::new(0),
+            data_bytes: AtomicI64::new(0),
+            mode: AtomicU8::new(0),
         })
     }
 
@@ -127,6 +139,13 @@ impl Stats {
             c.reset_server_stats();
         }
     }
+}
+
+/// Bytes in the regular files directly in `dir` (what `dirs` reports).
+pub fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

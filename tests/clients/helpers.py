@@ -153,6 +153,7 @@ class Server:
         if self.kind == "ringkeeper":
             cfg.setdefault("ringkeeper.clientCores", "1")
             cfg.setdefault("ringkeeper.cpuPinning", "false")
+            cfg.setdefault("admin.enableServer", "false")
         return cfg
 
     def write_config(self):
