@@ -3,7 +3,8 @@
 #
 #   scripts/ensemble.sh start N [BASE_PORT]   N servers (3, 5 or 7); client ports BASE_PORT..
 #                                             BASE_PORT+N-1 (default 2181); peer ports
-#                                             BASE_PORT+10000+i (quorum) and +10100+i (election)
+#                                             BASE_PORT+10000+i (quorum), +10100+i (election);
+#                                             admin HTTP on 127.0.0.1:BASE_PORT+10200+i
 #   scripts/ensemble.sh restart ID            starts server ID again (after a kill), same data
 #   scripts/ensemble.sh stop                  stops every server it started (SIGTERM, then -9)
 #   scripts/ensemble.sh status                each server: pid, client port, role (from srvr)
@@ -23,7 +24,7 @@ snap_count="${RK_SNAP_COUNT:-100000}"
 
 # shellcheck source=scripts/common.sh
 . "$root/scripts/common.sh"
-usage() { usage_from_header 3 13; }
+usage() { usage_from_header 3 14; }
 
 start() {
     local n="$1" base="${2:-2181}"
@@ -57,6 +58,8 @@ clientPortAddress=127.0.0.1
 ringkeeper.cpuPinning=false
 ringkeeper.spinBeforeParkUs=0
 4lw.commands.whitelist=*
+admin.serverAddress=127.0.0.1
+admin.serverPort=$((base + 10200 + i))
 ${servers}
 EOF
         launch "$d"

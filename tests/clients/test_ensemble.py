@@ -46,7 +46,7 @@ class Ensemble:
                         RK_OBSERVERS=str(observers), RK_SNAP_COUNT=str(snap_count))
         for _ in range(100):
             base = random.randrange(20000, 30000)
-            ports = [base + i for i in range(n)] + [base + 10000 + i for i in range(1, n + 1)]
+            ports = [base + i for i in range(n)] + [base + off + i for off in (10000, 10200) for i in range(1, n + 1)]
             if _ports_free(ports):
                 break
         self.base = base
