@@ -68,7 +68,7 @@ EOF
 }
 
 launch() {
-    RUST_LOG="${RUST_LOG:-info}" nohup "$bin" serve --config "$1/zoo.cfg" >>"$1/server.log" 2>&1 &
+    nohup "$bin" serve --config "$1/zoo.cfg" >>"$1/server.log" 2>&1 &
     echo $! >"$1/pid"
 }
 

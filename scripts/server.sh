@@ -51,7 +51,7 @@ start() {
     else
         rm -f "$dir/config"
     fi
-    RUST_LOG="${RUST_LOG:-info}" nohup "$bin" "${args[@]}" >>"$dir/server.log" 2>&1 &
+    nohup "$bin" "${args[@]}" >>"$dir/server.log" 2>&1 &
     echo $! >"$dir/pid"
     echo "$dir/server.log"
 }

@@ -99,6 +99,9 @@ pub struct Config {
     /// autopurge.purgeInterval; 0 = never purge.
     pub autopurge_purge_interval_hours: u32,
     pub force_sync: bool,
+    /// ringkeeper.logLevel: a tracing filter ("info", "warn,ringkeeper::zab=debug"); RUST_LOG,
+    /// when set, wins.
+    pub log_level: Option<String>,
     /// admin.enableServer / admin.serverAddress / admin.serverPort: the HTTP admin server
     /// (`/commands`, `/metrics`); ZooKeeper's defaults: on, 0.0.0.0, 8080.
     pub admin_enabled: bool,
@@ -621,6 +624,7 @@ impl Config {
         let mut force_sync = true;
         let mut fsync_warning_threshold_ms = FSYNC_WARNING_THRESHOLD_MS_DEFAULT;
         let mut admin_enabled = true;
+        let mut log_level: Option<String> = None;
         let mut admin_ip = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
@@ -690,6 +694,7 @@ impl Config {
                 "dataLogDir" => data_log_dir = Some(e.path()?),
                 "clientPort" => client_port = e.int(1, u16::MAX.into(), "")? as u16,
                 "admin.enableServer" => admin_enabled = e.boolean()?,
+                "ringkeeper.logLevel" => log_level = Some(value.to_string()),
                 "admin.serverPort" => admin_port = e.int(1, u16::MAX.into(), "")? as u16,
                 "admin.serverAddress" => {
                     admin_ip = value.parse().map_err(|_| e.bad("expected an IP address like 0.0.0.0 or 127.0.0.1"))?;
@@ -882,6 +887,7 @@ impl Config {
             force_sync,
             fsync_warning_threshold_ms,
             admin_enabled,
+            log_level,
             admin_addr: SocketAddr::new(admin_ip, admin_port),
             extended_types_enabled,
             jute_max_buffer_bytes,

@@ -117,13 +117,6 @@ fn offline(command: &Command) -> Option<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
     if let Some(code) = cli.command.as_ref().and_then(offline) {
         return code;
@@ -142,6 +135,22 @@ fn main() -> ExitCode {
         },
         None => (Config::embedded_default(), Vec::new()),
     };
+    // Log levels: RUST_LOG if set, else ringkeeper.logLevel, else info.
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(env) => tracing_subscriber::EnvFilter::try_new(&env).map_err(|e| format!("RUST_LOG={env}: {e}")),
+        Err(_) => {
+            let level = config.log_level.as_deref().unwrap_or("info");
+            tracing_subscriber::EnvFilter::try_new(level).map_err(|e| format!("ringkeeper.logLevel={level}: {e}"))
+        }
+    };
+    let filter = match filter {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("ringkeeper: bad log level {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     for w in &warnings {
         tracing::warn!("{w}");
     }

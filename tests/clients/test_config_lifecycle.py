@@ -279,3 +279,20 @@ def test_server_sh_starts_reports_and_stops_a_server(make_server, tmp_path):
         r = run("stop")
     assert r.stdout.strip() == "stopped", r.stdout
     assert run("status").stdout.strip() == "not running"
+
+
+def test_log_level_comes_from_the_config_unless_rust_log_is_set(make_server, kazoo_factory):
+    """ringkeeper.logLevel=warn silences info lines; a bad level is refused at start-up."""
+    s = make_server(start=False, **{"ringkeeper.logLevel": "warn"})
+    if s.kind != "ringkeeper":
+        pytest.skip("ringkeeper's own key")
+    os.environ.pop("RUST_LOG", None)
+    s.start()
+    kazoo_factory(s.hostport).create("/quiet")
+    assert "starting ringkeeper" not in s.log_text()
+    s.stop()
+    s.config["ringkeeper.logLevel"] = "loud=="
+    s.write_config()
+    s.spawn()
+    assert s.proc.wait(30) == 2
+    assert "bad log level ringkeeper.logLevel=loud==" in s.log_text()
