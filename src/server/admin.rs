@@ -218,7 +218,33 @@ pub fn metrics(stats: &Stats) -> String {
     let t = stats.totals();
     let mode = ServerMode::from_index(stats.mode.load(Relaxed));
     let mut out = String::new();
-    let gauges: [(&str, &str, &str, String); 15] = [
+    let syncs = stats.fsync_count.load(Relaxed);
+    let gauges: [(&str, &str, &str, String); 20] = [
+        (
+            "elections",
+            "counter",
+            "times this member started serving after an election",
+            stats.elections.load(Relaxed).to_string(),
+        ),
+        ("fsynctime_count", "counter", "txn log fdatasyncs", syncs.to_string()),
+        (
+            "fsynctime_sum",
+            "counter",
+            "total fdatasync time, ms",
+            format!("{:.3}", stats.fsync_total_us.load(Relaxed) as f64 / 1000.0),
+        ),
+        (
+            "fsynctime_max",
+            "gauge",
+            "longest fdatasync, ms",
+            format!("{:.3}", stats.fsync_max_us.load(Relaxed) as f64 / 1000.0),
+        ),
+        (
+            "election_time",
+            "gauge",
+            "ms from losing a leader to serving again, last election",
+            stats.election_time_ms.load(Relaxed).to_string(),
+        ),
         ("znode_count", "gauge", "znodes in the tree", stats.znodes.load(Relaxed).to_string()),
         ("watch_count", "gauge", "watches set", t.watches.to_string()),
         ("ephemerals_count", "gauge", "ephemeral znodes", stats.ephemerals.load(Relaxed).to_string()),

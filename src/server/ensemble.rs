@@ -105,6 +105,9 @@ struct Member {
     serving: Option<Role>,
     /// This member observes (it never votes).
     observer: bool,
+    /// Since when this member has not served (start-up, or losing its leader): the next
+    /// time it serves, the difference is the election time.
+    unserved_since: Option<std::time::Instant>,
     items: Vec<Commit>,
     to_cores: Vec<CoreMsg>,
     out: Vec<Output>,
@@ -507,6 +510,7 @@ impl Member {
             self.touched.clear();
             self.prep = None;
             self.control(ToClientCore::Serving(ServerMode::NotServing));
+            self.unserved_since = Some(std::time::Instant::now());
         }
         if let Some(r) = serving_now {
             if matches!(r, Role::Leading { .. }) {
@@ -721,6 +725,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         next_token: 0,
         serving: None,
         observer: config.servers.iter().any(|s| s.id == my_id && s.observer),
+        unserved_since: Some(std::time::Instant::now()),
         items: Vec::new(),
         to_cores: Vec::new(),
         out: Vec::new(),
@@ -804,6 +809,13 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         }
         m.release_syncs();
         m.flush_items();
+        stats.publish_syncs(log.sync_times());
+        if m.serving.is_some() {
+            if let Some(since) = m.unserved_since.take() {
+                stats.election_time_ms.store(since.elapsed().as_millis() as u64, Ordering::Relaxed);
+                stats.elections.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let (learners, synced) = m.peer.learners();
         stats.learners.store(learners as u64, Ordering::Relaxed);
         stats.synced_learners.store(synced as u64, Ordering::Relaxed);

@@ -49,6 +49,10 @@ pub struct TxnLogWriter {
     failed: bool,
     fsync_warning_ms: u64,
     slow_syncs: u64,
+    /// Every fdatasync: how many, their total and the longest, in µs (fsynctime).
+    sync_count: u64,
+    sync_total_us: u64,
+    sync_max_us: u64,
 }
 
 fn invalid(msg: String) -> io::Error {
@@ -89,6 +93,9 @@ impl TxnLogWriter {
             failed: false,
             fsync_warning_ms: crate::config::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
             slow_syncs: 0,
+            sync_count: 0,
+            sync_total_us: 0,
+            sync_max_us: 0,
         };
         writer.prepare_spare();
         Ok(writer)
@@ -113,6 +120,11 @@ impl TxnLogWriter {
     /// fdatasyncs that took at least the warning threshold so far.
     pub fn slow_syncs(&self) -> u64 {
         self.slow_syncs
+    }
+
+    /// fdatasyncs so far: count, total µs, longest µs.
+    pub fn sync_times(&self) -> (u64, u64, u64) {
+        (self.sync_count, self.sync_total_us, self.sync_max_us)
     }
 
     /// Zxid the next appended record must carry.
@@ -212,7 +224,11 @@ impl TxnLogWriter {
             if unsafe { libc::fdatasync(seg.file.as_raw_fd()) } != 0 {
                 return Err(io::Error::last_os_error());
             }
-            let took_ms = started.elapsed().as_millis() as u64;
+            let took_us = started.elapsed().as_micros() as u64;
+            self.sync_count += 1;
+            self.sync_total_us += took_us;
+            self.sync_max_us = self.sync_max_us.max(took_us);
+            let took_ms = took_us / 1000;
             if took_ms >= self.fsync_warning_ms {
                 self.slow_syncs += 1;
                 tracing::warn!(

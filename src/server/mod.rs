@@ -115,6 +115,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
                         from_cores,
                         to_cores,
                         shutdown: stop.clone(),
+                        stats: st,
                     };
                     pipeline::run(params).await
                 }

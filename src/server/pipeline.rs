@@ -46,6 +46,7 @@ pub struct PipelineParams {
     pub from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
     pub to_cores: Vec<SharedSender<ToClientCore>>,
     pub shutdown: Arc<AtomicBool>,
+    pub stats: Arc<super::stats::Stats>,
 }
 
 struct Pipeline {
@@ -325,7 +326,7 @@ pub(super) fn spawn_snapshot(
 /// Runs the pipeline core until shutdown. Returns an error only when the log cannot be
 /// written (the server must stop: it can no longer make anything durable).
 pub async fn run(params: PipelineParams) -> Result<(), String> {
-    let PipelineParams { config, recovered, from_cores, to_cores, shutdown } = params;
+    let PipelineParams { config, recovered, from_cores, to_cores, shutdown, stats } = params;
     let tree = storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("rebuilding the tree: {e}"))?;
     let now = now_ms();
     let mut sessions = SessionTracker::new(config.tick_time_ms, session::first_session_id(0, now));
@@ -401,6 +402,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 return Err(format!("txn log write failed: {e}"));
             }
             p.records.clear();
+            stats.publish_syncs(log.sync_times());
         }
         if !p.items.is_empty() {
             let batch = Arc::new(CommitBatch { items: std::mem::take(&mut p.items), last_zxid: p.tree.last_zxid() });

@@ -87,6 +87,22 @@ pub struct Stats {
     pub data_bytes: AtomicI64,
     /// `ServerMode` as its index in `ServerMode::ALL`.
     pub mode: AtomicU8,
+    /// Txn log fdatasyncs: count, total and longest in µs (the pipeline core publishes them).
+    pub fsync_count: AtomicU64,
+    pub fsync_total_us: AtomicU64,
+    pub fsync_max_us: AtomicU64,
+    /// Ensemble: ms from losing a leader (or starting) to serving again, the last time.
+    pub election_time_ms: AtomicU64,
+    pub elections: AtomicU64,
+}
+
+impl Stats {
+    /// The pipeline core publishes its txn log writer's fdatasync times.
+    pub fn publish_syncs(&self, (count, total_us, max_us): (u64, u64, u64)) {
+        self.fsync_count.store(count, Relaxed);
+        self.fsync_total_us.store(total_us, Relaxed);
+        self.fsync_max_us.store(max_us, Relaxed);
+    }
 }
 
 /// Sums over every core, in ZooKeeper's units (latencies in ms).
@@ -114,6 +130,11 @@ impl Stats {
             ephemerals: AtomicU64::new(0),
             data_bytes: AtomicI64::new(0),
             mode: AtomicU8::new(0),
+            fsync_count: AtomicU64::new(0),
+            fsync_total_us: AtomicU64::new(0),
+            fsync_max_us: AtomicU64::new(0),
+            election_time_ms: AtomicU64::new(0),
+            elections: AtomicU64::new(0),
         })
     }
 

@@ -60,6 +60,7 @@ def test_commands_and_metrics_follow_the_servers_state(make_server, kazoo_factor
     assert m['server_state{state="standalone"}'] == 1
     assert m['ringkeeper_core_connections{core="0"}'] >= 1
     assert "packets_received" in m and "avg_latency" in m
+    assert m["fsynctime_count"] >= 1 and m["fsynctime_max"] > 0, "every write batch was fdatasynced"
 
     # Bad requests: clear replies, and clients keep working.
     with pytest.raises(urllib.error.HTTPError) as e:

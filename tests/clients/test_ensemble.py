@@ -16,6 +16,7 @@ import pytest
 
 import rawzk
 from helpers import REPO, RK_BIN, wait_until
+from test_admin_http import prometheus
 from test_four_letter_words import four_letter_word, mntr
 from test_crash import dump_tree
 
@@ -198,6 +199,10 @@ def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, 
     print(f"\nnew leader {new_leader} serving {elected_s:.2f}s after kill -9 of leader {leader} "
           f"(tick {TICK_MS} ms, syncLimit {SYNC_LIMIT_TICKS} ticks)")
     assert new_leader != leader
+    # The new leader's /metrics says how long it was without a leader.
+    metrics = wait_until(lambda: prometheus(e.base + 10200 + new_leader), what="the new leader's /metrics")
+    assert metrics["elections"] >= 2, "it served after start-up and again now"
+    assert 0 <= metrics["election_time"] < 30_000 and metrics["synced_followers"] >= 1, metrics
     before = len(acked)
     write_round(clients, "/w", 300, 150, acked)
     assert len(acked) - before >= 140, f"writes go on after the election ({len(acked) - before} of 150)"
