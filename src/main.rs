@@ -54,6 +54,11 @@ enum Command {
 }
 
 fn read_file(path: &PathBuf) -> Result<Vec<u8>, ExitCode> {
+    // Only regular files: a device or pipe could be endless.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        eprintln!("ringkeeper: {} is not a regular file", path.display());
+        return Err(ExitCode::from(2));
+    }
     std::fs::read(path).map_err(|e| {
         eprintln!("ringkeeper: cannot read {}: {e}", path.display());
         ExitCode::from(2)

@@ -95,6 +95,10 @@ fn describe_txn(t: &Txn) -> String {
 pub fn log_dump(name: &str, data: Bytes) -> Dump {
     let mut text = String::new();
     let expected = parse_segment_name(name);
+    if expected.is_none() {
+        let _ = writeln!(text, "{name}: not named log.<zxid>: its first zxid is not checked against a name");
+    }
+    let len = data.len() as u64;
     let scan = match scan_segment_file(name, data, true, expected) {
         Ok(s) => s,
         Err(e) => return Dump { text: format!("{name}: DAMAGED: {e}\n"), ok: false },
@@ -120,11 +124,20 @@ pub fn log_dump(name: &str, data: Bytes) -> Dump {
     };
     let _ = writeln!(text, "{name}: {} txns{range}; every batch checksum verified", scan.records.len());
     if let Some(torn) = &scan.torn {
-        let _ = writeln!(
-            text,
-            "{name}: torn write at byte {} ({}): start-up cuts bytes {}..{} (a crash mid-write)",
-            torn.offset, torn.reason, torn.offset, torn.garbage_end
-        );
+        if scan.records.is_empty() {
+            // Nothing valid at all, only bytes: not a txn log segment.
+            ok = false;
+            let _ = writeln!(text, "{name}: DAMAGED or not a txn log: no valid batch ({})", torn.reason);
+        } else {
+            let _ = writeln!(
+                text,
+                "{name}: torn write at byte {} ({}): start-up cuts bytes {}..{} (a crash mid-write)",
+                torn.offset,
+                torn.reason,
+                torn.offset,
+                torn.garbage_end.min(len)
+            );
+        }
     }
     Dump { text, ok }
 }
@@ -346,6 +359,12 @@ mod tests {
         assert!(!d.ok && d.text.contains("DAMAGED"), "{}", d.text);
         let d = log_dump(&segment_name(7), bytes);
         assert!(!d.ok && d.text.contains("DAMAGED"), "{}", d.text);
+        // Not a log at all (random bytes, or a snapshot): damaged, not sound (found by a
+        // reviewing helper: it said "0 txns" and exited 0).
+        let noise: Vec<u8> = (0..10_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1).collect();
+        let d = log_dump("rnd", Bytes::from(noise));
+        assert!(!d.ok && d.text.contains("not a txn log"), "{}", d.text);
+        assert!(d.text.starts_with("rnd: not named log.<zxid>"), "{}", d.text);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The HTTP admin server (`admin.enableServer`, `admin.serverAddress`, `admin.serverPort`):
 //! `/commands` and `/commands/<name>` with JSON as ZooKeeper's AdminServer gives it, and
 //! `/metrics` in Prometheus text format with ZooKeeper's metric names plus per-core ones.
-//! It runs on a thread of its own with blocking std sockets, one request at a time, and reads
-//! only the statistics the cores publish (`stats.rs`), so it adds no work to the request path.
-//! Rules: GET only; a request head over `ADMIN_REQUEST_BYTES_MAX` or slower than
-//! `ADMIN_READ_TIMEOUT_MS` is refused; nothing here changes data (like ZooKeeper's, the only
-//! command with an effect is `stat_reset`).
+//! It runs on threads of its own with blocking std sockets (an accept thread, and a short-lived
+//! thread per connection, at most `ADMIN_CONNECTIONS_MAX`), and reads only the statistics the
+//! cores publish (`stats.rs`), so it adds no work to the request path.
+//! Rules: GET only; a request head over `ADMIN_REQUEST_BYTES_MAX`, or not complete within
+//! `ADMIN_READ_TIMEOUT_MS` in all, is refused; connections over the limit are closed at once;
+//! shutdown waits only for the accept thread; nothing here changes data (like ZooKeeper's,
+//! the only command with an effect is `stat_reset`).
 
 use super::four_letter::{version, ZOOKEEPER_COMPAT_VERSION};
 use super::messages::ServerMode;
@@ -14,14 +16,16 @@ use crate::config::Config;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The largest request head (request line and headers) the admin server reads.
 pub const ADMIN_REQUEST_BYTES_MAX: usize = 8 * 1024;
-/// How long a client may take to send its request.
+/// How long a client may take to send its whole request head, and to take the reply.
 pub const ADMIN_READ_TIMEOUT_MS: u64 = 2_000;
+/// Admin connections served at once; more are closed unanswered.
+pub const ADMIN_CONNECTIONS_MAX: usize = 16;
 /// How often the accept loop looks at the shutdown flag.
 const ADMIN_POLL_MS: u64 = 100;
 
@@ -56,12 +60,28 @@ pub fn start(config: Arc<Config>, stats: Arc<Stats>, shutdown: Arc<AtomicBool>) 
         return None;
     }
     tracing::info!("admin server on http://{}/commands and /metrics", config.admin_addr);
+    let active = Arc::new(AtomicUsize::new(0));
     let spawned = std::thread::Builder::new().name("rk-admin".into()).spawn(move || {
         while !shutdown.load(Relaxed) {
             match listener.accept() {
-                Ok((stream, _)) => {
-                    if let Err(e) = handle(stream, &config, &stats) {
-                        tracing::debug!("admin request failed: {e}");
+                Ok((stream, peer)) => {
+                    if active.fetch_add(1, Relaxed) >= ADMIN_CONNECTIONS_MAX {
+                        active.fetch_sub(1, Relaxed);
+                        tracing::debug!(
+                            "admin server: {ADMIN_CONNECTIONS_MAX} connections busy; closing one from {peer}"
+                        );
+                        continue;
+                    }
+                    let (config, stats, done) = (config.clone(), stats.clone(), active.clone());
+                    let worker = std::thread::Builder::new().name("rk-admin-conn".into()).spawn(move || {
+                        if let Err(e) = handle(stream, &config, &stats) {
+                            tracing::debug!("admin request from {peer} failed: {e}");
+                        }
+                        done.fetch_sub(1, Relaxed);
+                    });
+                    if let Err(e) = worker {
+                        active.fetch_sub(1, Relaxed);
+                        tracing::warn!("admin server: cannot start a connection thread: {e}");
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -89,7 +109,8 @@ fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str)
 /// Reads one request head; None if it is too large (the reply is already sent).
 fn read_head(stream: &mut TcpStream) -> io::Result<Option<String>> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)))?;
+    stream.set_write_timeout(Some(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)))?;
+    let deadline = Instant::now() + Duration::from_millis(ADMIN_READ_TIMEOUT_MS);
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -97,7 +118,21 @@ fn read_head(stream: &mut TcpStream) -> io::Result<Option<String>> {
             respond(stream, "431 Request Header Fields Too Large", "text/plain", "request too large\n")?;
             return Ok(None);
         }
-        let n = stream.read(&mut chunk)?;
+        // One deadline for the whole head: a client trickling bytes gets no more time.
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            respond(stream, "408 Request Timeout", "text/plain", "request too slow\n")?;
+            return Ok(None);
+        }
+        stream.set_read_timeout(Some(left))?;
+        let n = match stream.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                respond(stream, "408 Request Timeout", "text/plain", "request too slow\n")?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             break;
         }

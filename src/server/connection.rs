@@ -92,7 +92,7 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
         // single read can hold thousands of small requests.
         if !handshaken && buf.len() >= 4 {
             if let Some(cmd) = four_letter_word(&buf[..4]) {
-                answer_four_letter_word(core, conn, cmd);
+                answer_four_letter_word(core, conn, cmd).await;
                 return;
             }
             if !core.mode.get().serving() {
@@ -183,8 +183,16 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
 
 /// Four-letter words arrive unframed as the first bytes of a connection: the reply, then
 /// the connection closes (`four_letter` holds the formats and the whitelist rule).
-fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
+async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
     use std::sync::atomic::Ordering::Relaxed;
+    // Sizing the directories reads every file's metadata: only for `dirs`, and on a thread of
+    // glommio's blocking pool, never on this core's event loop.
+    let (data_dir_bytes, log_dir_bytes) = if cmd == "dirs" {
+        let (d, l) = (core.config.data_dir.clone(), core.config.data_log_dir.clone());
+        glommio::executor().spawn_blocking(move || (super::stats::dir_bytes(&d), super::stats::dir_bytes(&l))).await
+    } else {
+        (0, 0)
+    };
     core.publish_gauges();
     let stats = &core.stats;
     let text = {
@@ -212,8 +220,8 @@ fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
                 .collect(),
             learners: (stats.learners.load(Relaxed), stats.synced_learners.load(Relaxed)),
             uptime_ms: stats.started.elapsed().as_millis() as u64,
-            data_dir_bytes: super::stats::dir_bytes(&core.config.data_dir),
-            log_dir_bytes: super::stats::dir_bytes(&core.config.data_log_dir),
+            data_dir_bytes,
+            log_dir_bytes,
         };
         four_letter::answer(cmd, &facts)
     };

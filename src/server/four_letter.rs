@@ -65,14 +65,33 @@ pub fn answer(cmd: &str, f: &Facts<'_>) -> String {
     }
 }
 
+/// A double as Java prints it (ZooKeeper's averages): "0.0", "1.5", "0.4545".
+fn java_double(x: f64) -> String {
+    let x = (x * 10_000.0).round() / 10_000.0;
+    if x.fract() == 0.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Open file descriptors of this process, and its limit (RLIMIT_NOFILE).
+fn file_descriptors() -> (u64, u64) {
+    let open = std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0);
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we pass.
+    let max = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 { lim.rlim_cur } else { 0 };
+    (open, max)
+}
+
 fn srvr(f: &Facts<'_>) -> String {
     let t = &f.totals;
     format!(
-        "Zookeeper version: {}\nLatency min/avg/max: {}/{:.4}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
+        "Zookeeper version: {}\nLatency min/avg/max: {}/{}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
          Outstanding: {}\nZxid: {:#x}\nMode: {}\nNode count: {}\n",
         version(),
         t.latency_min_ms as u64,
-        t.latency_avg_ms,
+        java_double(t.latency_avg_ms),
         t.latency_max_ms as u64,
         t.received,
         t.sent,
@@ -93,7 +112,7 @@ fn mntr(f: &Facts<'_>) -> String {
     kv("zk_version", version());
     kv("zk_server_state", f.mode.name().to_string());
     kv("zk_uptime", f.uptime_ms.to_string());
-    kv("zk_avg_latency", format!("{:.4}", t.latency_avg_ms));
+    kv("zk_avg_latency", java_double(t.latency_avg_ms));
     kv("zk_max_latency", (t.latency_max_ms as u64).to_string());
     kv("zk_min_latency", (t.latency_min_ms as u64).to_string());
     kv("zk_packets_received", t.received.to_string());
@@ -105,6 +124,9 @@ fn mntr(f: &Facts<'_>) -> String {
     kv("zk_ephemerals_count", f.ephemerals.to_string());
     kv("zk_approximate_data_size", f.data_size.to_string());
     kv("zk_last_zxid", format!("{:#x}", f.zxid));
+    let (open_fds, max_fds) = file_descriptors();
+    kv("zk_open_file_descriptor_count", open_fds.to_string());
+    kv("zk_max_file_descriptor_count", max_fds.to_string());
     if f.mode == ServerMode::Leader {
         kv("zk_learners", f.learners.0.to_string());
         kv("zk_followers", f.learners.0.to_string());
@@ -206,7 +228,7 @@ mod tests {
         assert_eq!(
             srvr,
             format!(
-                "Zookeeper version: {}\nLatency min/avg/max: 0/1.5000/7\nReceived: 10\nSent: 11\nConnections: 3\n\
+                "Zookeeper version: {}\nLatency min/avg/max: 0/1.5/7\nReceived: 10\nSent: 11\nConnections: 3\n\
                  Outstanding: 1\nZxid: 0x100000007\nMode: leader\nNode count: 9\n",
                 version()
             )

@@ -141,6 +141,7 @@ impl Stats {
     pub fn totals(&self) -> Totals {
         let sum = |f: fn(&CoreStats) -> &AtomicU64| self.cores.iter().map(|c| f(c).load(Relaxed)).sum::<u64>();
         let count = sum(|c| &c.latency_count);
+        // A core reset mid-record may show a count with no minimum yet: it has none to give.
         let min = self.cores.iter().map(|c| c.latency_min_us.load(Relaxed)).min().unwrap_or(u64::MAX);
         let max = self.cores.iter().map(|c| c.latency_max_us.load(Relaxed)).max().unwrap_or(0);
         Totals {
@@ -149,7 +150,7 @@ impl Stats {
             connections: sum(|c| &c.connections),
             outstanding: sum(|c| &c.outstanding),
             watches: sum(|c| &c.watches),
-            latency_min_ms: if count == 0 { 0.0 } else { min as f64 / 1000.0 },
+            latency_min_ms: if count == 0 || min == u64::MAX { 0.0 } else { min as f64 / 1000.0 },
             latency_avg_ms: if count == 0 { 0.0 } else { sum(|c| &c.latency_total_us) as f64 / count as f64 / 1000.0 },
             latency_max_ms: max as f64 / 1000.0,
         }

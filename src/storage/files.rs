@@ -89,7 +89,15 @@ pub fn segment_index_for(segments: &[(i64, PathBuf)], zxid: i64) -> Option<usize
 /// With fewer snapshots than that nothing is removed.
 pub fn purge(data_dir: &Path, log_dir: &Path, snap_retain_count: usize) -> io::Result<PurgeReport> {
     let keep = snap_retain_count.max(SNAP_RETAIN_COUNT_MIN);
-    let snapshots = list_snapshots(data_dir)?;
+    // Only snapshots that verify count: recovery skips a damaged one, so keeping it instead of
+    // a good one could leave nothing to start from.
+    let mut snapshots = Vec::new();
+    for (z, p) in list_snapshots(data_dir)? {
+        match fs::read(&p).map(|b| super::snapshot::verify_snapshot(&b)) {
+            Ok(Ok(found)) if found == z => snapshots.push((z, p)),
+            _ => tracing::warn!("purge: {} does not verify; it is neither counted nor removed", p.display()),
+        }
+    }
     let mut report = PurgeReport::default();
     if snapshots.len() <= keep {
         return Ok(report);
@@ -155,7 +163,14 @@ pub(crate) mod tests {
         fs::create_dir_all(&data).unwrap();
         fs::create_dir_all(&logs).unwrap();
         for z in [10, 20, 30, 40, 50] {
-            fs::write(data.join(snapshot_name(z)), b"s").unwrap();
+            let mut tree = crate::tree::DataTree::new();
+            tree.set_last_zxid(z);
+            fs::write(data.join(snapshot_name(z)), crate::storage::snapshot::encode_snapshot(&tree)).unwrap();
+        }
+        // Damaged snapshots, newer than all: they must not count as kept (found by a
+        // reviewing helper: the good ones were purged and the server could not start).
+        for z in [70, 80, 90] {
+            fs::write(data.join(snapshot_name(z)), b"").unwrap();
         }
         fs::write(data.join("snapshot.0000000000000060.tmp"), b"t").unwrap();
         fs::write(data.join("unrelated"), b"u").unwrap();
@@ -171,7 +186,7 @@ pub(crate) mod tests {
         );
         let left: Vec<i64> = list_segments(&logs).unwrap().into_iter().map(|s| s.0).collect();
         assert_eq!(left, vec![31, 45]);
-        assert_eq!(list_snapshots(&data).unwrap().len(), 3);
+        assert_eq!(list_snapshots(&data).unwrap().len(), 6, "3 good kept, 3 damaged left alone");
         assert!(data.join("unrelated").exists() && data.join("snapshot.0000000000000060.tmp").exists());
         // Nothing more to do.
         assert_eq!(purge(&data, &logs, 3).unwrap(), PurgeReport::default());

@@ -88,3 +88,27 @@ def test_a_taken_admin_port_is_a_warning_not_a_failure(make_server, kazoo_factor
         assert "admin server: cannot listen" in s.log_text()
     finally:
         busy.close()
+
+
+def test_slow_admin_clients_block_neither_others_nor_shutdown(make_server):
+    import signal
+    import time
+    port = free_port()
+    s = make_server(**{"admin.enableServer": "true", "admin.serverAddress": "127.0.0.1", "admin.serverPort": port})
+    wait_until(lambda: monitor(port), what="the admin server")
+    slow = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(5)]
+    for c in slow:
+        c.sendall(b"GET /metrics HTTP/1.1\r\n")  # and never the rest
+    started = time.monotonic()
+    assert json.loads(get(port, "/commands/ruok")[2])["command"] == "ruok"
+    assert time.monotonic() - started < 1.5, "a request waited behind slow clients"
+    # The slow ones are cut off after the 2 s head deadline, with 408.
+    assert slow[0].recv(100).startswith(b"HTTP/1.1 408")
+    late = socket.create_connection(("127.0.0.1", port), timeout=10)
+    late.sendall(b"GET /metr")
+    started = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(10) == 0
+    assert time.monotonic() - started < 5, "shutdown waited for an admin client"
+    for c in slow + [late]:
+        c.close()
