@@ -2,6 +2,7 @@
 //! See ARCHITECTURE.md for the map of modules and the rules they keep.
 
 pub mod config;
+pub mod json;
 pub mod offline;
 pub mod proto;
 pub mod query;

@@ -4,6 +4,7 @@
 //! Rules: pure over bytes (the binary reads the files); nothing here panics on a damaged file —
 //! damage is reported and makes `ok` false; output is deterministic (paths sorted).
 
+use crate::json::json_string;
 use crate::proto::Acl;
 use crate::storage::log::{parse_segment_name, scan_segment_file};
 use crate::storage::snapshot::{decode_snapshot, verify_snapshot};
@@ -140,26 +141,6 @@ pub fn log_dump(name: &str, data: Bytes) -> Dump {
         }
     }
     Dump { text, ok }
-}
-
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// A snapshot file's nodes (sorted by path), Stats, ACLs and sessions, as text or JSON

@@ -13,6 +13,7 @@ use super::four_letter::{version, ZOOKEEPER_COMPAT_VERSION};
 use super::messages::ServerMode;
 use super::stats::{dir_bytes, CoreStats, Stats};
 use crate::config::Config;
+use crate::json::json_string;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -155,22 +156,11 @@ fn handle(mut stream: TcpStream, config: &Config, stats: &Stats) -> io::Result<(
         p => match p.strip_prefix("/commands/").and_then(|name| command(name, config, stats)) {
             Some(json) => respond(&mut stream, "200 OK", "application/json", &json),
             None => {
-                let body = format!("{{\"error\":\"Unknown path or command: {}\"}}\n", json_escape(path));
+                let body = format!("{{\"error\":{}}}\n", json_string(&format!("Unknown path or command: {path}")));
                 respond(&mut stream, "404 Not Found", "application/json", &body)
             }
         },
     }
-}
-
-fn json_escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| match c {
-            '"' => vec!['\\', '"'],
-            '\\' => vec!['\\', '\\'],
-            c if (c as u32) < 0x20 => format!("\\u{:04x}", c as u32).chars().collect(),
-            c => vec![c],
-        })
-        .collect()
 }
 
 fn command_list() -> String {
@@ -189,7 +179,7 @@ fn command(name: &str, config: &Config, stats: &Stats) -> Option<String> {
     let t = stats.totals();
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut field = |k: &str, v: String| fields.push((k.to_string(), v));
-    let q = |s: &str| format!("\"{}\"", json_escape(s));
+    let q = json_string;
     match *name {
         "ruok" => {}
         "is_read_only" => field("read_only", "false".into()),

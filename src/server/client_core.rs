@@ -168,7 +168,15 @@ impl Core {
         &self.stats.cores[self.id as usize]
     }
 
-    /// Connections, outstanding requests and watches, for the four-letter words of any core.
+    /// The connection count, on every connection opened or closed (cheap: no walk over
+    /// connections, which `publish_gauges` does periodically).
+    pub fn publish_connections(&self) {
+        self.my_stats().connections.store(self.conns.borrow().len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Connections, outstanding requests and watches (and on core 0 the tree and the mode),
+    /// for the four-letter words of any core and the admin server: every half tick, on a
+    /// change of mode, and before this core answers a four-letter word.
     pub fn publish_gauges(&self) {
         use std::sync::atomic::Ordering::Relaxed;
         let conns = self.conns.borrow();
@@ -662,7 +670,7 @@ impl Core {
     pub fn on_conn_closed(&self, conn: &Rc<Conn>) {
         self.conns.borrow_mut().remove(&conn.id);
         self.watches.borrow_mut().remove_conn(conn.id);
-        self.publish_gauges();
+        self.publish_connections();
         if let Some(n) = self.per_ip.borrow_mut().get_mut(&conn.peer) {
             *n = n.saturating_sub(1);
         }
@@ -758,6 +766,8 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         stats,
         mode: Cell::new(if config.is_ensemble() { ServerMode::NotServing } else { ServerMode::Standalone }),
     });
+    // The statistics describe the recovered tree from the start, not only after a half tick.
+    core.publish_gauges();
     let to_pipeline: ConnectedSender<Vec<ToPipeline>> = to_pipeline.connect().await;
     let from_pipeline = from_pipeline.connect().await;
 

@@ -44,7 +44,7 @@ pub fn start(core: Rc<Core>, stream: TcpStream) {
     let fd = stream.as_raw_fd();
     let conn = Rc::new(Conn::new(core.next_conn_id(), peer, core.stats.clone(), core.id));
     core.conns.borrow_mut().insert(conn.id, conn.clone());
-    core.publish_gauges();
+    core.publish_connections();
     tracing::debug!("connection {} from {peer}", conn.id);
     let (rd, wr) = futures_lite::io::split(stream);
     glommio::spawn_local(writer(conn.clone(), wr, fd)).detach();
@@ -223,11 +223,8 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
             data_dir_bytes,
             log_dir_bytes,
         };
-        four_letter::answer(cmd, &facts)
+        four_letter::answer(cmd, &facts, stats)
     };
-    if cmd == "srst" && text.starts_with("Server stats reset") {
-        stats.reset();
-    }
     conn.out.borrow_mut().extend_from_slice(text.as_bytes());
     conn.close();
 }

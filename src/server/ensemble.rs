@@ -21,7 +21,9 @@
 use super::log_writer::TxnLogWriter;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::peer_net::{PeerIn, PeerNet};
-use super::pipeline::{doomed_nodes, now_ms, spawn_snapshot, start_ticker, Inbox, TICK_INTERVAL_MS_MAX};
+use super::pipeline::{
+    doomed_nodes, now_ms, open_log, refuse_if_ahead, start_ticker, CoreSenders, Inbox, Snapshots, TICK_INTERVAL_MS_MAX,
+};
 use crate::config::Config;
 use crate::proto::{ErrorCode, Id};
 use crate::session::{self, ConnRef, SessionTracker};
@@ -162,12 +164,8 @@ impl Member {
         }
         match msg {
             ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
-                if last_zxid_seen > self.committed.last_zxid() {
-                    tracing::warn!(
-                        "refusing connection {conn:?}: client has seen zxid {last_zxid_seen:#x}, ours is {:#x}",
-                        self.committed.last_zxid()
-                    );
-                    self.items.push(Commit::ZxidAhead { conn });
+                if let Some(refusal) = refuse_if_ahead(conn, last_zxid_seen, self.committed.last_zxid()) {
+                    self.items.push(refusal);
                     return;
                 }
                 let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
@@ -686,16 +684,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let now = now_ms();
     let incarnation = (now as u64) << 8 | my_id;
     let peer = Peer::new(zab_cfg, durable, incarnation);
-    let mut log = TxnLogWriter::open(
-        &config.data_log_dir,
-        &recovered.tail,
-        recovered.last_zxid + 1,
-        config.pre_alloc_size_bytes,
-        config.force_sync,
-    )
-    .await
-    .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
-    log.set_fsync_warning_ms(config.fsync_warning_threshold_ms);
+    let mut log = open_log(&config, &recovered.tail, recovered.last_zxid + 1).await?;
     drop(recovered);
     let (net, peer_rx) =
         PeerNet::start(my_id, listen, &peers).map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
@@ -751,17 +740,12 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         })
         .detach()
     };
-    let mut senders = Vec::new();
-    for tx in to_cores {
-        senders.push(tx.connect().await);
-    }
+    let senders = CoreSenders::connect(to_cores).await;
     let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
-    let snapshot_running = Rc::new(Cell::new(false));
-    let snapshot_taken: Rc<Cell<Option<i64>>> = Rc::new(Cell::new(None));
+    let mut snapshots = Snapshots::new(now);
     let mut last_peer_tick_ms = now;
     let mut last_reap_ms = now;
-    let mut last_purge_ms = now;
     m.peer.start(&mut m.out);
     let mut result = Ok(());
     loop {
@@ -785,7 +769,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
                 Some((sid, None)) => m.step(Input::PeerLost { sid }),
             }
         }
-        if let Some(z) = snapshot_taken.take() {
+        if let Some(z) = snapshots.take_written() {
             m.step(Input::SnapshotTaken { zxid: z });
         }
         if ticked.replace(false) && now - last_peer_tick_ms >= config.tick_time_ms as i64 {
@@ -825,42 +809,24 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
                 CoreMsg::Items(items) => ToClientCore::Batch(Arc::new(CommitBatch { items, last_zxid })),
                 CoreMsg::Control(c) => c,
             };
-            for s in &senders {
-                if s.send(msg.clone()).await.is_err() {
-                    tracing::error!("a client core stopped receiving commits");
-                }
-            }
+            senders.send_all(msg).await;
         }
         if !m.out.is_empty() || !inbox.is_empty() || !peer_inbox.borrow().is_empty() {
             wake.signal(1);
         }
-        if m.delivered_since_snapshot >= config.snap_count && !snapshot_running.get() {
+        if m.delivered_since_snapshot >= config.snap_count && snapshots.idle() {
             m.delivered_since_snapshot = 0;
-            if let Err(e) = log.roll().await {
-                result = Err(format!("txn log roll failed: {e}"));
+            if let Err(e) = snapshots.start(&config, &mut log, m.committed.clone(), now).await {
+                result = Err(e);
                 break;
             }
-            let purge_due = config.autopurge_purge_interval_hours > 0
-                && now - last_purge_ms >= config.autopurge_purge_interval_hours as i64 * 3_600_000;
-            if purge_due {
-                last_purge_ms = now;
-            }
-            spawn_snapshot(
-                config.clone(),
-                m.committed.clone(),
-                snapshot_running.clone(),
-                purge_due,
-                snapshot_taken.clone(),
-            );
         }
         if stopping {
             tracing::info!("peer {my_id}: stopping at zxid {:#x}", m.committed.last_zxid());
             break;
         }
     }
-    for s in &senders {
-        let _ = s.send(ToClientCore::Shutdown).await;
-    }
+    senders.shutdown().await;
     ticker.cancel();
     peer_reader.cancel();
     drop(inbox);

@@ -2,10 +2,11 @@
 //! snapshot of what the server knows (`Facts`), in ZooKeeper 3.8's formats.
 //! Rules: a word off `4lw.commands.whitelist` gets ZooKeeper's "is not executed" reply; while an
 //! ensemble member is not serving, words that read its state get ZooKeeper's "not currently
-//! serving" reply (`ruok`, `isro`, `conf`, `envi` still answer); nothing here writes data.
+//! serving" reply (`ruok`, `isro`, `conf`, `envi` still answer); nothing here writes data
+//! (`srst` zeroes the statistics, as in ZooKeeper).
 
 use super::messages::ServerMode;
-use super::stats::Totals;
+use super::stats::{Stats, Totals};
 use crate::config::Config;
 use std::fmt::Write;
 
@@ -45,8 +46,9 @@ fn whitelisted(config: &Config, cmd: &str) -> bool {
 /// Words ringkeeper answers (the rest of ZooKeeper's list are refused as not supported).
 pub const ANSWERED: &[&str] = &["ruok", "srvr", "mntr", "conf", "envi", "isro", "dirs", "srst"];
 
-/// The reply to `cmd`, a word `proto::frame::four_letter_word` recognised.
-pub fn answer(cmd: &str, f: &Facts<'_>) -> String {
+/// The reply to `cmd`, a word `proto::frame::four_letter_word` recognised; `srst` also
+/// zeroes `stats`.
+pub fn answer(cmd: &str, f: &Facts<'_>, stats: &Stats) -> String {
     if !whitelisted(f.config, cmd) {
         return format!("{cmd} is not executed because it is not in the whitelist.\n");
     }
@@ -60,7 +62,10 @@ pub fn answer(cmd: &str, f: &Facts<'_>) -> String {
         "srvr" => srvr(f),
         "mntr" => mntr(f),
         "dirs" => format!("datadir_size: {}\nlogdir_size: {}\n", f.data_dir_bytes, f.log_dir_bytes),
-        "srst" => "Server stats reset.\n".into(),
+        "srst" => {
+            stats.reset();
+            "Server stats reset.\n".into()
+        }
         other => format!("{other} is not supported by this server ({}).\n", version()),
     }
 }
@@ -193,6 +198,10 @@ fn envi(c: &Config) -> String {
 mod tests {
     use super::*;
 
+    fn ans(cmd: &str, f: &Facts<'_>) -> String {
+        answer(cmd, f, &Stats::new(1))
+    }
+
     fn facts(config: &Config, mode: ServerMode) -> Facts<'_> {
         Facts {
             config,
@@ -223,8 +232,8 @@ mod tests {
     fn replies_follow_zookeepers_formats_and_the_whitelist() {
         let mut c = Config::embedded_default();
         let f = facts(&c, ServerMode::Leader);
-        assert_eq!(answer("ruok", &f), "ruok is not executed because it is not in the whitelist.\n");
-        let srvr = answer("srvr", &f);
+        assert_eq!(ans("ruok", &f), "ruok is not executed because it is not in the whitelist.\n");
+        let srvr = ans("srvr", &f);
         assert_eq!(
             srvr,
             format!(
@@ -235,21 +244,21 @@ mod tests {
         );
         c.four_letter_words = vec!["*".into()];
         let f = facts(&c, ServerMode::Leader);
-        assert_eq!(answer("ruok", &f), "imok");
-        let mntr = answer("mntr", &f);
+        assert_eq!(ans("ruok", &f), "imok");
+        let mntr = ans("mntr", &f);
         for line in
             ["zk_server_state\tleader", "zk_znode_count\t9", "zk_synced_followers\t1", "rk_core_0_watch_count\t4"]
         {
             assert!(mntr.contains(&format!("{line}\n")), "{line} in\n{mntr}");
         }
         assert!(mntr.starts_with("zk_version\t3.8.0-ringkeeper-"));
-        assert!(answer("envi", &f).contains("\nzookeeper.version=3.8.0-ringkeeper-"));
-        assert!(answer("conf", &f).contains("\nmaxClientCnxns=60\n"));
-        assert_eq!(answer("dirs", &f), "datadir_size: 4096\nlogdir_size: 8192\n");
+        assert!(ans("envi", &f).contains("\nzookeeper.version=3.8.0-ringkeeper-"));
+        assert!(ans("conf", &f).contains("\nmaxClientCnxns=60\n"));
+        assert_eq!(ans("dirs", &f), "datadir_size: 4096\nlogdir_size: 8192\n");
         let f = facts(&c, ServerMode::NotServing);
-        assert_eq!(answer("srvr", &f), NOT_SERVING);
-        assert_eq!(answer("mntr", &f), NOT_SERVING);
-        assert_eq!(answer("ruok", &f), "imok");
-        assert!(answer("wchc", &facts(&c, ServerMode::Standalone)).contains("not supported"));
+        assert_eq!(ans("srvr", &f), NOT_SERVING);
+        assert_eq!(ans("mntr", &f), NOT_SERVING);
+        assert_eq!(ans("ruok", &f), "imok");
+        assert!(ans("wchc", &facts(&c, ServerMode::Standalone)).contains("not supported"));
     }
 }

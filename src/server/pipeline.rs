@@ -14,11 +14,12 @@ use crate::config::Config;
 use crate::proto::ErrorCode;
 use crate::session::{self, ConnRef, SessionTracker};
 use crate::storage;
+use crate::storage::recovery::LogTail;
 use crate::tree::{DataTree, NodeKind};
 use crate::txn::prep::{prep, PrepContext};
 use crate::txn::{apply, codec, Txn, TxnHeader, TxnOp, WriteOp};
 use bytes::{Bytes, BytesMut};
-use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
+use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -83,12 +84,8 @@ impl Pipeline {
     fn handle(&mut self, msg: ToPipeline, now: i64) {
         match msg {
             ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
-                if last_zxid_seen > self.tree.last_zxid() {
-                    tracing::warn!(
-                        "refusing connection {conn:?}: client has seen zxid {last_zxid_seen:#x}, ours is {:#x}",
-                        self.tree.last_zxid()
-                    );
-                    self.items.push(Commit::ZxidAhead { conn });
+                if let Some(refusal) = refuse_if_ahead(conn, last_zxid_seen, self.tree.last_zxid()) {
+                    self.items.push(refusal);
                     return;
                 }
                 let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
@@ -292,35 +289,117 @@ pub(super) fn start_ticker(tick_ms: u64, wake: Rc<Semaphore>, ticked: Rc<Cell<bo
     .detach()
 }
 
-/// Writes a snapshot of `tree` in the background (and purges old files when `purge_due`);
-/// `running` is true until it is done, and `taken` receives the zxid of a snapshot written.
-pub(super) fn spawn_snapshot(
-    cfg: Arc<Config>,
-    tree: DataTree,
+/// Refuses a client that has seen a zxid past `ours` (it would see history go backwards):
+/// its connection closes without a reply, as in ZooKeeper.
+pub(super) fn refuse_if_ahead(conn: ConnRef, last_zxid_seen: i64, ours: i64) -> Option<Commit> {
+    if last_zxid_seen <= ours {
+        return None;
+    }
+    tracing::warn!("refusing connection {conn:?}: client has seen zxid {last_zxid_seen:#x}, ours is {ours:#x}");
+    Some(Commit::ZxidAhead { conn })
+}
+
+/// Opens the txn log where recovery left it (`next_zxid` is the next record's), with the
+/// configured fdatasync warning threshold.
+pub(super) async fn open_log(config: &Config, tail: &LogTail, next_zxid: i64) -> Result<TxnLogWriter, String> {
+    let mut log =
+        TxnLogWriter::open(&config.data_log_dir, tail, next_zxid, config.pre_alloc_size_bytes, config.force_sync)
+            .await
+            .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
+    log.set_fsync_warning_ms(config.fsync_warning_threshold_ms);
+    Ok(log)
+}
+
+/// The pipeline core's ends of the channels to every client core.
+pub(super) struct CoreSenders(Vec<ConnectedSender<ToClientCore>>);
+
+impl CoreSenders {
+    pub async fn connect(to_cores: Vec<SharedSender<ToClientCore>>) -> CoreSenders {
+        let mut senders = Vec::with_capacity(to_cores.len());
+        for tx in to_cores {
+            senders.push(tx.connect().await);
+        }
+        CoreSenders(senders)
+    }
+
+    /// Sends `msg` to every client core (bounded channels: waits while one is full).
+    pub async fn send_all(&self, msg: ToClientCore) {
+        for s in &self.0 {
+            if s.send(msg.clone()).await.is_err() {
+                tracing::error!("a client core stopped receiving commits");
+            }
+        }
+    }
+
+    /// Tells every client core to stop (one that already stopped is no error).
+    pub async fn shutdown(&self) {
+        for s in &self.0 {
+            let _ = s.send(ToClientCore::Shutdown).await;
+        }
+    }
+}
+
+/// Snapshots taken every snapCount txns: the log rolls, then the tree is written in the
+/// background (one at a time), and old files are purged when autopurge is due.
+pub(super) struct Snapshots {
     running: Rc<Cell<bool>>,
-    purge_due: bool,
-    taken: Rc<Cell<Option<i64>>>,
-) {
-    running.set(true);
-    glommio::spawn_local(async move {
-        let zxid = tree.last_zxid();
-        match snapshot_writer::write_snapshot(&cfg.data_dir, tree).await {
-            Ok(path) => {
-                tracing::info!("snapshot at zxid {zxid:#x} written to {}", path.display());
-                taken.set(Some(zxid));
-            }
-            Err(e) => tracing::error!("snapshot at zxid {zxid:#x} failed: {e}"),
-        }
+    written: Rc<Cell<Option<i64>>>,
+    last_purge_ms: i64,
+}
+
+impl Snapshots {
+    pub fn new(now: i64) -> Snapshots {
+        Snapshots { running: Rc::new(Cell::new(false)), written: Rc::new(Cell::new(None)), last_purge_ms: now }
+    }
+
+    /// No snapshot is being written.
+    pub fn idle(&self) -> bool {
+        !self.running.get()
+    }
+
+    /// The zxid of a snapshot written since the last call.
+    pub fn take_written(&self) -> Option<i64> {
+        self.written.take()
+    }
+
+    /// Rolls the log and writes a snapshot of `tree` in the background; the error is a log
+    /// roll that failed (the server must stop).
+    pub async fn start(
+        &mut self,
+        config: &Arc<Config>,
+        log: &mut TxnLogWriter,
+        tree: DataTree,
+        now: i64,
+    ) -> Result<(), String> {
+        log.roll().await.map_err(|e| format!("txn log roll failed: {e}"))?;
+        let purge_due = config.autopurge_purge_interval_hours > 0
+            && now - self.last_purge_ms >= config.autopurge_purge_interval_hours as i64 * 3_600_000;
         if purge_due {
-            if let Err(e) =
-                storage::files::purge(&cfg.data_dir, &cfg.data_log_dir, cfg.autopurge_snap_retain_count as usize)
-            {
-                tracing::warn!("purge failed: {e}");
-            }
+            self.last_purge_ms = now;
         }
-        running.set(false);
-    })
-    .detach();
+        let (cfg, running, written) = (config.clone(), self.running.clone(), self.written.clone());
+        running.set(true);
+        glommio::spawn_local(async move {
+            let zxid = tree.last_zxid();
+            match snapshot_writer::write_snapshot(&cfg.data_dir, tree).await {
+                Ok(path) => {
+                    tracing::info!("snapshot at zxid {zxid:#x} written to {}", path.display());
+                    written.set(Some(zxid));
+                }
+                Err(e) => tracing::error!("snapshot at zxid {zxid:#x} failed: {e}"),
+            }
+            if purge_due {
+                if let Err(e) =
+                    storage::files::purge(&cfg.data_dir, &cfg.data_log_dir, cfg.autopurge_snap_retain_count as usize)
+                {
+                    tracing::warn!("purge failed: {e}");
+                }
+            }
+            running.set(false);
+        })
+        .detach();
+        Ok(())
+    }
 }
 
 /// Runs the pipeline core until shutdown. Returns an error only when the log cannot be
@@ -333,16 +412,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     for (id, entry) in tree.sessions() {
         sessions.add(id, entry.timeout_ms, now);
     }
-    let mut log = TxnLogWriter::open(
-        &config.data_log_dir,
-        &recovered.tail,
-        tree.last_zxid() + 1,
-        config.pre_alloc_size_bytes,
-        config.force_sync,
-    )
-    .await
-    .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
-    log.set_fsync_warning_ms(config.fsync_warning_threshold_ms);
+    let mut log = open_log(&config, &recovered.tail, tree.last_zxid() + 1).await?;
     tracing::info!("pipeline core ready at zxid {:#x} with {} sessions", tree.last_zxid(), sessions.len());
 
     let mut p = Pipeline {
@@ -360,16 +430,12 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
     let inbox = Inbox::start(from_cores, wake.clone()).await;
-    let mut senders = Vec::new();
-    for tx in to_cores {
-        senders.push(tx.connect().await);
-    }
+    let senders = CoreSenders::connect(to_cores).await;
     let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
 
-    let snapshot_running = Rc::new(Cell::new(false));
+    let mut snapshots = Snapshots::new(now_ms());
     let mut last_reap_ms = now_ms();
-    let mut last_purge_ms = now_ms();
     let batch_max = config.batch_txns_max.max(1);
     loop {
         if wake.acquire(1).await.is_err() {
@@ -396,9 +462,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         if !p.records.is_empty() {
             if let Err(e) = log.append(&p.records).await {
                 tracing::error!("txn log write failed: {e}; stopping (nothing more can be made durable)");
-                for s in &senders {
-                    let _ = s.send(ToClientCore::Shutdown).await;
-                }
+                senders.shutdown().await;
                 return Err(format!("txn log write failed: {e}"));
             }
             p.records.clear();
@@ -406,39 +470,21 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         }
         if !p.items.is_empty() {
             let batch = Arc::new(CommitBatch { items: std::mem::take(&mut p.items), last_zxid: p.tree.last_zxid() });
-            for s in &senders {
-                if s.send(ToClientCore::Batch(batch.clone())).await.is_err() {
-                    tracing::error!("a client core stopped receiving commits");
-                }
-            }
+            senders.send_all(ToClientCore::Batch(batch)).await;
         }
         if !inbox.is_empty() {
             wake.signal(1);
         }
-        if p.txns_since_snapshot >= config.snap_count && !snapshot_running.get() {
+        if p.txns_since_snapshot >= config.snap_count && snapshots.idle() {
             p.txns_since_snapshot = 0;
-            if let Err(e) = log.roll().await {
-                tracing::error!("txn log roll failed: {e}; stopping");
-                return Err(format!("txn log roll failed: {e}"));
+            if let Err(e) = snapshots.start(&config, &mut log, p.tree.clone(), now).await {
+                tracing::error!("{e}; stopping");
+                return Err(e);
             }
-            let purge_due = config.autopurge_purge_interval_hours > 0
-                && now - last_purge_ms >= config.autopurge_purge_interval_hours as i64 * 3_600_000;
-            if purge_due {
-                last_purge_ms = now;
-            }
-            spawn_snapshot(
-                config.clone(),
-                p.tree.clone(),
-                snapshot_running.clone(),
-                purge_due,
-                Rc::new(Cell::new(None)),
-            );
         }
         if stopping && inbox.is_empty() {
             tracing::info!("pipeline core stopping at zxid {:#x}", p.tree.last_zxid());
-            for s in &senders {
-                let _ = s.send(ToClientCore::Shutdown).await;
-            }
+            senders.shutdown().await;
             break;
         }
     }

@@ -192,10 +192,6 @@ fn encode_op(op: &WriteOp, out: &mut BytesMut) {
     }
 }
 
-fn read_u8(r: &mut JuteReader) -> Result<u8, ForwardDecodeError> {
-    Ok(r.read_byte()?)
-}
-
 fn read_count(r: &mut JuteReader, max: usize, entry_min_bytes: usize) -> Result<usize, ForwardDecodeError> {
     let n = r.read_int()? as u32 as usize;
     if n > max || n > r.remaining() / entry_min_bytes {
@@ -205,7 +201,7 @@ fn read_count(r: &mut JuteReader, max: usize, entry_min_bytes: usize) -> Result<
 }
 
 fn decode_op(r: &mut JuteReader, nested: bool) -> Result<WriteOp, ForwardDecodeError> {
-    Ok(match read_u8(r)? {
+    Ok(match r.read_byte()? {
         OP_CREATE => WriteOp::Create {
             opcode: r.read_int()?,
             path: r.read_string()?,
@@ -245,7 +241,7 @@ fn finish<T>(r: JuteReader, v: T) -> Result<T, ForwardDecodeError> {
 
 pub fn decode_forward(buf: Bytes) -> Result<Forward, ForwardDecodeError> {
     let mut r = JuteReader::new(buf);
-    let f = match read_u8(&mut r)? {
+    let f = match r.read_byte()? {
         F_WRITE => {
             let request = r.read_long()? as u64;
             let session_id = r.read_long()?;
@@ -300,7 +296,7 @@ pub fn encode_reply(reply: &LeaderReply) -> Bytes {
 
 pub fn decode_reply(buf: Bytes) -> Result<LeaderReply, ForwardDecodeError> {
     let mut r = JuteReader::new(buf);
-    let reply = match read_u8(&mut r)? {
+    let reply = match r.read_byte()? {
         R_REVALIDATED => LeaderReply::Revalidated { token: r.read_long()? as u64, alive: r.read_bool()? },
         R_SYNCED_TO => LeaderReply::SyncedTo { token: r.read_long()? as u64, zxid: r.read_long()? },
         R_PROPOSED => LeaderReply::Proposed { request: r.read_long()? as u64, zxid: r.read_long()? },
