@@ -163,6 +163,21 @@ impl SessionTracker {
         out
     }
 
+    /// Every session grouped by its deadline bucket, earliest first, ids sorted (ZooKeeper's
+    /// `dump`: "Session Sets").
+    pub fn deadline_sets(&self) -> Vec<(i64, Vec<i64>)> {
+        let mut sets: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for (&id, t) in &self.sessions {
+            sets.entry(t.deadline_ms).or_default().push(id);
+        }
+        sets.into_iter()
+            .map(|(d, mut ids)| {
+                ids.sort_unstable();
+                (d, ids)
+            })
+            .collect()
+    }
+
     pub fn len(&self) -> usize {
         self.sessions.len()
     }
@@ -190,6 +205,17 @@ mod tests {
         assert_eq!(gone, vec![(id, None)]);
         assert!(!t.contains(id));
         assert!(!t.touch(id, 8000));
+    }
+
+    #[test]
+    fn deadline_sets_group_sessions_by_bucket() {
+        let mut t = SessionTracker::new(1000, 1);
+        t.add(3, 4000, 0);
+        t.add(1, 4000, 100);
+        t.add(2, 9000, 0);
+        assert_eq!(t.deadline_sets(), vec![(5000, vec![1, 3]), (10000, vec![2])]);
+        t.touch(1, 6000);
+        assert_eq!(t.deadline_sets(), vec![(5000, vec![3]), (10000, vec![2]), (11000, vec![1])]);
     }
 
     #[test]

@@ -2,14 +2,17 @@
 //! `/commands` and `/commands/<name>` with JSON as ZooKeeper's AdminServer gives it, and
 //! `/metrics` in Prometheus text format with ZooKeeper's metric names plus per-core ones.
 //! It runs on threads of its own with blocking std sockets (an accept thread, and a short-lived
-//! thread per connection, at most `ADMIN_CONNECTIONS_MAX`), and reads only the statistics the
-//! cores publish (`stats.rs`), so it adds no work to the request path.
+//! thread per connection, at most `ADMIN_CONNECTIONS_MAX`), and reads the statistics the
+//! cores publish (`stats.rs`); the commands that list connections, watches or sessions ask
+//! client core 0 over a bridge (a bounded queue and a doorbell socket), which collects them
+//! like a four-letter word does (`inspect.rs`). Nothing else reaches the request path.
 //! Rules: GET only; a request head over `ADMIN_REQUEST_BYTES_MAX`, or not complete within
 //! `ADMIN_READ_TIMEOUT_MS` in all, is refused; connections over the limit are closed at once;
 //! shutdown waits only for the accept thread; nothing here changes data (like ZooKeeper's,
 //! the only command with an effect is `stat_reset`).
 
 use super::four_letter::{version, ZOOKEEPER_COMPAT_VERSION};
+use super::inspect::{ConnInfo, Inspect, Inspected};
 use super::messages::ServerMode;
 use super::stats::{dir_bytes, CoreStats, Stats};
 use crate::config::Config;
@@ -17,7 +20,9 @@ use crate::json::json_string;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,18 +38,71 @@ const ADMIN_POLL_MS: u64 = 100;
 /// Commands and their ZooKeeper aliases (the four-letter word), as `/commands` lists them.
 const COMMANDS: &[(&str, &str)] = &[
     ("configuration", "conf"),
+    ("connection_stat_reset", "crst"),
+    ("connections", "cons"),
     ("dirs", "dirs"),
+    ("dump", "dump"),
     ("environment", "envi"),
     ("is_read_only", "isro"),
     ("monitor", "mntr"),
     ("ruok", "ruok"),
     ("server_stats", "srvr"),
     ("stat_reset", "srst"),
+    ("stats", "stat"),
+    ("watch_summary", "wchs"),
+    ("watches", "wchc"),
+    ("watches_by_path", "wchp"),
 ];
+
+/// Inspections the admin server may have queued for client core 0 at once.
+pub const ADMIN_INSPECTIONS_QUEUED_MAX: usize = 4;
+
+/// An admin command's question for the client cores, and where the answer goes.
+pub struct Ask {
+    pub what: Inspect,
+    pub reply: SyncSender<Arc<Inspected>>,
+}
+
+/// The admin side of the bridge to client core 0, for the commands that list connections,
+/// watches and sessions: a bounded queue of questions, and a socket that rings core 0's
+/// event loop (which cannot wait on a std channel).
+pub struct Inspector {
+    asks: SyncSender<Ask>,
+    doorbell: UnixStream,
+}
+
+/// Client core 0's side of the bridge: it reads the doorbell, then takes the questions.
+pub struct InspectorEnd {
+    pub asks: Receiver<Ask>,
+    pub doorbell: UnixStream,
+}
+
+/// A connected pair of bridge ends.
+pub fn inspector() -> io::Result<(Inspector, InspectorEnd)> {
+    let (a, b) = UnixStream::pair()?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(ADMIN_INSPECTIONS_QUEUED_MAX);
+    Ok((Inspector { asks: tx, doorbell: a }, InspectorEnd { asks: rx, doorbell: b }))
+}
+
+impl Inspector {
+    /// Every core's report on `what`; None if the cores are busy or do not answer in time.
+    pub fn ask(&self, what: Inspect) -> Option<Arc<Inspected>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.asks.try_send(Ask { what, reply: tx }).ok()?;
+        (&self.doorbell).write_all(&[1]).ok()?;
+        rx.recv_timeout(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)).ok()
+    }
+}
 
 /// Binds the admin port and serves it on a new thread until `shutdown`. A port that cannot
 /// be bound is a warning, not a reason to stop serving clients (as in ZooKeeper).
-pub fn start(config: Arc<Config>, stats: Arc<Stats>, shutdown: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+pub fn start(
+    config: Arc<Config>,
+    stats: Arc<Stats>,
+    inspector: Option<Inspector>,
+    shutdown: Arc<AtomicBool>,
+) -> Option<std::thread::JoinHandle<()>> {
+    let inspector = inspector.map(Arc::new);
     let listener = match TcpListener::bind(config.admin_addr) {
         Ok(l) => l,
         Err(e) => {
@@ -74,8 +132,9 @@ pub fn start(config: Arc<Config>, stats: Arc<Stats>, shutdown: Arc<AtomicBool>) 
                         continue;
                     }
                     let (config, stats, done) = (config.clone(), stats.clone(), active.clone());
+                    let inspector = inspector.clone();
                     let worker = std::thread::Builder::new().name("rk-admin-conn".into()).spawn(move || {
-                        if let Err(e) = handle(stream, &config, &stats) {
+                        if let Err(e) = handle(stream, &config, &stats, inspector.as_deref()) {
                             tracing::debug!("admin request from {peer} failed: {e}");
                         }
                         done.fetch_sub(1, Relaxed);
@@ -142,7 +201,7 @@ fn read_head(stream: &mut TcpStream) -> io::Result<Option<String>> {
     Ok(Some(String::from_utf8_lossy(&head).into_owned()))
 }
 
-fn handle(mut stream: TcpStream, config: &Config, stats: &Stats) -> io::Result<()> {
+fn handle(mut stream: TcpStream, config: &Config, stats: &Stats, inspector: Option<&Inspector>) -> io::Result<()> {
     let Some(head) = read_head(&mut stream)? else { return Ok(()) };
     let mut parts = head.lines().next().unwrap_or("").split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -151,9 +210,9 @@ fn handle(mut stream: TcpStream, config: &Config, stats: &Stats) -> io::Result<(
     }
     let path = target.split('?').next().unwrap_or("");
     match path.trim_end_matches('/') {
-        "/metrics" => respond(&mut stream, "200 OK", "text/plain; version=0.0.4", &metrics(stats)),
+        "/metrics" => respond(&mut stream, "200 OK", "text/plain; version=0.0.4", &metrics(stats, config)),
         "/commands" => respond(&mut stream, "200 OK", "text/html", &command_list()),
-        p => match p.strip_prefix("/commands/").and_then(|name| command(name, config, stats)) {
+        p => match p.strip_prefix("/commands/").and_then(|name| command(name, config, stats, inspector)) {
             Some(json) => respond(&mut stream, "200 OK", "application/json", &json),
             None => {
                 let body = format!("{{\"error\":{}}}\n", json_string(&format!("Unknown path or command: {path}")));
@@ -173,8 +232,19 @@ fn command_list() -> String {
 }
 
 /// The JSON of one command (by name or four-letter alias), or None if there is no such one.
-fn command(name: &str, config: &Config, stats: &Stats) -> Option<String> {
-    let (name, _) = COMMANDS.iter().find(|(n, a)| *n == name || *a == name)?;
+fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspector>) -> Option<String> {
+    let (name, alias) = COMMANDS.iter().find(|(n, a)| *n == name || *a == name)?;
+    let inspected = match super::inspect::Inspect::for_word(alias) {
+        Some(what) => match inspector.and_then(|i| i.ask(what)) {
+            Some(i) => Some(i),
+            None => {
+                let error = json_string("the client cores did not answer in time");
+                return Some(format!("{{\"command\":\"{name}\",\"error\":{error}}}\n"));
+            }
+        },
+        None => None,
+    };
+    let ins = inspected.as_deref().cloned().unwrap_or_default();
     let mode = ServerMode::from_index(stats.mode.load(Relaxed));
     let t = stats.totals();
     let mut fields: Vec<(String, String)> = Vec::new();
@@ -202,6 +272,61 @@ fn command(name: &str, config: &Config, stats: &Stats) -> Option<String> {
             field("min_session_timeout", config.min_session_timeout_ms.to_string());
             field("max_session_timeout", config.max_session_timeout_ms.to_string());
             field("server_id", config.servers.len().min(1).to_string());
+        }
+        "connection_stat_reset" => {}
+        "connections" => {
+            field("connections", json_list(ins.conns().map(|c| conn_json(c, false))));
+            field("secure_connections", "[]".into());
+        }
+        "stats" => {
+            field("version", q(&version()));
+            field("read_only", "false".into());
+            field("server_stats", server_stats_json(stats, mode));
+            field("node_count", stats.znodes.load(Relaxed).to_string());
+            field("connections", json_list(ins.conns().map(|c| conn_json(c, true))));
+            field("secure_connections", "[]".into());
+        }
+        "dump" => {
+            let sets = ins.session_sets.clone().unwrap_or_default();
+            field(
+                "expiry_time_to_session_ids",
+                json_map(sets.iter().map(|(at, ids)| (at.to_string(), json_list(ids.iter().map(|i| i.to_string()))))),
+            );
+            field(
+                "session_id_to_ephemeral_paths",
+                json_map(
+                    ins.reports
+                        .iter()
+                        .flat_map(|r| r.ephemerals.iter())
+                        .map(|(id, paths)| (id.to_string(), json_list(paths.iter().map(|p| json_string(p))))),
+                ),
+            );
+        }
+        "watch_summary" | "watches" | "watches_by_path" => {
+            let (by_path, by_session) = super::four_letter::data_watches(&ins);
+            match *name {
+                "watch_summary" => {
+                    field("num_connections", by_session.len().to_string());
+                    field("num_paths", by_path.len().to_string());
+                    field("num_total_watches", by_session.values().map(|p| p.len()).sum::<usize>().to_string());
+                }
+                "watches" => field(
+                    "session_id_to_watched_paths",
+                    json_map(
+                        by_session
+                            .iter()
+                            .map(|(s, paths)| (s.to_string(), json_list(paths.iter().map(|p| json_string(p))))),
+                    ),
+                ),
+                _ => field(
+                    "path_to_session_ids",
+                    json_map(
+                        by_path
+                            .iter()
+                            .map(|(p, sessions)| (p.to_string(), json_list(sessions.iter().map(|s| s.to_string())))),
+                    ),
+                ),
+            }
         }
         "server_stats" | "monitor" => {
             field("version", q(&version()));
@@ -235,16 +360,77 @@ fn command(name: &str, config: &Config, stats: &Stats) -> Option<String> {
     Some(out)
 }
 
+/// `[a,b]` from JSON values.
+fn json_list(items: impl Iterator<Item = String>) -> String {
+    format!("[{}]", items.collect::<Vec<_>>().join(","))
+}
+
+/// `{"k":v,...}` from keys (quoted here) and JSON values.
+fn json_map(entries: impl Iterator<Item = (String, String)>) -> String {
+    let parts: Vec<String> = entries.map(|(k, v)| format!("{}:{v}", json_string(&k))).collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+/// One connection as ZooKeeper's AdminServer lists it (ServerCnxn.getConnectionInfo).
+fn conn_json(c: &ConnInfo, brief: bool) -> String {
+    let mut f = vec![
+        ("remote_socket_address", json_string(&c.remote.to_string())),
+        ("interest_ops", u8::from(c.session_id != 0).to_string()),
+        ("outstanding_requests", c.queued.to_string()),
+        ("packets_received", c.received.to_string()),
+        ("packets_sent", c.sent.to_string()),
+    ];
+    if !brief {
+        f.extend([
+            ("session_id", c.session_id.to_string()),
+            ("last_operation", json_string(c.last_op)),
+            ("established", c.established_ms.to_string()),
+            ("session_timeout", c.timeout_ms.to_string()),
+            ("last_cxid", c.last_cxid.to_string()),
+            ("last_zxid", c.last_zxid.to_string()),
+            ("last_response_time", c.last_response_ms.to_string()),
+            ("last_latency", c.last_latency_ms.to_string()),
+            ("min_latency", c.min_latency_ms.to_string()),
+            ("avg_latency", c.avg_latency_ms.to_string()),
+            ("max_latency", c.max_latency_ms.to_string()),
+        ]);
+    }
+    json_map(f.into_iter().map(|(k, v)| (k.to_string(), v)))
+}
+
+/// ZooKeeper's ServerStats as the AdminServer's `stats` nests it.
+fn server_stats_json(stats: &Stats, mode: ServerMode) -> String {
+    let t = stats.totals();
+    json_map(
+        [
+            ("packets_sent", t.sent.to_string()),
+            ("packets_received", t.received.to_string()),
+            ("max_latency", (t.latency_max_ms as u64).to_string()),
+            ("min_latency", (t.latency_min_ms as u64).to_string()),
+            ("avg_latency", format!("{:.4}", t.latency_avg_ms)),
+            ("num_alive_client_connections", t.connections.to_string()),
+            ("outstanding_requests", t.outstanding.to_string()),
+            ("server_state", json_string(mode.name())),
+            ("last_processed_zxid", stats.zxid.load(Relaxed).to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v)),
+    )
+}
+
 /// A per-core metric: name, Prometheus type, and how to read it from a core's counters.
 type CoreMetric = (&'static str, &'static str, fn(&CoreStats) -> u64);
 
 /// Prometheus text exposition: ZooKeeper's metric names, then ringkeeper's per-core ones.
-pub fn metrics(stats: &Stats) -> String {
+pub fn metrics(stats: &Stats, config: &Config) -> String {
     let t = stats.totals();
     let mode = ServerMode::from_index(stats.mode.load(Relaxed));
     let mut out = String::new();
     let syncs = stats.fsync_count.load(Relaxed);
-    let gauges: [(&str, &str, &str, String); 20] = [
+    let [inbox, batches, batch_txns, batch_max] =
+        [&stats.inbox_depth, &stats.log_batches, &stats.log_batch_txns, &stats.log_batch_txns_max]
+            .map(|a| a.load(Relaxed).to_string());
+    let gauges: Vec<(&str, &str, &str, String)> = vec![
         (
             "elections",
             "counter",
@@ -290,6 +476,14 @@ pub fn metrics(stats: &Stats) -> String {
             "learners in sync with this leader",
             stats.synced_learners.load(Relaxed).to_string(),
         ),
+        ("proposal_count", "counter", "txns this member proposed as leader", stats.proposals.load(Relaxed).to_string()),
+        ("snapshottime_count", "counter", "snapshots written", stats.snapshots.load(Relaxed).to_string()),
+        ("snapshottime_sum", "counter", "total snapshot time, ms", stats.snapshot_total_ms.load(Relaxed).to_string()),
+        ("snapshottime_max", "gauge", "longest snapshot, ms", stats.snapshot_max_ms.load(Relaxed).to_string()),
+        ("ringkeeper_pipeline_inbox_depth", "gauge", "requests waiting for the pipeline core", inbox),
+        ("ringkeeper_log_batches", "counter", "txn log batches written (one fdatasync each)", batches),
+        ("ringkeeper_log_batch_txns", "counter", "txns in those batches", batch_txns),
+        ("ringkeeper_log_batch_txns_max", "gauge", "txns in the largest batch", batch_max),
     ];
     for (name, kind, help, value) in gauges {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
@@ -303,12 +497,26 @@ pub fn metrics(stats: &Stats) -> String {
         "# HELP zookeeper_version_info the ZooKeeper version implemented\n# TYPE zookeeper_version_info gauge"
     );
     let _ = writeln!(out, "zookeeper_version_info{{version=\"{ZOOKEEPER_COMPAT_VERSION}\"}} 1");
-    let per_core: [CoreMetric; 5] = [
+    if config.is_ensemble() {
+        let voters = config.servers.iter().filter(|s| !s.observer).count();
+        let _ = writeln!(out, "# HELP quorum_size voting members\n# TYPE quorum_size gauge\nquorum_size {voters}");
+    }
+    let per_core: [CoreMetric; 11] = [
         ("ringkeeper_core_connections", "gauge", |c| c.connections.load(Relaxed)),
         ("ringkeeper_core_packets_received", "counter", |c| c.received.load(Relaxed)),
         ("ringkeeper_core_packets_sent", "counter", |c| c.sent.load(Relaxed)),
         ("ringkeeper_core_outstanding_requests", "gauge", |c| c.outstanding.load(Relaxed)),
         ("ringkeeper_core_watch_count", "gauge", |c| c.watches.load(Relaxed)),
+        ("ringkeeper_core_to_pipeline_depth", "gauge", |c| {
+            c.up_sent.load(Relaxed).saturating_sub(c.up_received.load(Relaxed))
+        }),
+        ("ringkeeper_core_from_pipeline_depth", "gauge", |c| {
+            c.down_sent.load(Relaxed).saturating_sub(c.down_received.load(Relaxed))
+        }),
+        ("ringkeeper_core_to_pipeline_messages", "counter", |c| c.up_sent.load(Relaxed)),
+        ("ringkeeper_core_to_pipeline_requests", "counter", |c| c.up_items.load(Relaxed)),
+        ("ringkeeper_core_commit_batches", "counter", |c| c.commit_batches.load(Relaxed)),
+        ("ringkeeper_core_commit_items", "counter", |c| c.commit_items.load(Relaxed)),
     ];
     for (name, kind, get) in per_core {
         let _ = writeln!(out, "# HELP {name} per client core\n# TYPE {name} {kind}");
@@ -331,7 +539,7 @@ mod tests {
         stats.mode.store(ServerMode::Leader.index(), Relaxed);
         stats.learners.store(2, Relaxed);
         let c = Config::embedded_default();
-        let m = command("mntr", &c, &stats).unwrap();
+        let m = command("mntr", &c, &stats, None).unwrap();
         assert!(m.starts_with("{\"version\":\"3.8.0-ringkeeper-"), "{m}");
         for part in
             ["\"server_state\":\"leader\"", "\"znode_count\":42", "\"num_alive_connections\":3", "\"learners\":2"]
@@ -339,9 +547,11 @@ mod tests {
             assert!(m.contains(part), "{part} in {m}");
         }
         assert!(m.ends_with("\"command\":\"monitor\",\"error\":null}\n"));
-        assert_eq!(command("ruok", &c, &stats).unwrap(), "{\"command\":\"ruok\",\"error\":null}\n");
-        assert!(command("wchc", &c, &stats).is_none());
-        let p = metrics(&stats);
+        assert_eq!(command("ruok", &c, &stats, None).unwrap(), "{\"command\":\"ruok\",\"error\":null}\n");
+        assert!(command("nope", &c, &stats, None).is_none());
+        let wchc = command("wchc", &c, &stats, None).unwrap();
+        assert!(wchc.contains("\"error\":\"the client cores did not answer in time\""), "{wchc}");
+        let p = metrics(&stats, &c);
         for line in [
             "znode_count 42",
             "num_alive_connections 3",

@@ -6,6 +6,7 @@
 //! write that fired them; nothing here touches another core's state.
 
 use super::connection;
+use super::inspect::{ConnInfo, ConnStats, CoreReport, Inspect, Inspected, INSPECTIONS_PER_CORE_MAX};
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::stats::{CoreStats, Stats};
 use crate::config::Config;
@@ -22,11 +23,12 @@ use crate::tree::{acl, DataTree};
 use crate::txn::apply::{self, Change, OpResult};
 use crate::txn::WriteOp;
 use bytes::BytesMut;
+use glommio::channels::local_channel::{self, LocalSender};
 use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +66,15 @@ pub enum Pending {
 pub struct Conn {
     pub id: u64,
     pub peer: IpAddr,
+    pub remote: SocketAddr,
+    /// Wall-clock ms when the connection was accepted (`cons`: est).
+    pub established_ms: i64,
+    /// The negotiated session timeout, once the session is established.
+    pub timeout_ms: Cell<i32>,
+    /// Monotonic ms (since the server started) the client was last heard from.
+    pub last_heard_ms: Cell<i64>,
+    /// ZooKeeper's per-connection statistics (`cons`, reset by `crst`).
+    pub counters: RefCell<ConnStats>,
     pub session_id: Cell<i64>,
     pub read_only_flag: Cell<Option<bool>>,
     pub auth: RefCell<Arc<[Id]>>,
@@ -79,11 +90,21 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(id: u64, peer: IpAddr, stats: Arc<Stats>, core: u16) -> Conn {
+    pub fn new(id: u64, remote: SocketAddr, stats: Arc<Stats>, core: u16) -> Conn {
+        let peer = remote.ip();
         let ip_id: Arc<[Id]> = vec![Id { scheme: acl::SCHEME_IP.to_string(), id: peer.to_string() }].into();
+        let established_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
         Conn {
             id,
             peer,
+            remote,
+            established_ms,
+            timeout_ms: Cell::new(0),
+            last_heard_ms: Cell::new(stats.uptime_ms()),
+            counters: RefCell::new(ConnStats::default()),
             session_id: Cell::new(0),
             read_only_flag: Cell::new(None),
             auth: RefCell::new(ip_id),
@@ -112,7 +133,52 @@ impl Conn {
 
     fn reply(&self, hdr: ReplyHeader, body: &Response) {
         reply::encode_reply(&mut self.out.borrow_mut(), &hdr, body);
+        self.count_sent();
+    }
+
+    /// A packet (reply, ConnectResponse or watch event) was queued for the client.
+    pub fn count_sent(&self) {
         self.core_stats().count_sent();
+        self.counters.borrow_mut().sent += 1;
+    }
+
+    /// A packet arrived from the client.
+    pub fn count_received(&self) {
+        self.core_stats().count_received();
+        self.counters.borrow_mut().received += 1;
+        self.last_heard_ms.set(self.stats.uptime_ms());
+    }
+
+    /// Request `xid` (`op`), read at `since`, was answered with `zxid`: the core's latency
+    /// and this connection's statistics.
+    fn answered(&self, op: OpCode, xid: i32, zxid: i64, since: Instant) {
+        self.core_stats().record_latency(since);
+        let latency_ms = since.elapsed().as_millis() as u64;
+        self.counters.borrow_mut().answered(op, xid, zxid, self.stats.uptime_ms(), latency_ms);
+    }
+
+    /// This connection as `cons` lists it.
+    pub fn info(&self) -> ConnInfo {
+        let c = self.counters.borrow();
+        let (min, avg, max) = c.latencies_ms();
+        ConnInfo {
+            remote: self.remote,
+            queued: self.pending.borrow().len() as u64,
+            received: c.received,
+            sent: c.sent,
+            session_id: self.session_id.get(),
+            last_op: c.last_op,
+            established_ms: self.established_ms,
+            timeout_ms: self.timeout_ms.get(),
+            last_cxid: c.last_cxid,
+            last_zxid: c.last_zxid,
+            last_response_ms: c.last_response_ms,
+            last_latency_ms: c.last_latency_ms,
+            min_latency_ms: min,
+            avg_latency_ms: avg,
+            max_latency_ms: max,
+            last_heard_ms: self.last_heard_ms.get(),
+        }
     }
 
     /// True while the reader should wait before reading more.
@@ -139,6 +205,11 @@ pub struct Core {
     /// What this server is; NotServing while an ensemble member is outside a quorum (then
     /// connections are refused, four-letter words aside).
     pub mode: Cell<ServerMode>,
+    /// This core's inspections in flight (`inspect`): token → where the answer goes.
+    inspections: RefCell<HashMap<u64, LocalSender<Arc<Inspected>>>>,
+    next_inspection: Cell<u64>,
+    /// `INSPECTIONS_PER_CORE_MAX` permits.
+    inspection_slots: Semaphore,
 }
 
 impl Core {
@@ -192,6 +263,65 @@ impl Core {
             self.stats.data_bytes.store(tree.approximate_data_size(), Relaxed);
             self.stats.mode.store(self.mode.get().index(), Relaxed);
         }
+    }
+
+    /// Every core's report on `what`, collected by the pipeline core (at most
+    /// `INSPECTIONS_PER_CORE_MAX` in flight; more wait). Empty if the server is stopping.
+    pub async fn inspect(&self, what: Inspect) -> Arc<Inspected> {
+        let Ok(_slot) = self.inspection_slots.acquire_permit(1).await else {
+            return Arc::default();
+        };
+        let token = self.next_inspection.get();
+        self.next_inspection.set(token + 1);
+        let (tx, rx) = local_channel::new_bounded(1);
+        self.inspections.borrow_mut().insert(token, tx);
+        self.send(ToPipeline::Inspect { asker: self.id, token, what });
+        rx.recv().await.unwrap_or_default()
+    }
+
+    /// This core's part of an inspection.
+    fn report(&self, what: Inspect) -> CoreReport {
+        let conns = self.conns.borrow();
+        let mut report = CoreReport { core: self.id, ..CoreReport::default() };
+        if what == Inspect::ResetConnections {
+            for c in conns.values() {
+                c.counters.borrow_mut().reset();
+            }
+            return report;
+        }
+        let mut ids: Vec<u64> = conns.keys().copied().collect();
+        ids.sort_unstable();
+        report.conns = ids.iter().filter_map(|id| conns.get(id)).map(|c| c.info()).collect();
+        match what {
+            Inspect::Watches => {
+                let session_of = |id: &u64| conns.get(id).map(|c| c.session_id.get()).unwrap_or(0);
+                let mut watches: Vec<(String, Vec<i64>)> = self
+                    .watches
+                    .borrow()
+                    .data_watches()
+                    .map(|(p, ids)| (p.clone(), ids.iter().map(session_of).collect()))
+                    .collect();
+                watches.sort();
+                report.data_watches = watches;
+            }
+            Inspect::Dump => {
+                let tree = self.tree.borrow();
+                let mut sessions: Vec<(i64, i32)> = tree.sessions().map(|(id, e)| (id, e.timeout_ms)).collect();
+                sessions.sort_unstable();
+                if self.id == 0 {
+                    for &(id, _) in &sessions {
+                        let mut paths: Vec<String> = tree.ephemerals_of(id).map(|p| p.to_string()).collect();
+                        if !paths.is_empty() {
+                            paths.sort();
+                            report.ephemerals.push((id, paths));
+                        }
+                    }
+                }
+                report.sessions = sessions;
+            }
+            Inspect::Connections | Inspect::ResetConnections => {}
+        }
+        report
     }
 
     fn mark_dirty(&self, conn: &Rc<Conn>) {
@@ -269,8 +399,9 @@ impl Core {
         let auth = conn.auth.borrow().clone();
         let at = Instant::now();
         if conn.pending.borrow().is_empty() {
+            let op = req.opcode();
             self.answer_local(conn, xid, req, &auth);
-            conn.core_stats().record_latency(at);
+            conn.answered(op, xid, self.last_zxid(), at);
             conn.writer_wake.signal(1);
         } else {
             conn.pending.borrow_mut().push_back(Pending::Local { xid, req, auth, at });
@@ -347,8 +478,9 @@ impl Core {
             };
             match next {
                 Some(Pending::Local { xid, req, auth, at }) => {
+                    let op = req.opcode();
                     self.answer_local(conn, xid, req, &auth);
-                    conn.core_stats().record_latency(at);
+                    conn.answered(op, xid, self.last_zxid(), at);
                 }
                 Some(Pending::Error { xid, err, close }) => self.answer_error(conn, xid, err, close),
                 Some(Pending::AuthReply { xid, ok }) => self.answer_auth(conn, xid, ok),
@@ -555,7 +687,15 @@ impl Core {
                         read_only: c.read_only_flag.get().map(|_| SERVER_READ_ONLY),
                     };
                     crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
-                    c.core_stats().count_sent();
+                    c.count_sent();
+                    c.timeout_ms.set(*timeout_ms);
+                    c.counters.borrow_mut().answered(
+                        OpCode::CreateSession,
+                        0,
+                        self.last_zxid(),
+                        self.stats.uptime_ms(),
+                        0,
+                    );
                     tracing::debug!("session {session_id:#x} established on connection {} ({})", c.id, c.peer);
                     self.drain(&c);
                     self.mark_dirty(&c);
@@ -566,7 +706,7 @@ impl Core {
                     };
                     let resp = ConnectResponse::expired(0, c.read_only_flag.get().map(|_| SERVER_READ_ONLY));
                     crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
-                    c.core_stats().count_sent();
+                    c.count_sent();
                     tracing::info!("connection {} from {}: session expired or unknown", c.id, c.peer);
                     c.close();
                 }
@@ -587,7 +727,7 @@ impl Core {
                     ) else {
                         continue;
                     };
-                    c.core_stats().record_latency(at);
+                    c.answered(OpCode::Sync, *xid, self.last_zxid(), at);
                     c.reply(
                         ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: 0 },
                         &Response::Sync { path: path.clone() },
@@ -631,7 +771,7 @@ impl Core {
                 continue;
             }
             reply::encode_notification(&mut c.out.borrow_mut(), ev, STATE_SYNC_CONNECTED, &p);
-            c.core_stats().count_sent();
+            c.count_sent();
             self.mark_dirty(c);
         }
     }
@@ -651,7 +791,7 @@ impl Core {
             |p| matches!(p, Pending::Write { xid: x, .. } if *x == xid),
         ) {
             Some(Pending::Write { opcode, at, .. }) => {
-                conn.core_stats().record_latency(at);
+                conn.answered(opcode, xid, zxid, at);
                 opcode
             }
             _ => return,
@@ -675,6 +815,31 @@ impl Core {
             *n = n.saturating_sub(1);
         }
         self.send(ToPipeline::Detached { conn: self.conn_ref(conn) });
+    }
+}
+
+/// Answers the admin server's questions: each ring of the doorbell means questions are
+/// queued (at most `admin::ADMIN_INSPECTIONS_QUEUED_MAX`); each is collected like a
+/// four-letter word's and answered on its own channel (an admin thread that gave up is gone).
+async fn answer_admin(core: &Rc<Core>, end: super::admin::InspectorEnd) {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let super::admin::InspectorEnd { asks, doorbell } = end;
+    // SAFETY: the descriptor comes from a std UnixStream we own and give up here.
+    let mut doorbell = unsafe { glommio::net::UnixStream::from_raw_fd(doorbell.into_raw_fd()) };
+    let mut rings = [0u8; 16];
+    loop {
+        match futures_lite::AsyncReadExt::read(&mut doorbell, &mut rings).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        while let Ok(ask) = asks.try_recv() {
+            let core = core.clone();
+            glommio::spawn_local(async move {
+                let inspected = core.inspect(ask.what).await;
+                let _ = ask.reply.try_send(inspected);
+            })
+            .detach();
+        }
     }
 }
 
@@ -743,11 +908,13 @@ pub struct CoreParams {
     pub recovered: Arc<storage::recovery::Recovered>,
     pub to_pipeline: SharedSender<Vec<ToPipeline>>,
     pub from_pipeline: SharedReceiver<ToClientCore>,
+    /// Core 0: the admin server's questions (`admin::Inspector`).
+    pub admin_asks: Option<super::admin::InspectorEnd>,
 }
 
 /// Runs one client core until the pipeline core says shutdown.
 pub async fn run(params: CoreParams) -> Result<(), String> {
-    let CoreParams { id, stats, config, recovered, to_pipeline, from_pipeline } = params;
+    let CoreParams { id, stats, config, recovered, to_pipeline, from_pipeline, admin_asks } = params;
     let tree =
         storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("core {id}: rebuilding the tree: {e}"))?;
     drop(recovered);
@@ -765,6 +932,9 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         dirty: RefCell::new(Vec::new()),
         stats,
         mode: Cell::new(if config.is_ensemble() { ServerMode::NotServing } else { ServerMode::Standalone }),
+        inspections: RefCell::new(HashMap::new()),
+        next_inspection: Cell::new(0),
+        inspection_slots: Semaphore::new(INSPECTIONS_PER_CORE_MAX as u64),
     });
     // The statistics describe the recovered tree from the start, not only after a half tick.
     core.publish_gauges();
@@ -779,7 +949,13 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                     break;
                 }
                 let batch = std::mem::take(&mut *core.outbox.borrow_mut());
-                if !batch.is_empty() && to_pipeline.send(batch).await.is_err() {
+                if batch.is_empty() {
+                    continue;
+                }
+                let st = core.my_stats();
+                st.up_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                st.up_items.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                if to_pipeline.send(batch).await.is_err() {
                     break;
                 }
             }
@@ -799,6 +975,10 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
             }
         })
     };
+    let admin_bridge = admin_asks.map(|end| {
+        let core = core.clone();
+        glommio::spawn_local(async move { answer_admin(&core, end).await })
+    });
     let listener = super::startup::bind_client_listener(config.client_addr())
         .map_err(|e| format!("core {id}: cannot listen on {}: {e}", config.client_addr()))?;
     tracing::info!("client core {id} listening on {}", config.client_addr());
@@ -818,8 +998,14 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     };
 
     while let Some(msg) = from_pipeline.recv().await {
+        core.my_stats().down_received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match msg {
-            ToClientCore::Batch(batch) => core.apply_batch(&batch),
+            ToClientCore::Batch(batch) => {
+                let st = core.my_stats();
+                st.commit_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                st.commit_items.fetch_add(batch.items.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                core.apply_batch(&batch)
+            }
             ToClientCore::Serving(mode) => {
                 core.mode.set(mode);
                 core.publish_gauges();
@@ -837,9 +1023,22 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                 *core.tree.borrow_mut() = tree;
                 *core.watches.borrow_mut() = WatchIndex::new();
             }
+            ToClientCore::Inspect { asker, token, what } => {
+                let report = core.report(what);
+                core.send(ToPipeline::Report { asker, token, report });
+            }
+            ToClientCore::Inspected { asker, token, inspected } => {
+                if asker == core.id {
+                    if let Some(tx) = core.inspections.borrow_mut().remove(&token) {
+                        let _ = tx.try_send(inspected);
+                    }
+                }
+            }
             ToClientCore::Shutdown => break,
         }
     }
+    core.inspections.borrow_mut().clear();
+    core.inspection_slots.close();
     drop(acceptor);
     let conns: Vec<Rc<Conn>> = core.conns.borrow().values().cloned().collect();
     for c in &conns {
@@ -851,6 +1050,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     }
     drop(toucher);
     drop(forwarder);
+    drop(admin_bridge);
     tracing::info!("client core {id} stopped");
     Ok(())
 }

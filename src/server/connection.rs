@@ -23,13 +23,14 @@ pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// Takes over an accepted socket: registers the connection and spawns its two tasks.
 pub fn start(core: Rc<Core>, stream: TcpStream) {
-    let peer = match stream.peer_addr() {
-        Ok(a) => a.ip(),
+    let remote = match stream.peer_addr() {
+        Ok(a) => a,
         Err(e) => {
             tracing::warn!("accepted a socket without a peer address: {e}");
             return;
         }
     };
+    let peer = remote.ip();
     let max = core.config.max_client_cnxns;
     {
         let mut per_ip = core.per_ip.borrow_mut();
@@ -42,7 +43,7 @@ pub fn start(core: Rc<Core>, stream: TcpStream) {
     }
     let _ = stream.set_nodelay(true);
     let fd = stream.as_raw_fd();
-    let conn = Rc::new(Conn::new(core.next_conn_id(), peer, core.stats.clone(), core.id));
+    let conn = Rc::new(Conn::new(core.next_conn_id(), remote, core.stats.clone(), core.id));
     core.conns.borrow_mut().insert(conn.id, conn.clone());
     core.publish_connections();
     tracing::debug!("connection {} from {peer}", conn.id);
@@ -113,7 +114,7 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
             }
             let frame = match decoder.next_frame(&mut buf) {
                 Ok(Some(f)) => {
-                    conn.core_stats().count_received();
+                    conn.count_received();
                     f
                 }
                 Ok(None) => break,
@@ -193,6 +194,10 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
     } else {
         (0, 0)
     };
+    let inspected = match four_letter::inspection_for(cmd, &core.config, core.mode.get()) {
+        Some(what) => Some(core.inspect(what).await),
+        None => None,
+    };
     core.publish_gauges();
     let stats = &core.stats;
     let text = {
@@ -222,6 +227,9 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
             uptime_ms: stats.started.elapsed().as_millis() as u64,
             data_dir_bytes,
             log_dir_bytes,
+            proposal_sizes: Some(stats.proposal_sizes()),
+            inspected: inspected.as_deref(),
+            now_ms: super::pipeline::now_ms(),
         };
         four_letter::answer(cmd, &facts, stats)
     };

@@ -18,11 +18,13 @@
 //!   follower; on losing that it closes every client connection (clients move elsewhere).
 //! - Snapshots are of the committed tree, never of the leader's prep tree.
 
+use super::inspect::Collections;
 use super::log_writer::TxnLogWriter;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::peer_net::{PeerIn, PeerNet};
 use super::pipeline::{
-    doomed_nodes, now_ms, open_log, refuse_if_ahead, start_ticker, CoreSenders, Inbox, Snapshots, TICK_INTERVAL_MS_MAX,
+    doomed_nodes, now_ms, open_log, refuse_if_ahead, relay_inspection, start_ticker, CoreSenders, Inbox, Snapshots,
+    TICK_INTERVAL_MS_MAX,
 };
 use crate::config::Config;
 use crate::proto::{ErrorCode, Id};
@@ -116,6 +118,8 @@ struct Member {
     encode_buf: BytesMut,
     scratch_changes: Vec<apply::Change>,
     delivered_since_snapshot: u64,
+    collections: Collections,
+    stats: Arc<super::stats::Stats>,
 }
 
 impl Member {
@@ -151,6 +155,15 @@ impl Member {
     // ---- client requests (from the client cores of this member) ----
 
     fn on_client(&mut self, msg: ToPipeline, now: i64) {
+        if let ToPipeline::Inspect { .. } | ToPipeline::Report { .. } = msg {
+            // Inspections are answered serving or not; only a leader expires sessions.
+            let (leading, sessions) = (self.leading(), &self.sessions);
+            let relayed = relay_inspection(&mut self.collections, msg, || leading.then(|| sessions.deadline_sets()));
+            if let Some(m) = relayed {
+                self.control(m);
+            }
+            return;
+        }
         if self.serving.is_none() {
             // The cores close everything when told; these crossed that message.
             match msg {
@@ -158,7 +171,7 @@ impl Member {
                     self.items.push(Commit::Close { conn })
                 }
                 ToPipeline::Detached { conn } => self.forget_conn(conn),
-                ToPipeline::Touch { .. } => {}
+                ToPipeline::Touch { .. } | ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
             }
             return;
         }
@@ -227,6 +240,7 @@ impl Member {
                 }
             }
             ToPipeline::Detached { conn } => self.forget_conn(conn),
+            ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
         }
     }
 
@@ -276,6 +290,7 @@ impl Member {
         apply::apply(tree, &txn, &mut self.scratch_changes);
         codec::encode(&txn, &mut self.encode_buf);
         let data = self.encode_buf.split().freeze();
+        self.stats.count_proposal(data.len());
         self.step(Input::Propose { data });
         Some(zxid)
     }
@@ -555,6 +570,7 @@ async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) ->
                     continue;
                 }
                 log.append(&records).await.map_err(|e| format!("txn log write failed: {e}"))?;
+                m.stats.count_log_batch(records.len());
                 records.clear();
                 for _ in 0..std::mem::take(&mut appends) {
                     m.step(Input::Persisted);
@@ -721,11 +737,13 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         encode_buf: BytesMut::with_capacity(64 * 1024),
         scratch_changes: Vec::new(),
         delivered_since_snapshot: 0,
+        collections: Collections::new(config.client_cores),
+        stats: stats.clone(),
     };
 
     let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
-    let inbox = Inbox::start(from_cores, wake.clone()).await;
+    let inbox = Inbox::start(from_cores, wake.clone(), stats.clone()).await;
     let peer_inbox: Rc<std::cell::RefCell<VecDeque<PeerIn>>> = Rc::default();
     let peer_reader = {
         let (q, wake) = (peer_inbox.clone(), wake.clone());
@@ -740,10 +758,10 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         })
         .detach()
     };
-    let senders = CoreSenders::connect(to_cores).await;
+    let senders = CoreSenders::connect(to_cores, stats.clone()).await;
     let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
-    let mut snapshots = Snapshots::new(now);
+    let mut snapshots = Snapshots::new(now, stats.clone());
     let mut last_peer_tick_ms = now;
     let mut last_reap_ms = now;
     m.peer.start(&mut m.out);
@@ -803,6 +821,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         let (learners, synced) = m.peer.learners();
         stats.learners.store(learners as u64, Ordering::Relaxed);
         stats.synced_learners.store(synced as u64, Ordering::Relaxed);
+        stats.inbox_depth.store(inbox.len() as u64, Ordering::Relaxed);
         let last_zxid = m.committed.last_zxid();
         for msg in std::mem::take(&mut m.to_cores) {
             let msg = match msg {

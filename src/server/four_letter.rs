@@ -5,9 +5,11 @@
 //! serving" reply (`ruok`, `isro`, `conf`, `envi` still answer); nothing here writes data
 //! (`srst` zeroes the statistics, as in ZooKeeper).
 
+use super::inspect::{ConnInfo, Inspected};
 use super::messages::ServerMode;
 use super::stats::{Stats, Totals};
 use crate::config::Config;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// The ZooKeeper release whose client-visible behaviour ringkeeper implements; reported as
@@ -33,6 +35,13 @@ pub struct Facts<'a> {
     pub uptime_ms: u64,
     pub data_dir_bytes: u64,
     pub log_dir_bytes: u64,
+    /// Leader only: proposal sizes in bytes, last/min/max (-1 before the first).
+    pub proposal_sizes: Option<(i64, i64, i64)>,
+    /// Every core's report, for the words that list connections, watches or sessions
+    /// (`inspect::Inspect::for_word`).
+    pub inspected: Option<&'a Inspected>,
+    /// Wall-clock ms now (dump's dates).
+    pub now_ms: i64,
 }
 
 pub fn version() -> String {
@@ -44,7 +53,18 @@ fn whitelisted(config: &Config, cmd: &str) -> bool {
 }
 
 /// Words ringkeeper answers (the rest of ZooKeeper's list are refused as not supported).
-pub const ANSWERED: &[&str] = &["ruok", "srvr", "mntr", "conf", "envi", "isro", "dirs", "srst"];
+pub const ANSWERED: &[&str] = &[
+    "ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "dump", "envi", "isro", "dirs", "srst", "wchs", "wchc",
+    "wchp",
+];
+
+/// The inspection `cmd` needs before it can be answered (none when it will be refused).
+pub fn inspection_for(cmd: &str, config: &Config, mode: ServerMode) -> Option<super::inspect::Inspect> {
+    if !whitelisted(config, cmd) || !mode.serving() {
+        return None;
+    }
+    super::inspect::Inspect::for_word(cmd)
+}
 
 /// The reply to `cmd`, a word `proto::frame::four_letter_word` recognised; `srst` also
 /// zeroes `stats`.
@@ -59,7 +79,12 @@ pub fn answer(cmd: &str, f: &Facts<'_>, stats: &Stats) -> String {
         "conf" => conf(f.config),
         "envi" => envi(f.config),
         _ if !serving => NOT_SERVING.into(),
-        "srvr" => srvr(f),
+        "srvr" => srvr(f, None),
+        "stat" => srvr(f, Some(f.inspected.map(|i| i.conns().collect()).unwrap_or_default())),
+        "cons" => cons(f.inspected),
+        "crst" => "Connection stats reset.\n".into(),
+        "dump" => dump(f),
+        "wchs" | "wchc" | "wchp" => watches(cmd, f.inspected),
         "mntr" => mntr(f),
         "dirs" => format!("datadir_size: {}\nlogdir_size: {}\n", f.data_dir_bytes, f.log_dir_bytes),
         "srst" => {
@@ -89,10 +114,20 @@ fn file_descriptors() -> (u64, u64) {
     (open, max)
 }
 
-fn srvr(f: &Facts<'_>) -> String {
+/// `srvr`, and `stat` (`clients` Some: the connections, listed briefly).
+fn srvr(f: &Facts<'_>, clients: Option<Vec<&ConnInfo>>) -> String {
     let t = &f.totals;
-    format!(
-        "Zookeeper version: {}\nLatency min/avg/max: {}/{}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
+    let mut list = String::new();
+    if let Some(conns) = clients {
+        list.push_str("Clients:\n");
+        for c in conns {
+            conn_line(&mut list, c, true);
+            list.push('\n');
+        }
+        list.push('\n');
+    }
+    let mut out = format!(
+        "Zookeeper version: {}\n{list}Latency min/avg/max: {}/{}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
          Outstanding: {}\nZxid: {:#x}\nMode: {}\nNode count: {}\n",
         version(),
         t.latency_min_ms as u64,
@@ -105,7 +140,167 @@ fn srvr(f: &Facts<'_>) -> String {
         f.zxid,
         f.mode.name(),
         f.node_count,
+    );
+    if let Some((last, min, max)) = f.proposal_sizes.filter(|_| f.mode == ServerMode::Leader) {
+        let _ = writeln!(out, "Proposal sizes last/min/max: {last}/{min}/{max}");
+    }
+    out
+}
+
+/// One connection as ZooKeeper's ServerCnxn.dumpConnectionInfo prints it (no newline).
+fn conn_line(out: &mut String, c: &ConnInfo, brief: bool) {
+    let interest = if c.session_id != 0 { "1" } else { "0" };
+    let _ = write!(out, " /{}[{interest}](queued={},recved={},sent={}", c.remote, c.queued, c.received, c.sent);
+    if !brief && c.session_id != 0 {
+        let _ = write!(out, ",sid={:#x},lop={},est={},to={}", c.session_id, c.last_op, c.established_ms, c.timeout_ms);
+        if c.last_cxid >= 0 {
+            let _ = write!(out, ",lcxid={:#x}", c.last_cxid);
+        }
+        let _ = write!(
+            out,
+            ",lzxid={:#x},lresp={},llat={},minlat={},avglat={},maxlat={}",
+            c.last_zxid, c.last_response_ms, c.last_latency_ms, c.min_latency_ms, c.avg_latency_ms, c.max_latency_ms
+        );
+    }
+    out.push(')');
+}
+
+fn cons(inspected: Option<&Inspected>) -> String {
+    let mut out = String::new();
+    for c in inspected.into_iter().flat_map(|i| i.conns()) {
+        conn_line(&mut out, c, false);
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}
+
+/// A wall-clock time as Java's Date.toString prints it, in UTC: "Mon Nov 23 10:00:00 UTC 2026".
+pub fn java_date(ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = crate::offline::civil_date(days);
+    format!(
+        "{} {} {day:02} {:02}:{:02}:{:02} UTC {year}",
+        DAYS[days.rem_euclid(7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
     )
+}
+
+/// `dump`: sessions (with their deadlines where this member expires them), ephemerals by
+/// session, and connections by when they would be considered dead.
+fn dump(f: &Facts<'_>) -> String {
+    let empty = Inspected::default();
+    let ins = f.inspected.unwrap_or(&empty);
+    let mut out = String::from("SessionTracker dump:\n");
+    match &ins.session_sets {
+        Some(sets) => {
+            let n: usize = sets.iter().map(|(_, ids)| ids.len()).sum();
+            let _ = writeln!(out, "Session Sets ({})/({n}):", sets.len());
+            for (deadline, ids) in sets {
+                let _ = writeln!(out, "{} expire at {}:", ids.len(), java_date(*deadline));
+                for id in ids {
+                    let _ = writeln!(out, "\t{id:#x}");
+                }
+            }
+        }
+        None => {
+            let sessions = ins.reports.first().map(|r| r.sessions.as_slice()).unwrap_or_default();
+            let _ = writeln!(out, "Global Sessions({}):", sessions.len());
+            for (id, timeout_ms) in sessions {
+                let _ = writeln!(out, "{id:#x}\t{timeout_ms}ms");
+            }
+        }
+    }
+    out.push_str("ephemeral nodes dump:\n");
+    let ephemerals: Vec<&(i64, Vec<String>)> = ins.reports.iter().flat_map(|r| r.ephemerals.iter()).collect();
+    let _ = writeln!(out, "Sessions with Ephemerals ({}):", ephemerals.len());
+    for (id, paths) in ephemerals {
+        let _ = writeln!(out, "{id:#x}:");
+        for p in paths {
+            let _ = writeln!(out, "\t{p}");
+        }
+    }
+    // Connections expire a timeout after they were last heard from (a connection without a
+    // session: the minimum session timeout), in tick-sized buckets, as ZooKeeper's
+    // ExpiryQueue groups them.
+    out.push_str("Connections dump:\n");
+    let tick = i64::from(f.config.tick_time_ms.max(1));
+    let started_ms = f.now_ms - f.uptime_ms as i64;
+    let mut sets: BTreeMap<i64, Vec<&ConnInfo>> = BTreeMap::new();
+    for c in ins.conns() {
+        let timeout = if c.session_id != 0 { c.timeout_ms } else { f.config.min_session_timeout_ms as i32 };
+        let at = started_ms + c.last_heard_ms + i64::from(timeout);
+        sets.entry((at / tick + 1) * tick).or_default().push(c);
+    }
+    let n: usize = sets.values().map(|v| v.len()).sum();
+    let _ = writeln!(out, "Connections Sets ({})/({n}):", sets.len());
+    for (at, conns) in &sets {
+        let _ = writeln!(out, "{} expire at {}:", conns.len(), java_date(*at));
+        for c in conns {
+            let _ = writeln!(out, "\tip: /{} sessionId: {:#x}", c.remote, c.session_id);
+        }
+    }
+    out
+}
+
+/// Every core's data watches: sessions by path, and paths by session (sorted).
+pub type WatchesByPath<'a> = BTreeMap<&'a str, Vec<i64>>;
+pub type WatchesBySession<'a> = BTreeMap<i64, Vec<&'a str>>;
+
+pub fn data_watches(ins: &Inspected) -> (WatchesByPath<'_>, WatchesBySession<'_>) {
+    let mut by_path: WatchesByPath<'_> = BTreeMap::new();
+    for r in &ins.reports {
+        for (path, sessions) in &r.data_watches {
+            by_path.entry(path).or_default().extend(sessions);
+        }
+    }
+    let mut by_session: WatchesBySession<'_> = BTreeMap::new();
+    for (path, sessions) in &by_path {
+        for s in sessions {
+            by_session.entry(*s).or_default().push(path);
+        }
+    }
+    (by_path, by_session)
+}
+
+/// `wchs` (a summary), `wchc` (paths by session), `wchp` (sessions by path): the data
+/// watches (getData, exists, persistent), as ZooKeeper lists them.
+fn watches(cmd: &str, inspected: Option<&Inspected>) -> String {
+    let empty = Inspected::default();
+    let (by_path, by_session) = data_watches(inspected.unwrap_or(&empty));
+    let mut out = String::new();
+    match cmd {
+        "wchs" => {
+            let total: usize = by_session.values().map(|p| p.len()).sum();
+            let _ = writeln!(out, "{} connections watching {} paths", by_session.len(), by_path.len());
+            let _ = writeln!(out, "Total watches:{total}");
+        }
+        "wchp" => {
+            for (path, sessions) in &by_path {
+                let _ = writeln!(out, "{path}");
+                for s in sessions {
+                    let _ = writeln!(out, "\t{s:#x}");
+                }
+            }
+            out.push('\n');
+        }
+        _ => {
+            for (s, paths) in &by_session {
+                let _ = writeln!(out, "{s:#x}");
+                for p in paths {
+                    let _ = writeln!(out, "\t{p}");
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn mntr(f: &Facts<'_>) -> String {
@@ -202,7 +397,7 @@ mod tests {
         answer(cmd, f, &Stats::new(1))
     }
 
-    fn facts(config: &Config, mode: ServerMode) -> Facts<'_> {
+    pub(super) fn facts(config: &Config, mode: ServerMode) -> Facts<'_> {
         Facts {
             config,
             mode,
@@ -225,6 +420,9 @@ mod tests {
             uptime_ms: 5000,
             data_dir_bytes: 4096,
             log_dir_bytes: 8192,
+            proposal_sizes: Some((10, 5, 20)),
+            inspected: None,
+            now_ms: 1_795_427_200_000,
         }
     }
 
@@ -238,7 +436,8 @@ mod tests {
             srvr,
             format!(
                 "Zookeeper version: {}\nLatency min/avg/max: 0/1.5/7\nReceived: 10\nSent: 11\nConnections: 3\n\
-                 Outstanding: 1\nZxid: 0x100000007\nMode: leader\nNode count: 9\n",
+                 Outstanding: 1\nZxid: 0x100000007\nMode: leader\nNode count: 9\n\
+                 Proposal sizes last/min/max: 10/5/20\n",
                 version()
             )
         );
@@ -259,6 +458,112 @@ mod tests {
         assert_eq!(ans("srvr", &f), NOT_SERVING);
         assert_eq!(ans("mntr", &f), NOT_SERVING);
         assert_eq!(ans("ruok", &f), "imok");
-        assert!(ans("wchc", &facts(&c, ServerMode::Standalone)).contains("not supported"));
+        assert!(ans("gtmk", &facts(&c, ServerMode::Standalone)).contains("not supported"));
+    }
+}
+
+#[cfg(test)]
+mod tests_support {
+    use super::*;
+
+    pub fn facts(config: &Config) -> Facts<'_> {
+        super::tests::facts(config, ServerMode::Standalone)
+    }
+}
+
+#[cfg(test)]
+mod inspection_tests {
+    use super::super::inspect::{ConnInfo, CoreReport, Inspected};
+    use super::*;
+
+    fn conn(port: u16, session_id: i64) -> ConnInfo {
+        ConnInfo {
+            remote: format!("127.0.0.1:{port}").parse().unwrap(),
+            queued: 0,
+            received: 4,
+            sent: 5,
+            session_id,
+            last_op: "GETD",
+            established_ms: 1_795_427_000_000,
+            timeout_ms: 30_000,
+            last_cxid: if session_id == 0 { -1 } else { 3 },
+            last_zxid: 0x10,
+            last_response_ms: 900,
+            last_latency_ms: 1,
+            min_latency_ms: 0,
+            avg_latency_ms: 1,
+            max_latency_ms: 2,
+            last_heard_ms: 800,
+        }
+    }
+
+    #[test]
+    fn connections_watches_and_sessions_in_zookeepers_formats() {
+        let mut config = Config::embedded_default();
+        config.four_letter_words = vec!["*".into()];
+        config.tick_time_ms = 2000;
+        let ins = Inspected {
+            reports: vec![
+                CoreReport {
+                    core: 0,
+                    conns: vec![conn(40000, 0x1000_0000_0000_0001), conn(40001, 0)],
+                    data_watches: vec![
+                        ("/a".into(), vec![0x1000_0000_0000_0001]),
+                        ("/b".into(), vec![0x1000_0000_0000_0001]),
+                    ],
+                    sessions: vec![(0x1000_0000_0000_0001, 30_000)],
+                    ephemerals: vec![(0x1000_0000_0000_0001, vec!["/e".into()])],
+                },
+                CoreReport {
+                    core: 1,
+                    conns: vec![conn(40002, 0x1000_0000_0000_0002)],
+                    data_watches: vec![("/a".into(), vec![0x1000_0000_0000_0002])],
+                    ..Default::default()
+                },
+            ],
+            session_sets: Some(vec![(1_795_427_230_000, vec![0x1000_0000_0000_0001, 0x1000_0000_0000_0002])]),
+        };
+        let mut f = super::tests_support::facts(&config);
+        f.inspected = Some(&ins);
+        let stats = Stats::new(2);
+        let cons = answer("cons", &f, &stats);
+        assert_eq!(
+            cons.lines().next().unwrap(),
+            " /127.0.0.1:40000[1](queued=0,recved=4,sent=5,sid=0x1000000000000001,lop=GETD,est=1795427000000,\
+             to=30000,lcxid=0x3,lzxid=0x10,lresp=900,llat=1,minlat=0,avglat=1,maxlat=2)"
+        );
+        assert_eq!(cons.lines().nth(1).unwrap(), " /127.0.0.1:40001[0](queued=0,recved=4,sent=5)");
+        assert!(cons.ends_with(")\n\n"), "{cons:?}");
+        let stat = answer("stat", &f, &stats);
+        assert!(stat.contains("\nClients:\n /127.0.0.1:40000[1](queued=0,recved=4,sent=5)\n"), "{stat}");
+        assert!(stat.contains("(queued=0,recved=4,sent=5)\n\nLatency min/avg/max:"), "{stat}");
+        assert_eq!(answer("wchs", &f, &stats), "2 connections watching 2 paths\nTotal watches:3\n");
+        assert_eq!(
+            answer("wchp", &f, &stats),
+            "/a\n\t0x1000000000000001\n\t0x1000000000000002\n/b\n\t0x1000000000000001\n\n"
+        );
+        assert_eq!(answer("wchc", &f, &stats), "0x1000000000000001\n\t/a\n\t/b\n0x1000000000000002\n\t/a\n\n");
+        let dump = answer("dump", &f, &stats);
+        assert!(
+            dump.starts_with(
+                "SessionTracker dump:\nSession Sets (1)/(2):\n2 expire at Mon Nov 23 09:47:10 UTC 2026:\n\
+                 \t0x1000000000000001\n\t0x1000000000000002\nephemeral nodes dump:\nSessions with Ephemerals (1):\n\
+                 0x1000000000000001:\n\t/e\nConnections dump:\nConnections Sets ("
+            ),
+            "{dump}"
+        );
+        assert!(dump.contains("\tip: /127.0.0.1:40002 sessionId: 0x1000000000000002\n"), "{dump}");
+        let follower = Inspected { session_sets: None, ..ins.clone() };
+        f.inspected = Some(&follower);
+        assert!(answer("dump", &f, &stats)
+            .starts_with("SessionTracker dump:\nGlobal Sessions(1):\n0x1000000000000001\t30000ms\n"));
+        assert_eq!(answer("crst", &f, &stats), "Connection stats reset.\n");
+    }
+
+    #[test]
+    fn java_dates() {
+        assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
+        assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+        assert_eq!(java_date(1_795_427_230_000), "Mon Nov 23 09:47:10 UTC 2026");
     }
 }

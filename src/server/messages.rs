@@ -4,6 +4,7 @@
 //! goes to every client core as one `Arc`, and each core picks out what concerns its own
 //! connections; items of a batch are in the order the pipeline decided them.
 
+use super::inspect::{CoreReport, Inspect, Inspected};
 use crate::proto::Id;
 use crate::session::{ConnRef, SESSION_PASSWD_LEN};
 use crate::txn::{Txn, WriteOp};
@@ -23,6 +24,10 @@ pub enum ToPipeline {
     Touch { sessions: Vec<i64> },
     /// The connection is gone; its session lives on until it expires or is resumed.
     Detached { conn: ConnRef },
+    /// A four-letter word or admin command needs every core's report (`inspect`).
+    Inspect { asker: u16, token: u64, what: Inspect },
+    /// This core's answer to `ToClientCore::Inspect`.
+    Report { asker: u16, token: u64, report: CoreReport },
 }
 
 /// What a client core does with one item of a committed batch.
@@ -105,6 +110,18 @@ pub enum ToClientCore {
     Serving(ServerMode),
     /// Ensemble: replace the replica with this snapshot (a SNAP from the leader).
     Reset(Bytes),
+    /// Report on this core's connections / watches to the pipeline for `asker`.
+    Inspect {
+        asker: u16,
+        token: u64,
+        what: Inspect,
+    },
+    /// Every core's report, for the core `asker` (the others ignore it).
+    Inspected {
+        asker: u16,
+        token: u64,
+        inspected: Arc<Inspected>,
+    },
     /// Stop accepting, flush every connection, and exit.
     Shutdown,
 }

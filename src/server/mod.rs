@@ -8,6 +8,7 @@ pub mod client_core;
 pub mod connection;
 pub mod ensemble;
 pub mod four_letter;
+pub mod inspect;
 pub mod log_writer;
 pub mod messages;
 pub mod peer_net;
@@ -139,6 +140,17 @@ pub fn run(mut config: Config) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot start the pipeline core on CPU {pipeline_cpu}: {e}"))?;
 
+    // Admin commands that list connections or watches ask client core 0 over a bridge.
+    let (mut inspector, mut inspector_end) = (None, None);
+    if config.admin_enabled {
+        match admin::inspector() {
+            Ok((a, b)) => (inspector, inspector_end) = (Some(a), Some(b)),
+            Err(e) => tracing::warn!(
+                "admin server: cannot create its bridge to the cores ({e}); its connection \
+                                      and watch commands will report an error"
+            ),
+        }
+    }
     let mut handles = Vec::with_capacity(cores);
     for (i, (up_tx, down_rx)) in core_ends.into_iter().enumerate() {
         let cpu = match &config.client_cpus {
@@ -152,6 +164,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
             recovered: core_recovered.clone(),
             to_pipeline: up_tx,
             from_pipeline: down_rx,
+            admin_asks: if i == 0 { inspector_end.take() } else { None },
         };
         let stop = shutdown.clone();
         let h = builder(format!("rk-client-{i}"), cpu)
@@ -176,7 +189,11 @@ pub fn run(mut config: Config) -> Result<(), String> {
     }
     drop(recovered);
     drop(core_recovered);
-    let admin = if config.admin_enabled { admin::start(config.clone(), stats.clone(), shutdown.clone()) } else { None };
+    let admin = if config.admin_enabled {
+        admin::start(config.clone(), stats.clone(), inspector, shutdown.clone())
+    } else {
+        None
+    };
 
     let mut first_error: Option<String> = None;
     for h in handles {

@@ -7,6 +7,7 @@
 //! time, session, sequence names, errors); zxids increase by exactly one; a log write error
 //! stops the server (nothing after it can be acknowledged).
 
+use super::inspect::{Collections, Inspect, SessionSets};
 use super::log_writer::TxnLogWriter;
 use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
 use super::snapshot_writer;
@@ -60,6 +61,9 @@ struct Pipeline {
     encode_buf: BytesMut,
     txns_since_snapshot: u64,
     scratch_changes: Vec<apply::Change>,
+    collections: Collections,
+    /// Messages for every client core, sent after the batch.
+    control: Vec<ToClientCore>,
 }
 
 impl Pipeline {
@@ -158,6 +162,12 @@ impl Pipeline {
                     self.sessions.detach(s, conn);
                 }
             }
+            msg @ (ToPipeline::Inspect { .. } | ToPipeline::Report { .. }) => {
+                let sessions = &self.sessions;
+                if let Some(m) = relay_inspection(&mut self.collections, msg, || Some(sessions.deadline_sets())) {
+                    self.control.push(m);
+                }
+            }
         }
     }
 
@@ -223,15 +233,20 @@ pub(super) struct Inbox {
 }
 
 impl Inbox {
-    pub async fn start(from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>, wake: Rc<Semaphore>) -> Inbox {
+    pub async fn start(
+        from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
+        wake: Rc<Semaphore>,
+        stats: Arc<super::stats::Stats>,
+    ) -> Inbox {
         let queue: Rc<RefCell<VecDeque<ToPipeline>>> = Rc::new(RefCell::new(VecDeque::new()));
         // Receivers wait on `room` while the queue is full; `made_room` signals it.
         let room = Rc::new(Semaphore::new(0));
         let full = Rc::new(Cell::new(false));
         let mut receivers = Vec::new();
-        for rx in from_cores {
+        for (core, rx) in from_cores.into_iter().enumerate() {
             let rx = rx.connect().await;
             let (queue, wake, room, full) = (queue.clone(), wake.clone(), room.clone(), full.clone());
+            let stats = stats.clone();
             receivers.push(
                 glommio::spawn_local(async move {
                     loop {
@@ -242,6 +257,7 @@ impl Inbox {
                             }
                         }
                         let Some(batch) = rx.recv().await else { return };
+                        stats.cores[core].up_received.fetch_add(1, Ordering::Relaxed);
                         queue.borrow_mut().extend(batch);
                         wake.signal(1);
                     }
@@ -258,6 +274,10 @@ impl Inbox {
 
     pub fn is_empty(&self) -> bool {
         self.queue.borrow().is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.borrow().len()
     }
 
     /// Lets the receivers go on once the queue has room again.
@@ -299,6 +319,26 @@ pub(super) fn refuse_if_ahead(conn: ConnRef, last_zxid_seen: i64, ours: i64) -> 
     Some(Commit::ZxidAhead { conn })
 }
 
+/// Relays an inspection (`inspect`): a core's question goes to every core; the last core's
+/// report completes the collection, which goes back to the core that asked. `session_sets`
+/// gives the session deadlines a `dump` lists, where this member tracks them.
+pub(super) fn relay_inspection(
+    collections: &mut Collections,
+    msg: ToPipeline,
+    session_sets: impl FnOnce() -> Option<SessionSets>,
+) -> Option<ToClientCore> {
+    match msg {
+        ToPipeline::Inspect { asker, token, what } => {
+            collections.open(asker, token, if what == Inspect::Dump { session_sets() } else { None });
+            Some(ToClientCore::Inspect { asker, token, what })
+        }
+        ToPipeline::Report { asker, token, report } => collections
+            .report(asker, token, report)
+            .map(|done| ToClientCore::Inspected { asker, token, inspected: Arc::new(done) }),
+        _ => None,
+    }
+}
+
 /// Opens the txn log where recovery left it (`next_zxid` is the next record's), with the
 /// configured fdatasync warning threshold.
 pub(super) async fn open_log(config: &Config, tail: &LogTail, next_zxid: i64) -> Result<TxnLogWriter, String> {
@@ -311,20 +351,21 @@ pub(super) async fn open_log(config: &Config, tail: &LogTail, next_zxid: i64) ->
 }
 
 /// The pipeline core's ends of the channels to every client core.
-pub(super) struct CoreSenders(Vec<ConnectedSender<ToClientCore>>);
+pub(super) struct CoreSenders(Vec<ConnectedSender<ToClientCore>>, Arc<super::stats::Stats>);
 
 impl CoreSenders {
-    pub async fn connect(to_cores: Vec<SharedSender<ToClientCore>>) -> CoreSenders {
+    pub async fn connect(to_cores: Vec<SharedSender<ToClientCore>>, stats: Arc<super::stats::Stats>) -> CoreSenders {
         let mut senders = Vec::with_capacity(to_cores.len());
         for tx in to_cores {
             senders.push(tx.connect().await);
         }
-        CoreSenders(senders)
+        CoreSenders(senders, stats)
     }
 
     /// Sends `msg` to every client core (bounded channels: waits while one is full).
     pub async fn send_all(&self, msg: ToClientCore) {
-        for s in &self.0 {
+        for (core, s) in self.0.iter().enumerate() {
+            self.1.cores[core].down_sent.fetch_add(1, Ordering::Relaxed);
             if s.send(msg.clone()).await.is_err() {
                 tracing::error!("a client core stopped receiving commits");
             }
@@ -345,11 +386,12 @@ pub(super) struct Snapshots {
     running: Rc<Cell<bool>>,
     written: Rc<Cell<Option<i64>>>,
     last_purge_ms: i64,
+    stats: Arc<super::stats::Stats>,
 }
 
 impl Snapshots {
-    pub fn new(now: i64) -> Snapshots {
-        Snapshots { running: Rc::new(Cell::new(false)), written: Rc::new(Cell::new(None)), last_purge_ms: now }
+    pub fn new(now: i64, stats: Arc<super::stats::Stats>) -> Snapshots {
+        Snapshots { running: Rc::new(Cell::new(false)), written: Rc::new(Cell::new(None)), last_purge_ms: now, stats }
     }
 
     /// No snapshot is being written.
@@ -378,11 +420,14 @@ impl Snapshots {
             self.last_purge_ms = now;
         }
         let (cfg, running, written) = (config.clone(), self.running.clone(), self.written.clone());
+        let stats = self.stats.clone();
         running.set(true);
         glommio::spawn_local(async move {
             let zxid = tree.last_zxid();
+            let began = std::time::Instant::now();
             match snapshot_writer::write_snapshot(&cfg.data_dir, tree).await {
                 Ok(path) => {
+                    stats.count_snapshot(began.elapsed().as_millis() as u64);
                     tracing::info!("snapshot at zxid {zxid:#x} written to {}", path.display());
                     written.set(Some(zxid));
                 }
@@ -425,16 +470,18 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         encode_buf: BytesMut::with_capacity(64 * 1024),
         txns_since_snapshot: 0,
         scratch_changes: Vec::new(),
+        collections: Collections::new(config.client_cores),
+        control: Vec::new(),
     };
 
     let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
-    let inbox = Inbox::start(from_cores, wake.clone()).await;
-    let senders = CoreSenders::connect(to_cores).await;
+    let inbox = Inbox::start(from_cores, wake.clone(), stats.clone()).await;
+    let senders = CoreSenders::connect(to_cores, stats.clone()).await;
     let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
 
-    let mut snapshots = Snapshots::new(now_ms());
+    let mut snapshots = Snapshots::new(now_ms(), stats.clone());
     let mut last_reap_ms = now_ms();
     let batch_max = config.batch_txns_max.max(1);
     loop {
@@ -465,6 +512,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 senders.shutdown().await;
                 return Err(format!("txn log write failed: {e}"));
             }
+            stats.count_log_batch(p.records.len());
             p.records.clear();
             stats.publish_syncs(log.sync_times());
         }
@@ -472,6 +520,10 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
             let batch = Arc::new(CommitBatch { items: std::mem::take(&mut p.items), last_zxid: p.tree.last_zxid() });
             senders.send_all(ToClientCore::Batch(batch)).await;
         }
+        for msg in std::mem::take(&mut p.control) {
+            senders.send_all(msg).await;
+        }
+        stats.inbox_depth.store(inbox.len() as u64, Ordering::Relaxed);
         if !inbox.is_empty() {
             wake.signal(1);
         }

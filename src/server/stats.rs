@@ -21,6 +21,17 @@ pub struct CoreStats {
     pub outstanding: AtomicU64,
     /// Watches set on this core (published by the core after each batch).
     pub watches: AtomicU64,
+    /// Channel traffic, in channel messages, counted at each end by that end's core (the
+    /// difference of the two ends is the channel's depth): core → pipeline, pipeline → core.
+    pub up_sent: AtomicU64,
+    pub up_received: AtomicU64,
+    pub down_sent: AtomicU64,
+    pub down_received: AtomicU64,
+    /// Requests for the pipeline sent in `up_sent` channel messages (batching on the way up).
+    pub up_items: AtomicU64,
+    /// Committed batches applied by this core, and the items in them (batching on the way down).
+    pub commit_batches: AtomicU64,
+    pub commit_items: AtomicU64,
     latency_min_us: AtomicU64,
     latency_max_us: AtomicU64,
     latency_total_us: AtomicU64,
@@ -35,6 +46,13 @@ impl Default for CoreStats {
             connections: AtomicU64::new(0),
             outstanding: AtomicU64::new(0),
             watches: AtomicU64::new(0),
+            up_sent: AtomicU64::new(0),
+            up_received: AtomicU64::new(0),
+            down_sent: AtomicU64::new(0),
+            down_received: AtomicU64::new(0),
+            up_items: AtomicU64::new(0),
+            commit_batches: AtomicU64::new(0),
+            commit_items: AtomicU64::new(0),
             latency_min_us: AtomicU64::new(u64::MAX),
             latency_max_us: AtomicU64::new(0),
             latency_total_us: AtomicU64::new(0),
@@ -94,9 +112,64 @@ pub struct Stats {
     /// Ensemble: ms from losing a leader (or starting) to serving again, the last time.
     pub election_time_ms: AtomicU64,
     pub elections: AtomicU64,
+    /// Leader: proposals made, and their sizes in bytes (last/min/max; -1 before the first).
+    pub proposals: AtomicU64,
+    proposal_size_last: AtomicI64,
+    proposal_size_min: AtomicI64,
+    proposal_size_max: AtomicI64,
+    /// Snapshots written: count, total and longest time in ms (the pipeline core's).
+    pub snapshots: AtomicU64,
+    pub snapshot_total_ms: AtomicU64,
+    pub snapshot_max_ms: AtomicU64,
+    /// The pipeline core: requests waiting in its inbox (after each round), and the txn log
+    /// batches it wrote (each one fdatasync), with their txns and the largest batch.
+    pub inbox_depth: AtomicU64,
+    pub log_batches: AtomicU64,
+    pub log_batch_txns: AtomicU64,
+    pub log_batch_txns_max: AtomicU64,
 }
 
 impl Stats {
+    /// Monotonic ms since the server started (the clock of `cons`' lresp).
+    pub fn uptime_ms(&self) -> i64 {
+        self.started.elapsed().as_millis() as i64
+    }
+
+    /// The leader proposed a txn of `bytes` (the pipeline core, the only writer).
+    pub fn count_proposal(&self, bytes: usize) {
+        let b = bytes as i64;
+        self.proposals.fetch_add(1, Relaxed);
+        self.proposal_size_last.store(b, Relaxed);
+        let min = self.proposal_size_min.load(Relaxed);
+        if min < 0 || b < min {
+            self.proposal_size_min.store(b, Relaxed);
+        }
+        self.proposal_size_max.fetch_max(b, Relaxed);
+    }
+
+    /// Proposal sizes last/min/max in bytes, as `srvr` on a leader prints them.
+    pub fn proposal_sizes(&self) -> (i64, i64, i64) {
+        (
+            self.proposal_size_last.load(Relaxed),
+            self.proposal_size_min.load(Relaxed),
+            self.proposal_size_max.load(Relaxed),
+        )
+    }
+
+    /// The pipeline core wrote a txn log batch of `txns` txns.
+    pub fn count_log_batch(&self, txns: usize) {
+        self.log_batches.fetch_add(1, Relaxed);
+        self.log_batch_txns.fetch_add(txns as u64, Relaxed);
+        self.log_batch_txns_max.fetch_max(txns as u64, Relaxed);
+    }
+
+    /// A snapshot took `ms` to write (the pipeline core, the only writer).
+    pub fn count_snapshot(&self, ms: u64) {
+        self.snapshots.fetch_add(1, Relaxed);
+        self.snapshot_total_ms.fetch_add(ms, Relaxed);
+        self.snapshot_max_ms.fetch_max(ms, Relaxed);
+    }
+
     /// The pipeline core publishes its txn log writer's fdatasync times.
     pub fn publish_syncs(&self, (count, total_us, max_us): (u64, u64, u64)) {
         self.fsync_count.store(count, Relaxed);
@@ -135,6 +208,17 @@ impl Stats {
             fsync_max_us: AtomicU64::new(0),
             election_time_ms: AtomicU64::new(0),
             elections: AtomicU64::new(0),
+            proposals: AtomicU64::new(0),
+            proposal_size_last: AtomicI64::new(-1),
+            proposal_size_min: AtomicI64::new(-1),
+            proposal_size_max: AtomicI64::new(-1),
+            snapshots: AtomicU64::new(0),
+            snapshot_total_ms: AtomicU64::new(0),
+            snapshot_max_ms: AtomicU64::new(0),
+            inbox_depth: AtomicU64::new(0),
+            log_batches: AtomicU64::new(0),
+            log_batch_txns: AtomicU64::new(0),
+            log_batch_txns_max: AtomicU64::new(0),
         })
     }
 
@@ -156,9 +240,13 @@ impl Stats {
         }
     }
 
+    /// `srst`: packet counts, latencies and (on a leader) proposal sizes start over.
     pub fn reset(&self) {
         for c in &self.cores {
             c.reset_server_stats();
+        }
+        for s in [&self.proposal_size_last, &self.proposal_size_min, &self.proposal_size_max] {
+            s.store(-1, Relaxed);
         }
     }
 }

@@ -112,3 +112,68 @@ def test_slow_admin_clients_block_neither_others_nor_shutdown(make_server):
     assert time.monotonic() - started < 5, "shutdown waited for an admin client"
     for c in slow + [late]:
         c.close()
+
+
+def command(port, name):
+    return json.loads(get(port, f"/commands/{name}")[2])
+
+
+def test_connection_watch_and_session_commands_and_pipeline_metrics(make_server, kazoo_factory):
+    """connections / stats / watch_summary / watches / watches_by_path / dump /
+    connection_stat_reset list the real connections, data watches, sessions and ephemerals
+    (collected from every client core), and /metrics counts log batches, channel traffic,
+    commit batches and snapshots."""
+    port = free_port()
+    s = make_server(**{"admin.enableServer": "true", "admin.serverAddress": "127.0.0.1", "admin.serverPort": port,
+                       "ringkeeper.clientCores": 2, "snapCount": 20})
+    wait_until(lambda: monitor(port), what="the admin server")
+    zk = kazoo_factory(s.hostport)
+    sid = zk.client_id[0]
+    local = zk._connection._socket.getsockname()
+    zk.create("/aw")
+    zk.create("/aw/e", b"", ephemeral=True)
+    for i in range(30):
+        zk.create(f"/aw/n{i}", b"x")
+    zk.get("/aw/n0", watch=lambda ev: None)
+    zk.exists("/aw/none", watch=lambda ev: None)
+
+    cons = command(port, "cons")
+    assert cons["command"] == "connections" and cons["error"] is None and cons["secure_connections"] == []
+    mine = [c for c in cons["connections"] if c["remote_socket_address"] == f"{local[0]}:{local[1]}"]
+    assert len(mine) == 1, cons
+    c = mine[0]
+    assert c["session_id"] == sid and c["packets_received"] >= 34 and c["last_cxid"] >= 33, c
+    assert c["session_timeout"] > 0 and c["max_latency"] >= c["min_latency"] >= 0
+
+    stats = command(port, "stat")
+    assert stats["command"] == "stats" and stats["server_stats"]["server_state"] == "standalone"
+    assert any(set(x) == {"remote_socket_address", "interest_ops", "outstanding_requests", "packets_received",
+                          "packets_sent"} for x in stats["connections"]), stats
+
+    assert {k: v for k, v in command(port, "wchs").items() if k.startswith("num_")} == \
+        {"num_connections": 1, "num_paths": 2, "num_total_watches": 2}
+    assert sorted(command(port, "wchc")["session_id_to_watched_paths"][str(sid)]) == ["/aw/n0", "/aw/none"]
+    assert command(port, "wchp")["path_to_session_ids"] == {"/aw/n0": [sid], "/aw/none": [sid]}
+
+    dump = command(port, "dump")
+    assert dump["session_id_to_ephemeral_paths"] == {str(sid): ["/aw/e"]}
+    assert any(sid in ids for ids in dump["expiry_time_to_session_ids"].values()), dump
+
+    assert command(port, "crst")["command"] == "connection_stat_reset"
+    c = [c for c in command(port, "cons")["connections"] if c["session_id"] == sid][0]
+    assert c["packets_received"] <= 1 and c["last_operation"] in ("NA", "PING"), c
+
+    m = wait_until(lambda: (lambda m: m if m["snapshottime_count"] >= 1 else None)(prometheus(port)),
+                   what="a snapshot after snapCount txns")
+    assert m["ringkeeper_log_batches"] >= 1 and m["ringkeeper_log_batch_txns"] >= 32
+    assert m["ringkeeper_log_batch_txns_max"] >= 1
+    core_of_client = [i for i in (0, 1) if m[f'ringkeeper_core_connections{{core="{i}"}}'] >= 1]
+    assert core_of_client, m
+    i = core_of_client[0]
+    assert m[f'ringkeeper_core_to_pipeline_requests{{core="{i}"}}'] >= 32
+    assert m[f'ringkeeper_core_to_pipeline_messages{{core="{i}"}}'] >= 1
+    for core in (0, 1):  # every core applies every committed batch
+        assert m[f'ringkeeper_core_commit_items{{core="{core}"}}'] >= 32
+        assert m[f'ringkeeper_core_commit_batches{{core="{core}"}}'] >= 1
+        assert m[f'ringkeeper_core_from_pipeline_depth{{core="{core}"}}'] >= 0
+    assert "proposal_count" in m and "quorum_size" not in m

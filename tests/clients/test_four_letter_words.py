@@ -82,3 +82,65 @@ def test_mntr_envi_conf_dirs_isro_srst_follow_the_servers_state(make_server, kaz
     assert four_letter_word(s.hostport, "isro") == "rw"
     assert four_letter_word(s.hostport, "srst") == "Server stats reset.\n"
     assert int(srvr_fields(four_letter_word(s.hostport, "srvr"))["Received"]) < int(after["zk_packets_received"])
+
+
+def conn_line(text, port):
+    """The line of `cons` / `stat` for the client connected from local `port`."""
+    lines = [line for line in text.splitlines() if re.search(rf":{port}\[\d+\]\(", line)]
+    assert len(lines) == 1, f"connection from port {port} in\n{text}"
+    return lines[0]
+
+
+def cons_fields(line):
+    inside = line[line.index("(") + 1:line.rindex(")")]
+    return dict(kv.split("=", 1) for kv in inside.split(","))
+
+
+def test_cons_stat_wch_dump_crst_list_the_real_connections_watches_and_sessions(make_server, kazoo_factory):
+    """Against both servers: cons and stat list our connection with its session and counts,
+    wchs/wchc/wchp list exactly the data watches we set (a child watch is not one of them),
+    dump lists the session and its ephemeral, crst zeroes the connection's counts."""
+    s = make_server(**{"4lw.commands.whitelist": "*"})
+    zk = kazoo_factory(s.hostport)
+    sid = zk.client_id[0]
+    port = zk._connection._socket.getsockname()[1]
+    zk.create("/w")
+    zk.create("/w/a", b"1")
+    zk.create("/w/e", b"", ephemeral=True)
+    zk.get("/w/a", watch=lambda ev: None)
+    zk.exists("/w/none", watch=lambda ev: None)
+    zk.get_children("/w", watch=lambda ev: None)
+
+    f = cons_fields(conn_line(four_letter_word(s.hostport, "cons"), port))
+    assert f["sid"] == f"0x{sid:x}"
+    assert int(f["recved"]) >= 7 and int(f["sent"]) >= 7, f
+    assert int(f["queued"]) == 0
+    assert int(f["to"]) > 0
+    assert f["lop"] in ("GETC", "PING"), f
+    assert int(f["lcxid"], 16) >= 5, f
+    assert int(f["maxlat"]) >= int(f["minlat"]) >= 0
+
+    stat = four_letter_word(s.hostport, "stat")
+    assert stat.startswith("Zookeeper version: ") and "\nClients:\n" in stat
+    brief = cons_fields(conn_line(stat, port))
+    assert set(brief) == {"queued", "recved", "sent"}
+    assert "\nMode: standalone\n" in stat and "\nNode count: " in stat
+
+    assert four_letter_word(s.hostport, "wchs") == "1 connections watching 2 paths\nTotal watches:2\n"
+    wchc = four_letter_word(s.hostport, "wchc")
+    assert wchc.startswith(f"0x{sid:x}\n") and wchc.endswith("\n\n")
+    assert sorted(wchc.split("\n")[1:3]) == ["\t/w/a", "\t/w/none"], wchc
+    wchp = four_letter_word(s.hostport, "wchp")
+    assert sorted(line for line in wchp.strip().split("\n") if not line.startswith("\t")) == ["/w/a", "/w/none"], wchp
+    assert wchp.count(f"\t0x{sid:x}\n") == 2 and wchp.endswith("\n\n"), wchp
+
+    dump = four_letter_word(s.hostport, "dump")
+    assert dump.startswith("SessionTracker dump:\nSession Sets (")
+    assert f"\t0x{sid:x}\n" in dump
+    assert f"ephemeral nodes dump:\nSessions with Ephemerals (1):\n0x{sid:x}:\n\t/w/e\n" in dump
+    assert "\nConnections dump:\n" in dump
+
+    assert four_letter_word(s.hostport, "crst") == "Connection stats reset.\n"
+    f = cons_fields(conn_line(four_letter_word(s.hostport, "cons"), port))
+    assert int(f["recved"]) <= 1 and int(f["sent"]) <= 1, f  # a ping may have come since
+    assert f["lop"] in ("NA", "PING") and "lcxid" not in f, f
