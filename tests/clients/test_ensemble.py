@@ -188,6 +188,20 @@ def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, 
     acked = {}
     write_round(clients, "/w", 0, 150, acked)
     assert len(acked) == 150, "every write acknowledged while all members serve"
+    # Operations view: the leader proposed them, tracks every session's deadline; a follower
+    # lists the global sessions; each member lists the connections it serves.
+    sessions = {f"0x{c.client_id[0]:x}" for c in clients}
+    m = prometheus(e.base + 10200 + leader)
+    assert m["proposal_count"] >= 150 + 3 and m["quorum_size"] == 3, m
+    assert "\nProposal sizes last/min/max: " in four_letter_word(e.hostport(leader), "srvr")
+    leader_dump = four_letter_word(e.hostport(leader), "dump")
+    assert leader_dump.startswith("SessionTracker dump:\nSession Sets (")
+    assert all(f"\t{s}\n" in leader_dump for s in sessions), leader_dump
+    follower = next(i for i in (1, 2, 3) if i != leader)
+    follower_dump = four_letter_word(e.hostport(follower), "dump")
+    assert follower_dump.startswith("SessionTracker dump:\nGlobal Sessions(")
+    assert all(f"\n{s}\t" in follower_dump for s in sessions), follower_dump
+    assert f"sid=0x{clients[follower - 1].client_id[0]:x}," in four_letter_word(e.hostport(follower), "cons")
 
     killed_at = time.monotonic()
     e.kill9(leader)
