@@ -1,6 +1,7 @@
 //! ringkeeper: a ZooKeeper-compatible coordination service, thread-per-core on io_uring.
 //! See ARCHITECTURE.md for the map of modules and the rules they keep.
 
+pub mod client;
 pub mod config;
 pub mod json;
 pub mod offline;

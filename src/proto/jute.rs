@@ -34,6 +34,8 @@ pub enum JuteError {
     NullString,
     /// A vector count that the bytes left cannot possibly hold.
     TooManyEntries(i32),
+    /// A record tagged with a type this position does not allow (a multi result's op type).
+    UnexpectedType(i32),
 }
 
 impl std::fmt::Display for JuteError {
@@ -44,6 +46,7 @@ impl std::fmt::Display for JuteError {
             JuteError::TooLong(n) => write!(f, "unreasonable length {n}"),
             JuteError::NullString => write!(f, "null string where one is required"),
             JuteError::TooManyEntries(n) => write!(f, "vector count {n} exceeds the bytes left"),
+            JuteError::UnexpectedType(t) => write!(f, "unexpected record type {t}"),
         }
     }
 }

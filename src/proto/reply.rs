@@ -1,9 +1,11 @@
 //! Server replies: `ReplyHeader{xid, zxid, err}` plus the op's response record, and watch
-//! notifications (xid -1).
+//! notifications (xid -1). The server encodes them (`encode_reply`), the client decodes them
+//! (`decode_response`, knowing the opcode of the request the reply answers).
 //! Rules: a body is written only when the header err is 0 (Java clients never parse a body
 //! otherwise); a multi always gets header err 0 and carries its errors in the body; every
 //! frame is appended whole (length prefix first) to the connection's output buffer; data
-//! buffers are copied exactly once, into that buffer.
+//! buffers are copied exactly once, into that buffer; decoding never panics and allocates
+//! no more than the frame justifies.
 
 use bytes::{Bytes, BytesMut};
 
@@ -240,10 +242,111 @@ pub fn decode_notification(frame: Bytes) -> Result<(ReplyHeader, WatcherEvent), 
     Ok((hdr, WatcherEvent::read(&mut r)?))
 }
 
+/// Decodes the body of a successful reply (header err 0, header already read) to a request
+/// sent with `opcode`. Bytes after the record are ignored, as Java's deserializers ignore
+/// them. Ops without a response record give `Response::None`; addWatch's 4-byte
+/// ErrorResponse is read when present (a server that leaves it out is not an error).
+pub fn decode_response(opcode: OpCode, body: Bytes) -> Result<Response, JuteError> {
+    let mut r = JuteReader::new(body);
+    Ok(match opcode {
+        OpCode::Create => Response::Create { path: r.read_string()? },
+        OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl => {
+            Response::Create2 { path: r.read_string()?, stat: r.read_stat()? }
+        }
+        OpCode::Exists | OpCode::SetData | OpCode::SetAcl => Response::Stat(r.read_stat()?),
+        OpCode::GetData | OpCode::Reconfig => Response::GetData { data: r.read_buffer()?, stat: r.read_stat()? },
+        OpCode::GetAcl => Response::GetAcl { acl: r.read_acl_vec()?.unwrap_or_default(), stat: r.read_stat()? },
+        OpCode::GetChildren => Response::Children(r.read_string_vec()?),
+        OpCode::GetChildren2 => Response::Children2 { children: r.read_string_vec()?, stat: r.read_stat()? },
+        OpCode::Sync => Response::Sync { path: r.read_string()? },
+        OpCode::Multi => Response::Multi(read_multi_results(&mut r, read_multi_result)?),
+        OpCode::MultiRead => Response::MultiRead(read_multi_results(&mut r, read_multi_read_result)?),
+        OpCode::GetEphemerals => Response::Ephemerals(r.read_string_vec()?),
+        OpCode::GetAllChildrenNumber => Response::AllChildrenNumber(r.read_int()?),
+        OpCode::WhoAmI => Response::WhoAmI(read_client_infos(&mut r)?),
+        OpCode::AddWatch if r.remaining() > 0 => Response::ErrorResponse(r.read_int()?),
+        OpCode::AddWatch
+        | OpCode::Delete
+        | OpCode::Ping
+        | OpCode::Auth
+        | OpCode::SetWatches
+        | OpCode::SetWatches2
+        | OpCode::CheckWatches
+        | OpCode::RemoveWatches
+        | OpCode::CloseSession
+        | OpCode::Check
+        | OpCode::DeleteContainer
+        | OpCode::Sasl
+        | OpCode::Notification
+        | OpCode::CreateSession
+        | OpCode::Error => Response::None,
+    })
+}
+
+/// WhoAmIResponse: vector<ClientInfo{authScheme, user}>; null reads as empty.
+fn read_client_infos(r: &mut JuteReader) -> Result<Vec<(String, String)>, JuteError> {
+    let count = r.read_int()?;
+    if count < -1 {
+        return Err(JuteError::NegativeLength(count));
+    }
+    // Each entry is at least two 4-byte string lengths.
+    let count = usize::try_from(count).unwrap_or(0);
+    if count > r.remaining() / 8 {
+        return Err(JuteError::TooManyEntries(count as i32));
+    }
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let scheme = r.read_opt_string()?.unwrap_or_default();
+        let user = r.read_opt_string()?.unwrap_or_default();
+        out.push((scheme, user));
+    }
+    Ok(out)
+}
+
+/// Reads `MultiHeader, result` pairs up to the end marker (done = true). Every entry consumes
+/// at least 9 bytes, so the list is bounded by the frame.
+fn read_multi_results<T>(
+    r: &mut JuteReader,
+    read_one: fn(&mut JuteReader, MultiHeader) -> Result<T, JuteError>,
+) -> Result<Vec<T>, JuteError> {
+    let mut out = Vec::new();
+    loop {
+        let h = MultiHeader::read(r)?;
+        if h.done {
+            return Ok(out);
+        }
+        out.push(read_one(r, h)?);
+    }
+}
+
+fn read_multi_result(r: &mut JuteReader, h: MultiHeader) -> Result<MultiResult, JuteError> {
+    Ok(match OpCode::from_code(h.op_type) {
+        Some(OpCode::Create) => MultiResult::Create { path: r.read_string()? },
+        Some(OpCode::Create2 | OpCode::CreateContainer | OpCode::CreateTtl) => {
+            MultiResult::Create2 { path: r.read_string()?, stat: r.read_stat()? }
+        }
+        Some(OpCode::Delete) => MultiResult::Delete,
+        Some(OpCode::SetData) => MultiResult::SetData { stat: r.read_stat()? },
+        Some(OpCode::Check) => MultiResult::Check,
+        Some(OpCode::Error) => MultiResult::Error(r.read_int()?),
+        _ => return Err(JuteError::UnexpectedType(h.op_type)),
+    })
+}
+
+fn read_multi_read_result(r: &mut JuteReader, h: MultiHeader) -> Result<MultiReadResult, JuteError> {
+    Ok(match OpCode::from_code(h.op_type) {
+        Some(OpCode::GetData) => MultiReadResult::GetData { data: r.read_buffer()?, stat: r.read_stat()? },
+        Some(OpCode::GetChildren) => MultiReadResult::GetChildren { children: r.read_string_vec()? },
+        Some(OpCode::Error) => MultiReadResult::Error(r.read_int()?),
+        _ => return Err(JuteError::UnexpectedType(h.op_type)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::proto::records::Id;
+    use proptest::prelude::*;
 
     fn stat(n: i64) -> Stat {
         Stat {
@@ -424,6 +527,91 @@ mod tests {
         assert_eq!(r.read_string().as_deref(), Ok("ip"));
         assert_eq!(r.read_string().as_deref(), Ok("127.0.0.1"));
         assert_eq!(r.remaining(), 0);
+    }
+
+    /// Encodes `body` as the server does and decodes it as a client does.
+    fn round_trip(opcode: OpCode, body: &Response) -> Result<Response, JuteError> {
+        let frame = Bytes::from(encode(ReplyHeader { xid: 1, zxid: 1, err: 0 }, body));
+        decode_response(opcode, frame.slice(4 + REPLY_HEADER_BYTES..))
+    }
+
+    #[test]
+    fn every_response_round_trips_through_decode_response() {
+        let s = stat(7);
+        let acl = vec![Acl { perms: 31, id: Id { scheme: "digest".into(), id: "u:h=".into() } }];
+        let cases = vec![
+            (OpCode::Create, Response::Create { path: "/a0000000001".into() }),
+            (OpCode::Create2, Response::Create2 { path: "/b".into(), stat: s }),
+            (OpCode::CreateContainer, Response::Create2 { path: "/c".into(), stat: s }),
+            (OpCode::CreateTtl, Response::Create2 { path: "/t".into(), stat: s }),
+            (OpCode::Delete, Response::None),
+            (OpCode::Exists, Response::Stat(s)),
+            (OpCode::SetData, Response::Stat(s)),
+            (OpCode::SetAcl, Response::Stat(s)),
+            (OpCode::GetData, Response::GetData { data: Some(Bytes::from_static(b"xy")), stat: s }),
+            (OpCode::GetData, Response::GetData { data: None, stat: s }),
+            (OpCode::GetAcl, Response::GetAcl { acl, stat: s }),
+            (OpCode::GetChildren, Response::Children(vec!["a".into(), "b".into()])),
+            (OpCode::GetChildren2, Response::Children2 { children: vec![], stat: s }),
+            (OpCode::Sync, Response::Sync { path: "/".into() }),
+            (OpCode::GetEphemerals, Response::Ephemerals(vec!["/e1".into()])),
+            (OpCode::GetAllChildrenNumber, Response::AllChildrenNumber(3)),
+            (OpCode::WhoAmI, Response::WhoAmI(vec![("ip".into(), "127.0.0.1".into()), ("super".into(), "".into())])),
+            (OpCode::AddWatch, Response::ErrorResponse(0)),
+            (OpCode::RemoveWatches, Response::None),
+            (OpCode::CheckWatches, Response::None),
+            (OpCode::SetWatches2, Response::None),
+            (OpCode::CloseSession, Response::None),
+            (
+                OpCode::Multi,
+                Response::Multi(vec![
+                    MultiResult::Create { path: "/a".into() },
+                    MultiResult::Create2 { path: "/b".into(), stat: s },
+                    MultiResult::Delete,
+                    MultiResult::SetData { stat: s },
+                    MultiResult::Check,
+                ]),
+            ),
+            (OpCode::Multi, Response::Multi(vec![MultiResult::Error(0), MultiResult::Error(-101)])),
+            (OpCode::Multi, Response::Multi(vec![])),
+            (
+                OpCode::MultiRead,
+                Response::MultiRead(vec![
+                    MultiReadResult::GetData { data: None, stat: s },
+                    MultiReadResult::GetChildren { children: vec!["c".into()] },
+                    MultiReadResult::Error(-101),
+                ]),
+            ),
+        ];
+        for (op, body) in cases {
+            assert_eq!(round_trip(op, &body), Ok(body.clone()), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn add_watch_without_its_body_and_unknown_multi_types() {
+        assert_eq!(decode_response(OpCode::AddWatch, Bytes::new()), Ok(Response::None));
+        let mut out = BytesMut::new();
+        MultiHeader { op_type: 4, done: false, err: 0 }.write(&mut out);
+        assert_eq!(decode_response(OpCode::Multi, out.clone().freeze()), Err(JuteError::UnexpectedType(4)));
+        let mut out2 = BytesMut::new();
+        MultiHeader { op_type: 1, done: false, err: 0 }.write(&mut out2);
+        assert_eq!(decode_response(OpCode::MultiRead, out2.freeze()), Err(JuteError::UnexpectedType(1)));
+        // A multi body without its end marker is truncated, not an empty list.
+        assert_eq!(decode_response(OpCode::Multi, Bytes::new()), Err(JuteError::Truncated));
+        assert_eq!(decode_response(OpCode::GetData, Bytes::from_static(&[0, 0, 0, 1, 7])), Err(JuteError::Truncated));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn decode_response_never_panics(op in prop::sample::select(vec![
+            OpCode::Create, OpCode::Create2, OpCode::GetData, OpCode::GetAcl, OpCode::GetChildren2,
+            OpCode::Multi, OpCode::MultiRead, OpCode::WhoAmI, OpCode::GetEphemerals, OpCode::AddWatch,
+        ]), bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
+            let _ = decode_response(op, Bytes::from(bytes));
+        }
     }
 
     #[test]

@@ -1,0 +1,20 @@
+//! The Rust ZooKeeper client library: a sans-IO session core (`session`) with its watch
+//! registry (`watches`), server choice (`host_provider`) and connection strings
+//! (`connect_string`); the typed `Client` handle (`client`); the async driver that runs a
+//! session over TCP on glommio or tokio (`driver`); a retry helper for recoverable errors
+//! (`retry`).
+//! Rules: only `src/proto/` knows bytes on the wire; only `driver/` knows a runtime, sockets
+//! and the clock; the core is deterministic given its inputs and seed; every queue between
+//! the handle and the driver is bounded; nothing received from a server panics.
+
+pub mod acl;
+pub mod connect_string;
+pub mod host_provider;
+pub mod session;
+pub mod types;
+pub mod watches;
+
+pub use acl::{CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE};
+pub use connect_string::{Chroot, ConnectString, ConnectStringError, HostPort};
+pub use session::SessionConfig;
+pub use types::*;
