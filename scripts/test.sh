@@ -3,8 +3,8 @@
 #
 #   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
 #      Python venv at target/venv with kazoo, pytest, pytest-timeout); needs cargo;
-#   2. cargo build --release;
-#   3. unit tests: cargo nextest run --release (cargo test --release without nextest);
+#   2. cargo build --release --workspace (the server, ringkeeper-bench, the examples);
+#   3. unit tests: cargo nextest run --release --workspace (cargo test without nextest);
 #   4. integration tests: pytest tests/clients against the real binary and against
 #      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default).
 #
@@ -67,8 +67,8 @@ KAZOO_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.v
 # --- 3. build ----------------------------------------------------------------------------
 T_BUILD=$(date +%s)
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    log "cargo build --release"
-    cargo build --release
+    log "cargo build --release --workspace"
+    cargo build --release --workspace --bins --examples
 fi
 BUILD_S=$(elapsed "$T_BUILD")
 
@@ -79,12 +79,12 @@ unit_tool=skipped
 if [ "${SKIP_UNIT:-0}" != 1 ]; then
     if cargo nextest --version >/dev/null 2>&1; then
         unit_tool="cargo nextest"
-        log "cargo nextest run --release"
-        cargo nextest run --release --no-tests=pass || unit_rc=$?
+        log "cargo nextest run --release --workspace"
+        cargo nextest run --release --workspace --no-tests=pass || unit_rc=$?
     else
         unit_tool="cargo test"
-        log "cargo test --release (cargo-nextest not installed)"
-        cargo test --release || unit_rc=$?
+        log "cargo test --release --workspace (cargo-nextest not installed)"
+        cargo test --release --workspace || unit_rc=$?
     fi
 fi
 UNIT_S=$(elapsed "$T_UNIT")

@@ -1,0 +1,399 @@
+//! The load: connections driven by the library's sans-IO session core
+//! (`ringkeeper::client::session::Session`) on glommio executors, each connection keeping up to
+//! `outstanding` requests in flight; a point is a warm-up then a measured window.
+//! Rules: latency is measured from submit to reply, only for requests submitted after the
+//! warm-up and answered inside the window; every connection stops at the window's end and
+//! closes its session (waiting at most `CLOSE_WAIT_MS`); errors are counted by ZooKeeper's
+//! name, never hidden.
+
+use crate::workload::{setup_requests, Generator, Workload};
+use bytes::Bytes;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use glommio::{LocalExecutorBuilder, Placement};
+use hdrhistogram::Histogram;
+use ringkeeper::client::connect_string::{Chroot, HostPort};
+use ringkeeper::client::session::{Output, Session, SessionConfig};
+use ringkeeper::client::types::KeeperState;
+use ringkeeper::proto::request::Request;
+use ringkeeper::proto::ErrorCode;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a connection waits for its closeSession reply at the end of a point.
+pub const CLOSE_WAIT_MS: u64 = 1_000;
+/// Bytes read from a socket per read call.
+pub const READ_CHUNK_BYTES: usize = 256 * 1024;
+/// A read waits at most this long, so that pings and the end of the window are seen.
+pub const READ_WAIT_MS: u64 = 100;
+/// Highest latency the histograms track, µs (longer ones are clamped to it).
+pub const LATENCY_US_MAX: u64 = 60_000_000;
+/// Token of the closeSession request.
+const CLOSE_TOKEN: u64 = u64::MAX;
+
+/// Everything one point needs.
+#[derive(Debug, Clone)]
+pub struct PointSpec {
+    pub servers: Vec<HostPort>,
+    /// Connection i goes to server i mod n (false: every connection to the first server).
+    pub spread: bool,
+    pub clients: usize,
+    pub outstanding: usize,
+    pub payload: Bytes,
+    pub znodes: u64,
+    pub read_permille: u32,
+    pub workload: Workload,
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub threads: usize,
+    /// CPUs the executors are pinned to (executor t on pin[t mod len]); empty: unpinned.
+    pub pin: Vec<usize>,
+    pub session_timeout_ms: u32,
+    pub seed: u64,
+}
+
+/// What one point measured.
+#[derive(Debug, Clone)]
+pub struct PointResult {
+    /// Requests answered successfully inside the window.
+    pub completed: u64,
+    pub errors: BTreeMap<String, u64>,
+    /// Latencies of the completed requests, µs.
+    pub latency_us: Histogram<u64>,
+    /// Watch events received inside the window (the watch workload).
+    pub events: u64,
+    pub seconds: f64,
+    /// Connections that were dropped and re-established during the point.
+    pub reconnects: u64,
+}
+
+impl PointResult {
+    fn empty() -> PointResult {
+        PointResult {
+            completed: 0,
+            errors: BTreeMap::new(),
+            latency_us: Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("histogram bounds are valid"),
+            events: 0,
+            seconds: 0.0,
+            reconnects: 0,
+        }
+    }
+
+    fn merge(&mut self, other: PointResult) {
+        self.completed += other.completed;
+        for (k, v) in other.errors {
+            *self.errors.entry(k).or_default() += v;
+        }
+        let _ = self.latency_us.add(&other.latency_us);
+        self.events += other.events;
+        self.reconnects += other.reconnects;
+    }
+
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+fn resolve(hp: &HostPort) -> Result<SocketAddr, String> {
+    (hp.host.as_str(), hp.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{}:{}: {e}", hp.host, hp.port))?
+        .next()
+        .ok_or_else(|| format!("{}:{} resolves to nothing", hp.host, hp.port))
+}
+
+/// The window of one point, in µs since the point's start.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    t0: Instant,
+    from_us: u64,
+    to_us: u64,
+}
+
+impl Window {
+    fn now_us(&self) -> u64 {
+        self.t0.elapsed().as_micros() as u64
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.t0.elapsed().as_millis() as u64
+    }
+}
+
+/// What a connection does.
+enum Job {
+    /// The measured load.
+    Load(Generator),
+    /// Send these requests (set-up), `outstanding` at a time.
+    Script(Vec<Request>),
+}
+
+/// Runs one connection until the window ends (or its script is done), then closes its session.
+async fn connection(
+    server: HostPort,
+    mut job: Job,
+    spec: Rc<PointSpec>,
+    window: Window,
+    progress: Arc<AtomicU64>,
+) -> PointResult {
+    let mut result = PointResult::empty();
+    let addr = match resolve(&server) {
+        Ok(a) => a,
+        Err(e) => {
+            result.errors.insert(format!("resolve: {e}"), 1);
+            return result;
+        }
+    };
+    let config = SessionConfig {
+        session_timeout_ms: spec.session_timeout_ms,
+        pending_requests_max: spec.outstanding.max(1) + 2,
+        ..SessionConfig::default()
+    };
+    let mut session: Session<u64> = Session::new(config, vec![server], Chroot::none(), spec.seed, window.now_ms());
+    let mut stream: Option<TcpStream> = None;
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    let mut in_flight = 0usize;
+    let mut connected_once = false;
+    let mut closing_since: Option<Instant> = None;
+    let mut script_next = 0usize;
+    if let Job::Load(g) = &job {
+        if g.is_watcher() {
+            session.submit(g.watch_request(), 0, window.now_ms());
+            in_flight += 1;
+        }
+    }
+    loop {
+        session.tick(window.now_ms());
+        while let Some(out) = session.poll_output() {
+            match out {
+                Output::Connect(_) => match TcpStream::connect(addr).await {
+                    Ok(s) => {
+                        let _ = s.set_nodelay(true);
+                        let _ = s.set_read_timeout(Some(Duration::from_millis(READ_WAIT_MS)));
+                        stream = Some(s);
+                        if connected_once {
+                            result.reconnects += 1;
+                        }
+                        connected_once = true;
+                        session.transport_connected(window.now_ms());
+                    }
+                    Err(e) => {
+                        *result.errors.entry(format!("connect: {e}")).or_default() += 1;
+                        session.transport_closed(window.now_ms());
+                    }
+                },
+                Output::Disconnect => stream = None,
+                Output::Reply { token: CLOSE_TOKEN, .. } => return result,
+                Output::Reply { token, result: r, .. } => {
+                    in_flight = in_flight.saturating_sub(1);
+                    let now = window.now_us();
+                    let counted = token >= window.from_us && now <= window.to_us;
+                    match r {
+                        Ok(_) => {
+                            if counted {
+                                result.completed += 1;
+                                let _ = result.latency_us.record((now - token).clamp(1, LATENCY_US_MAX));
+                                progress.fetch_add(1, Relaxed);
+                            }
+                        }
+                        // The set-up tolerates what an earlier run left.
+                        Err(ErrorCode::NodeExists) if matches!(job, Job::Script(_)) => {}
+                        Err(e) => {
+                            if counted || matches!(job, Job::Script(_)) {
+                                *result.errors.entry(format!("{e:?}")).or_default() += 1;
+                            }
+                        }
+                    }
+                }
+                Output::Watch { .. } => {
+                    let now = window.now_us();
+                    if now >= window.from_us && now <= window.to_us {
+                        result.events += 1;
+                    }
+                    if let Job::Load(g) = &job {
+                        if closing_since.is_none() {
+                            session.submit(g.watch_request(), window.now_us(), window.now_ms());
+                            in_flight += 1;
+                        }
+                    }
+                }
+                Output::Session(ev) => {
+                    if matches!(ev.keeper_state, KeeperState::Expired | KeeperState::AuthFailed | KeeperState::Closed) {
+                        *result.errors.entry(format!("session {:?}", ev.keeper_state)).or_default() += 1;
+                        return result;
+                    }
+                }
+            }
+        }
+        let done = match &job {
+            Job::Load(_) => window.now_us() >= window.to_us,
+            Job::Script(reqs) => script_next >= reqs.len() && in_flight == 0,
+        };
+        match closing_since {
+            None if done => {
+                closing_since = Some(Instant::now());
+                session.submit(Request::CloseSession, CLOSE_TOKEN, window.now_ms());
+            }
+            Some(t) if t.elapsed() >= Duration::from_millis(CLOSE_WAIT_MS) => return result,
+            _ => {}
+        }
+        if closing_since.is_none() {
+            match &mut job {
+                Job::Load(g) if !g.is_watcher() => {
+                    while in_flight < spec.outstanding && session.can_submit() {
+                        let (_, req) = g.next();
+                        session.submit(req, window.now_us(), window.now_ms());
+                        in_flight += 1;
+                    }
+                }
+                Job::Script(reqs) => {
+                    while in_flight < spec.outstanding && script_next < reqs.len() && session.can_submit() {
+                        session.submit(reqs[script_next].clone(), window.now_us(), window.now_ms());
+                        script_next += 1;
+                        in_flight += 1;
+                    }
+                }
+                Job::Load(_) => {}
+            }
+        }
+        let Some(s) = stream.as_mut() else {
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+            continue;
+        };
+        let pending = session.output_bytes().len();
+        if pending > 0 {
+            if s.write_all(session.output_bytes()).await.is_err() {
+                stream = None;
+                session.transport_closed(window.now_ms());
+                continue;
+            }
+            session.consume_output(pending);
+        }
+        match s.read(&mut buf).await {
+            Ok(0) => {
+                stream = None;
+                session.transport_closed(window.now_ms());
+            }
+            Ok(n) => session.receive(&buf[..n], window.now_ms()),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {}
+            Err(_) => {
+                stream = None;
+                session.transport_closed(window.now_ms());
+            }
+        }
+    }
+}
+
+/// Runs `jobs` (connection index → job) on `spec.threads` executors; merges their results.
+fn run_jobs(
+    spec: &PointSpec,
+    jobs: Vec<(usize, JobSpec)>,
+    window: Window,
+    progress: &Arc<AtomicU64>,
+) -> Result<PointResult, String> {
+    let threads = spec.threads.max(1);
+    let mut per_thread: Vec<Vec<(usize, JobSpec)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, j) in jobs {
+        per_thread[i % threads].push((i, j));
+    }
+    let mut handles = Vec::new();
+    for (t, jobs) in per_thread.into_iter().enumerate() {
+        if jobs.is_empty() {
+            continue;
+        }
+        let placement = match spec.pin.get(t % spec.pin.len().max(1)) {
+            Some(&cpu) if !spec.pin.is_empty() => Placement::Fixed(cpu),
+            _ => Placement::Unbound,
+        };
+        let (spec, progress) = (Rc::new(spec.clone()), progress.clone());
+        let spec_send = (*spec).clone();
+        let h = LocalExecutorBuilder::new(placement)
+            .name(&format!("rk-bench-{t}"))
+            .spawn(move || async move {
+                let spec = Rc::new(spec_send);
+                let merged = Rc::new(RefCell::new(PointResult::empty()));
+                let mut tasks = Vec::new();
+                for (i, job) in jobs {
+                    let server = if spec.spread {
+                        spec.servers[i % spec.servers.len()].clone()
+                    } else {
+                        spec.servers[0].clone()
+                    };
+                    let job = match job {
+                        JobSpec::Load => Job::Load(Generator::new(
+                            spec.workload,
+                            spec.read_permille,
+                            spec.znodes,
+                            spec.payload.clone(),
+                            i,
+                            spec.seed ^ (i as u64).wrapping_mul(0x1000_0000_01B3),
+                        )),
+                        JobSpec::Script(reqs) => Job::Script(reqs),
+                    };
+                    let (spec, progress, merged) = (spec.clone(), progress.clone(), merged.clone());
+                    tasks.push(glommio::spawn_local(async move {
+                        let r = connection(server, job, spec, window, progress).await;
+                        merged.borrow_mut().merge(r);
+                    }));
+                }
+                for t in tasks {
+                    t.await;
+                }
+                Rc::try_unwrap(merged).map(|m| m.into_inner()).unwrap_or_else(|_| PointResult::empty())
+            })
+            .map_err(|e| format!("cannot start a load executor: {e}"))?;
+        drop(spec);
+        handles.push(h);
+    }
+    let mut total = PointResult::empty();
+    for h in handles {
+        total.merge(h.join().map_err(|e| format!("a load executor failed: {e}"))?);
+    }
+    total.seconds = (window.to_us - window.from_us) as f64 / 1e6;
+    Ok(total)
+}
+
+#[derive(Debug, Clone)]
+enum JobSpec {
+    Load,
+    Script(Vec<Request>),
+}
+
+/// Creates the znodes the workloads use, over a few connections.
+pub fn setup(spec: &PointSpec) -> Result<(), String> {
+    let reqs = setup_requests(spec.znodes, &spec.payload);
+    let (root, nodes) = reqs.split_at(1);
+    let conns = spec.clients.clamp(1, 8);
+    let never = Window { t0: Instant::now(), from_us: u64::MAX, to_us: u64::MAX };
+    let progress = Arc::new(AtomicU64::new(0));
+    let one = PointSpec { threads: 1, ..spec.clone() };
+    let r = run_jobs(&one, vec![(0, JobSpec::Script(root.to_vec()))], never, &progress)?;
+    let mut jobs: Vec<(usize, JobSpec)> = (0..conns).map(|c| (c, JobSpec::Script(Vec::new()))).collect();
+    for (k, req) in nodes.iter().enumerate() {
+        if let JobSpec::Script(v) = &mut jobs[k % conns].1 {
+            v.push(req.clone());
+        }
+    }
+    let r2 = run_jobs(&one, jobs, never, &progress)?;
+    let errors: u64 = r.error_count() + r2.error_count();
+    if errors > 0 {
+        let mut all = r.errors;
+        all.extend(r2.errors);
+        return Err(format!("set-up failed: {all:?}"));
+    }
+    Ok(())
+}
+
+/// Runs one point: warm-up, then the measured window.
+pub fn run_point(spec: &PointSpec, progress: &Arc<AtomicU64>) -> Result<PointResult, String> {
+    let t0 = Instant::now();
+    let from_us = spec.warmup.as_micros() as u64;
+    let window = Window { t0, from_us, to_us: from_us + spec.measure.as_micros() as u64 };
+    let jobs = (0..spec.clients).map(|i| (i, JobSpec::Load)).collect();
+    run_jobs(spec, jobs, window, progress)
+}

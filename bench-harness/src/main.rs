@@ -1,0 +1,205 @@
+//! `ringkeeper-bench`: throughput-versus-read-ratio curves in the manner of the ZooKeeper
+//! paper (Hunt et al., USENIX ATC 2010, §5) for any ZooKeeper-compatible server, the minimal
+//! responder that measures the ceiling, and the summary of a results directory.
+//! Rules: options have the paper's defaults (up to 100 requests outstanding per client, 1 KiB
+//! payloads, read share 0..100 % in steps of 10); every number printed or written comes from
+//! a measured point; a point whose errors exceed `--max-error-share` fails the run.
+
+mod load;
+mod report;
+mod responder;
+mod workload;
+
+use clap::{Parser, Subcommand};
+use ringkeeper::client::connect_string::ConnectString;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+use workload::Workload;
+
+#[derive(Parser)]
+#[command(name = "ringkeeper-bench", about = "Throughput vs read ratio for ZooKeeper-compatible servers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Sweep the read share against a server or an ensemble.
+    Run(RunArgs),
+    /// A minimal responder: canned replies, no state (the harness's ceiling).
+    Responder {
+        #[arg(long, default_value = "127.0.0.1:2199")]
+        listen: std::net::SocketAddr,
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// CPUs to pin the executors to (comma-separated); none: unpinned.
+        #[arg(long, value_delimiter = ',')]
+        pin: Vec<usize>,
+        #[arg(long, default_value_t = 1024)]
+        payload: usize,
+    },
+    /// Summary table and SVG plots of a results directory.
+    Report {
+        dir: PathBuf,
+        #[arg(long, value_enum, default_value_t = Workload::GetSet)]
+        workload: Workload,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Connection string: host:port[,host:port...].
+    #[arg(long, default_value = "127.0.0.1:2181")]
+    servers: String,
+    /// Every connection to the first server (default: spread over all, as in the paper).
+    #[arg(long)]
+    pinned: bool,
+    /// Client connections (sessions).
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// Requests each client keeps outstanding.
+    #[arg(long, default_value_t = 100)]
+    outstanding: usize,
+    /// Bytes of data per setData / create (and of the pre-created znodes).
+    #[arg(long, default_value_t = 1024)]
+    payload: usize,
+    /// Znodes created before the sweep (reads and writes pick among them).
+    #[arg(long, default_value_t = 1000)]
+    znodes: u64,
+    /// Read shares in percent.
+    #[arg(long, value_delimiter = ',', default_value = "0,10,20,30,40,50,60,70,80,90,100")]
+    ratios: Vec<f64>,
+    #[arg(long, default_value_t = 2.0)]
+    warmup_s: f64,
+    #[arg(long, default_value_t = 5.0)]
+    measure_s: f64,
+    #[arg(long, value_enum, default_value_t = Workload::GetSet)]
+    workload: Workload,
+    /// Load executors (glommio), each pinned to a CPU of --pin if given.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    #[arg(long, value_delimiter = ',')]
+    pin: Vec<usize>,
+    #[arg(long, default_value_t = 10_000)]
+    session_timeout_ms: u32,
+    /// Names the server and setup in the results: <server>-<setup>, e.g. ringkeeper-standalone.
+    #[arg(long, default_value = "server-standalone")]
+    label: String,
+    /// Results directory (results.csv appended, <label>.json and <label>.md written).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Fail when errors exceed this share of a point's completed requests.
+    #[arg(long, default_value_t = 0.01)]
+    max_error_share: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Do not create the znodes (they exist from an earlier run).
+    #[arg(long)]
+    skip_setup: bool,
+}
+
+fn run(a: RunArgs) -> Result<(), String> {
+    let cs = ConnectString::parse(&a.servers).map_err(|e| format!("--servers: {e:?}"))?;
+    if a.clients == 0 || a.outstanding == 0 {
+        return Err("--clients and --outstanding must be at least 1".into());
+    }
+    if a.ratios.iter().any(|r| !(0.0..=100.0).contains(r)) {
+        return Err("--ratios are percentages from 0 to 100".into());
+    }
+    let base = load::PointSpec {
+        servers: cs.servers,
+        spread: !a.pinned,
+        clients: a.clients,
+        outstanding: a.outstanding,
+        payload: bytes::Bytes::from(vec![b'p'; a.payload]),
+        znodes: a.znodes.max(1),
+        read_permille: 0,
+        workload: a.workload,
+        warmup: Duration::from_secs_f64(a.warmup_s),
+        measure: Duration::from_secs_f64(a.measure_s),
+        threads: a.threads,
+        pin: a.pin.clone(),
+        session_timeout_ms: a.session_timeout_ms,
+        seed: a.seed,
+    };
+    if !a.skip_setup {
+        eprintln!("set-up: {} znodes of {} bytes", base.znodes, a.payload);
+        load::setup(&base)?;
+    }
+    let mut rows = Vec::new();
+    for &pct in &a.ratios {
+        let spec = load::PointSpec { read_permille: (pct * 10.0).round() as u32, ..base.clone() };
+        let progress = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let (progress, stop, label) = (progress.clone(), stop.clone(), a.label.clone());
+            let total_s = a.warmup_s + a.measure_s;
+            std::thread::spawn(move || {
+                let t0 = std::time::Instant::now();
+                let mut last = 0;
+                while !stop.load(Relaxed) {
+                    std::thread::sleep(Duration::from_millis(500));
+                    let now = progress.load(Relaxed);
+                    eprint!(
+                        "\r{label} read {pct:>5.1}%  {:>5.1}/{total_s:.0} s  {:>10.0} ops/s   ",
+                        t0.elapsed().as_secs_f64(),
+                        (now - last) as f64 * 2.0
+                    );
+                    let _ = std::io::stderr().flush();
+                    last = now;
+                }
+            })
+        };
+        let result = load::run_point(&spec, &progress);
+        stop.store(true, Relaxed);
+        let _ = ticker.join();
+        eprint!("\r");
+        let result = result?;
+        let row =
+            report::Row::from_result(&a.label, a.workload.name(), pct, a.clients, a.outstanding, a.payload, &result);
+        eprintln!(
+            "{} read {:>5.1}%: {:>10.0} ops/s  p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms  errors {}{}",
+            a.label,
+            pct,
+            row.ops_per_s,
+            row.p50_ms,
+            row.p99_ms,
+            row.p999_ms,
+            row.max_ms,
+            row.errors,
+            if result.errors.is_empty() { String::new() } else { format!(" {:?}", result.errors) }
+        );
+        let too_many = row.errors as f64 > a.max_error_share * (result.completed.max(1) as f64);
+        rows.push(row);
+        if too_many || result.completed == 0 {
+            if let Some(dir) = &a.out {
+                let _ = report::write_run(dir, &a.label, &rows);
+            }
+            return Err(format!("read {pct}%: {} completed, errors {:?}", result.completed, result.errors));
+        }
+    }
+    println!("{}", report::markdown(&rows));
+    if let Some(dir) = &a.out {
+        report::write_run(dir, &a.label, &rows).map_err(|e| format!("writing results to {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Run(a) => run(a),
+        Command::Responder { listen, threads, pin, payload } => responder::run(listen, threads, &pin, payload),
+        Command::Report { dir, workload } => report::write_summary(&dir, workload.name(), "")
+            .map(|text| println!("{text}"))
+            .map_err(|e| format!("{}: {e}", dir.display())),
+    };
+    if let Err(e) = r {
+        eprintln!("ringkeeper-bench: {e}");
+        std::process::exit(1);
+    }
+}

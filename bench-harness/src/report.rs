@@ -1,0 +1,374 @@
+//! Results: one row per point, written as CSV (appended, one file per results directory),
+//! JSON and a markdown table; the summary of a directory (every label side by side, the
+//! ringkeeper/ZooKeeper ratio per point) and its plots as SVG.
+//! Rules: numbers come only from measured rows; a row's fields are fixed (`CSV_HEADER`); a
+//! directory's CSV may hold runs of several servers, told apart by their label, which names
+//! the server and the setup as `<server>-<setup>` (`ringkeeper-standalone`,
+//! `zookeeper-ensemble3`, `ceiling-standalone`).
+
+use crate::load::PointResult;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+pub const CSV_HEADER: &str = "label,workload,read_pct,clients,outstanding,payload_bytes,seconds,ops_per_s,\
+                              p50_ms,p90_ms,p99_ms,p999_ms,max_ms,errors,events_per_s,reconnects";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub label: String,
+    pub workload: String,
+    pub read_pct: f64,
+    pub clients: usize,
+    pub outstanding: usize,
+    pub payload_bytes: usize,
+    pub seconds: f64,
+    pub ops_per_s: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    pub errors: u64,
+    pub events_per_s: f64,
+    pub reconnects: u64,
+}
+
+impl Row {
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_result(
+        label: &str,
+        workload: &str,
+        read_pct: f64,
+        clients: usize,
+        outstanding: usize,
+        payload_bytes: usize,
+        r: &PointResult,
+    ) -> Row {
+        let ms = |q: f64| r.latency_us.value_at_quantile(q) as f64 / 1000.0;
+        let secs = r.seconds.max(1e-9);
+        Row {
+            label: label.to_string(),
+            workload: workload.to_string(),
+            read_pct,
+            clients,
+            outstanding,
+            payload_bytes,
+            seconds: r.seconds,
+            ops_per_s: r.completed as f64 / secs,
+            p50_ms: ms(0.5),
+            p90_ms: ms(0.9),
+            p99_ms: ms(0.99),
+            p999_ms: ms(0.999),
+            max_ms: r.latency_us.max() as f64 / 1000.0,
+            errors: r.error_count(),
+            events_per_s: r.events as f64 / secs,
+            reconnects: r.reconnects,
+        }
+    }
+
+    /// (column, value, is text) in `CSV_HEADER`'s order.
+    fn fields(&self) -> [(&'static str, String, bool); 16] {
+        [
+            ("label", self.label.clone(), true),
+            ("workload", self.workload.clone(), true),
+            ("read_pct", self.read_pct.to_string(), false),
+            ("clients", self.clients.to_string(), false),
+            ("outstanding", self.outstanding.to_string(), false),
+            ("payload_bytes", self.payload_bytes.to_string(), false),
+            ("seconds", format!("{:.3}", self.seconds), false),
+            ("ops_per_s", format!("{:.1}", self.ops_per_s), false),
+            ("p50_ms", format!("{:.3}", self.p50_ms), false),
+            ("p90_ms", format!("{:.3}", self.p90_ms), false),
+            ("p99_ms", format!("{:.3}", self.p99_ms), false),
+            ("p999_ms", format!("{:.3}", self.p999_ms), false),
+            ("max_ms", format!("{:.3}", self.max_ms), false),
+            ("errors", self.errors.to_string(), false),
+            ("events_per_s", format!("{:.1}", self.events_per_s), false),
+            ("reconnects", self.reconnects.to_string(), false),
+        ]
+    }
+
+    pub fn csv(&self) -> String {
+        self.fields().map(|(_, v, _)| v).join(",")
+    }
+
+    pub fn parse_csv(line: &str) -> Option<Row> {
+        let f: Vec<&str> = line.trim().split(',').collect();
+        if f.len() != 16 {
+            return None;
+        }
+        let n = |i: usize| f[i].parse::<f64>().ok();
+        Some(Row {
+            label: f[0].to_string(),
+            workload: f[1].to_string(),
+            read_pct: n(2)?,
+            clients: f[3].parse().ok()?,
+            outstanding: f[4].parse().ok()?,
+            payload_bytes: f[5].parse().ok()?,
+            seconds: n(6)?,
+            ops_per_s: n(7)?,
+            p50_ms: n(8)?,
+            p90_ms: n(9)?,
+            p99_ms: n(10)?,
+            p999_ms: n(11)?,
+            max_ms: n(12)?,
+            errors: f[13].parse().ok()?,
+            events_per_s: n(14)?,
+            reconnects: f[15].parse().ok()?,
+        })
+    }
+
+    pub fn json(&self) -> String {
+        let parts = self.fields().map(|(k, v, text)| {
+            let v = if text { ringkeeper::json::json_string(&v) } else { v };
+            format!("\"{k}\":{v}")
+        });
+        format!("{{{}}}", parts.join(","))
+    }
+}
+
+pub fn markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| label | workload | read % | ops/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | errors |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+            r.label, r.workload, r.read_pct, r.ops_per_s, r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms, r.errors
+        );
+    }
+    out
+}
+
+/// Appends `rows` to `dir/results.csv` (with the header if the file is new) and writes
+/// `dir/<label>.json` and `dir/<label>.md`.
+pub fn write_run(dir: &Path, label: &str, rows: &[Row]) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let csv = dir.join("results.csv");
+    let new = !csv.exists();
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&csv)?;
+    if new {
+        writeln!(f, "{CSV_HEADER}")?;
+    }
+    for r in rows {
+        writeln!(f, "{}", r.csv())?;
+    }
+    let json: Vec<String> = rows.iter().map(|r| r.json()).collect();
+    std::fs::write(dir.join(format!("{label}.json")), format!("[\n{}\n]\n", json.join(",\n")))?;
+    std::fs::write(dir.join(format!("{label}.md")), markdown(rows))
+}
+
+pub fn read_rows(dir: &Path) -> std::io::Result<Vec<Row>> {
+    let text = std::fs::read_to_string(dir.join("results.csv"))?;
+    Ok(text.lines().skip(1).filter_map(Row::parse_csv).collect())
+}
+
+/// `(server, setup)` of a label `<server>-<setup>`.
+fn split_label(label: &str) -> (&str, &str) {
+    label.split_once('-').unwrap_or((label, ""))
+}
+
+/// The summary of a directory: throughput per label and read share, the ringkeeper/ZooKeeper
+/// ratio per setup, and p99 latencies.
+pub fn summary(rows: &[Row], workload: &str) -> String {
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.workload == workload).collect();
+    let labels: BTreeSet<&str> = rows.iter().map(|r| r.label.as_str()).collect();
+    let ratios: BTreeSet<u64> = rows.iter().map(|r| (r.read_pct * 10.0).round() as u64).collect();
+    let at =
+        |label: &str, ratio: u64| rows.iter().find(|r| r.label == label && (r.read_pct * 10.0).round() as u64 == ratio);
+    let setups: BTreeSet<&str> = labels.iter().map(|l| split_label(l).1).collect();
+    let pairs: Vec<&str> = setups
+        .into_iter()
+        .filter(|s| {
+            labels.contains(format!("ringkeeper-{s}").as_str()) && labels.contains(format!("zookeeper-{s}").as_str())
+        })
+        .collect();
+    let cell = |r: Option<&&Row>, f: &dyn Fn(&Row) -> String| r.map_or("–".to_string(), |r| f(r));
+    let mut header: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+    header.extend(pairs.iter().map(|s| format!("ratio {s}")));
+    let throughput: Vec<Vec<String>> = ratios
+        .iter()
+        .map(|&ratio| {
+            let mut line: Vec<String> =
+                labels.iter().map(|l| cell(at(l, ratio), &|r| format!("{:.0}", r.ops_per_s))).collect();
+            line.extend(pairs.iter().map(|s| {
+                match (at(&format!("ringkeeper-{s}"), ratio), at(&format!("zookeeper-{s}"), ratio)) {
+                    (Some(a), Some(b)) if b.ops_per_s > 0.0 => format!("{:.2}×", a.ops_per_s / b.ops_per_s),
+                    _ => "–".to_string(),
+                }
+            }));
+            line
+        })
+        .collect();
+    let p99: Vec<Vec<String>> = ratios
+        .iter()
+        .map(|&ratio| labels.iter().map(|l| cell(at(l, ratio), &|r| format!("{:.2}", r.p99_ms))).collect())
+        .collect();
+    let labels_only: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+    let errors: u64 = rows.iter().map(|r| r.errors).sum();
+    format!(
+        "### Throughput, ops/s ({workload})\n\n{}\n### p99 latency, ms ({workload})\n\n{}\nErrors over all points: {errors}.\n",
+        table(&header, &ratios, &throughput),
+        table(&labels_only, &ratios, &p99)
+    )
+}
+
+/// A markdown table: a "read %" column, then `header`'s, one line per ratio (per mille).
+fn table(header: &[String], ratios: &BTreeSet<u64>, lines: &[Vec<String>]) -> String {
+    let mut out = format!("| read % | {} |\n| ---: |{}\n", header.join(" | "), " ---: |".repeat(header.len()));
+    for (ratio, line) in ratios.iter().zip(lines) {
+        let _ = writeln!(out, "| {} | {} |", *ratio as f64 / 10.0, line.join(" | "));
+    }
+    out
+}
+
+const PALETTE: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+
+/// A line chart of `value` against the read share, one line per label, as SVG.
+pub fn svg_chart(rows: &[Row], workload: &str, title: &str, y_label: &str, value: fn(&Row) -> f64) -> String {
+    let (w, h, left, right, top, bottom) = (760.0, 440.0, 80.0, 190.0, 40.0, 50.0);
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.workload == workload).collect();
+    let mut lines: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for r in &rows {
+        lines.entry(r.label.as_str()).or_default().push((r.read_pct, value(r)));
+    }
+    let y_max = rows.iter().map(|r| value(r)).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    let x = |pct: f64| left + pct / 100.0 * (w - left - right);
+    let y = |v: f64| h - bottom - v / y_max * (h - top - bottom);
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" \
+         font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">{title}</text>\n",
+        (w - right + left) / 2.0
+    );
+    for i in 0..=5 {
+        let v = y_max / 5.0 * i as f64;
+        let _ = writeln!(
+            out,
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" \
+             text-anchor=\"end\">{}</text>",
+            w - right,
+            left - 6.0,
+            y(v) + 4.0,
+            if y_max >= 100.0 { format!("{v:.0}") } else { format!("{v:.2}") },
+            y = y(v)
+        );
+    }
+    for pct in (0..=100).step_by(10) {
+        let px = x(pct as f64);
+        let _ = writeln!(
+            out,
+            "<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"#999\"/><text x=\"{px:.1}\" y=\"{}\" \
+             text-anchor=\"middle\">{pct}</text>",
+            h - bottom,
+            h - bottom + 5.0,
+            h - bottom + 18.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">read share, %</text>\n<text x=\"18\" y=\"{}\" \
+         transform=\"rotate(-90 18 {})\" text-anchor=\"middle\">{y_label}</text>",
+        (w - right + left) / 2.0,
+        h - 12.0,
+        h / 2.0,
+        h / 2.0
+    );
+    for (i, (label, mut pts)) in lines.into_iter().enumerate() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let color = PALETTE[i % PALETTE.len()];
+        let path: Vec<String> = pts.iter().map(|(p, v)| format!("{:.1},{:.1}", x(*p), y(*v))).collect();
+        let _ = writeln!(
+            out,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            path.join(" ")
+        );
+        for (p, v) in &pts {
+            let _ = writeln!(out, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>", x(*p), y(*v));
+        }
+        let ly = top + 20.0 + 18.0 * i as f64;
+        let _ = writeln!(
+            out,
+            "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"3\"/><text x=\"{}\" \
+             y=\"{}\">{label}</text>",
+            w - right + 12.0,
+            w - right + 32.0,
+            w - right + 38.0,
+            ly + 4.0
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Writes `summary.md`, `throughput.svg` and `latency-p99.svg` for `workload` in `dir`.
+pub fn write_summary(dir: &Path, workload: &str, preamble: &str) -> std::io::Result<String> {
+    let rows = read_rows(dir)?;
+    let text = format!("{preamble}{}", summary(&rows, workload));
+    std::fs::write(dir.join("summary.md"), &text)?;
+    std::fs::write(
+        dir.join("throughput.svg"),
+        svg_chart(&rows, workload, &format!("Throughput, {workload}"), "operations per second", |r| r.ops_per_s),
+    )?;
+    std::fs::write(
+        dir.join("latency-p99.svg"),
+        svg_chart(&rows, workload, &format!("p99 latency, {workload}"), "ms", |r| r.p99_ms),
+    )?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(label: &str, pct: f64, ops: f64) -> Row {
+        Row {
+            label: label.into(),
+            workload: "get-set".into(),
+            read_pct: pct,
+            clients: 4,
+            outstanding: 100,
+            payload_bytes: 1024,
+            seconds: 5.0,
+            ops_per_s: ops,
+            p50_ms: 1.0,
+            p90_ms: 2.0,
+            p99_ms: 3.0,
+            p999_ms: 4.0,
+            max_ms: 5.0,
+            errors: 0,
+            events_per_s: 0.0,
+            reconnects: 0,
+        }
+    }
+
+    #[test]
+    fn rows_survive_csv_and_the_summary_pairs_servers_by_setup() {
+        let r = row("ringkeeper-standalone", 90.0, 1234.5);
+        assert_eq!(Row::parse_csv(&r.csv()), Some(r.clone()));
+        let names: Vec<&str> = r.fields().iter().map(|f| f.0).collect();
+        assert_eq!(CSV_HEADER.split(',').collect::<Vec<_>>(), names);
+        assert!(r.json().starts_with("{\"label\":\"ringkeeper-standalone\",\"workload\":\"get-set\",\"read_pct\":90,"));
+        let rows = vec![
+            r,
+            row("zookeeper-standalone", 90.0, 411.5),
+            row("ringkeeper-standalone", 0.0, 100.0),
+            row("zookeeper-standalone", 0.0, 50.0),
+            row("ceiling-standalone", 0.0, 9000.0),
+        ];
+        let s = summary(&rows, "get-set");
+        assert!(
+            s.contains("| ceiling-standalone | ringkeeper-standalone | zookeeper-standalone | ratio standalone |"),
+            "{s}"
+        );
+        assert!(s.contains("| 90 | – | 1234 | 412 | 3.00× |"), "{s}");
+        assert!(s.contains("| 0 | 9000 | 100 | 50 | 2.00× |"), "{s}");
+        let svg = svg_chart(&rows, "get-set", "t", "ops", |r| r.ops_per_s);
+        assert_eq!(svg.matches("<polyline").count(), 3);
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+    }
+}

@@ -1,0 +1,89 @@
+"""ringkeeper-bench, kept working (a short sweep; the full comparison is
+scripts/bench-vs-zookeeper.sh): against the canned-reply responder (the ceiling) and against
+ringkeeper, every workload completes without errors, the writes really happen on the server,
+and the report pairs the runs into a summary table and SVG plots."""
+
+import csv
+import os
+import socket
+import subprocess
+
+import pytest
+
+from helpers import REPO, free_port, wait_until
+
+pytestmark = pytest.mark.ringkeeper_only
+
+BENCH = os.path.join(REPO, "target", "release", "ringkeeper-bench")
+
+
+def bench(*args, timeout=120):
+    r = subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"ringkeeper-bench {' '.join(args)}\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+def rows(out):
+    with open(os.path.join(out, "results.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+SHORT = ["--warmup-s", "0.3", "--measure-s", "0.7", "--clients", "4", "--outstanding", "20", "--znodes", "50"]
+
+
+@pytest.fixture
+def responder():
+    if not os.access(BENCH, os.X_OK):
+        pytest.skip("ringkeeper-bench not built (cargo build --release --workspace)")
+    port = free_port()
+    p = subprocess.Popen([BENCH, "responder", "--listen", f"127.0.0.1:{port}"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    def listening():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+    wait_until(listening, what="the responder to listen")
+    yield f"127.0.0.1:{port}"
+    p.kill()
+    p.wait()
+
+
+def test_short_sweep_against_the_ceiling_and_ringkeeper(server, kazoo_factory, responder, tmp_path):
+    out = str(tmp_path / "results")
+    bench("run", "--servers", responder, "--ratios", "0,100", "--label", "ceiling-standalone", "--out", out, *SHORT)
+    bench("run", "--servers", server.hostport, "--ratios", "0,50,100", "--label", "ringkeeper-standalone",
+          "--out", out, *SHORT)
+    bench("run", "--servers", server.hostport, "--ratios", "50", "--workload", "create-delete", "--skip-setup",
+          "--label", "ringkeeper-standalone", "--out", out, *SHORT)
+    bench("run", "--servers", server.hostport, "--ratios", "0", "--workload", "watch", "--skip-setup",
+          "--label", "ringkeeper-standalone", "--out", out, *SHORT)
+    got = rows(out)
+    assert [(r["label"], r["workload"], float(r["read_pct"])) for r in got] == [
+        ("ceiling-standalone", "get-set", 0.0), ("ceiling-standalone", "get-set", 100.0),
+        ("ringkeeper-standalone", "get-set", 0.0), ("ringkeeper-standalone", "get-set", 50.0),
+        ("ringkeeper-standalone", "get-set", 100.0), ("ringkeeper-standalone", "create-delete", 50.0),
+        ("ringkeeper-standalone", "watch", 0.0)]
+    for r in got:
+        assert int(r["errors"]) == 0, r
+        assert float(r["ops_per_s"]) > 100, r
+        assert 0 < float(r["p50_ms"]) <= float(r["p99_ms"]) <= float(r["max_ms"]), r
+    watch = got[-1]
+    assert float(watch["events_per_s"]) > 0, "the watchers saw the writer's changes"
+
+    # The writes were real: the pre-created znodes hold the payload and were set many times.
+    zk = kazoo_factory(server.hostport)
+    data, stat = zk.get("/rkbench/n0")
+    assert len(data) == 1024
+    versions = sum(zk.exists(f"/rkbench/n{i}").version for i in range(50))
+    measured_writes = float(got[2]["ops_per_s"]) * float(got[2]["seconds"])
+    assert versions >= measured_writes, (versions, measured_writes)
+    assert zk.exists("/rkbench/c0") is None or zk.exists("/rkbench/c0").dataLength == 1024
+
+    summary = bench("report", out)
+    assert "| ceiling-standalone | ringkeeper-standalone |" in summary
+    for name in ("summary.md", "throughput.svg", "latency-p99.svg", "ringkeeper-standalone.json"):
+        assert os.path.getsize(os.path.join(out, name)) > 0, name
+    with open(os.path.join(out, "throughput.svg")) as f:
+        assert f.read().count("<polyline") == 2
