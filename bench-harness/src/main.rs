@@ -42,6 +42,15 @@ enum Command {
         #[arg(long, default_value_t = 1024)]
         payload: usize,
     },
+    /// The log disk's fdatasync latency: append `bytes` and fdatasync, `count` times.
+    Fsync {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 500)]
+        count: usize,
+        #[arg(long, default_value_t = 1024)]
+        bytes: usize,
+    },
     /// Summary table and SVG plots of a results directory.
     Report {
         dir: PathBuf,
@@ -189,11 +198,36 @@ fn run(a: RunArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Appends `bytes` then fdatasyncs, `count` times, in a scratch file under `dir`.
+fn fsync(dir: &std::path::Path, count: usize, bytes: usize) -> Result<(), String> {
+    let path = dir.join("rk-bench-fsync.tmp");
+    let mut f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let block = vec![b'f'; bytes];
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?;
+    for _ in 0..count.max(1) {
+        let t = std::time::Instant::now();
+        f.write_all(&block).and_then(|_| f.sync_data()).map_err(|e| format!("{}: {e}", path.display()))?;
+        let _ = h.record((t.elapsed().as_micros() as u64).max(1));
+    }
+    let _ = std::fs::remove_file(&path);
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "fdatasync of {bytes} B appends in {}: n={} p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+        dir.display(),
+        h.len(),
+        ms(0.5),
+        ms(0.99),
+        h.max() as f64 / 1000.0
+    );
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Run(a) => run(a),
         Command::Responder { listen, threads, pin, payload } => responder::run(listen, threads, &pin, payload),
+        Command::Fsync { dir, count, bytes } => fsync(&dir, count, bytes),
         Command::Report { dir, workload } => report::write_summary(&dir, workload.name(), "")
             .map(|text| println!("{text}"))
             .map_err(|e| format!("{}: {e}", dir.display())),

@@ -57,9 +57,6 @@ pub enum Pending {
     Local { xid: i32, req: Request, auth: Arc<[Id]>, at: Instant },
     /// An error reply owed in order (a request the decoder rejected); `close` after it.
     Error { xid: i32, err: ErrorCode, close: bool },
-    /// The reply to an auth packet that arrived before the session was established (its ids
-    /// already apply); a failed one closes the connection.
-    AuthReply { xid: i32, ok: bool },
 }
 
 /// One client connection, shared by its reader and writer tasks and the apply path.
@@ -179,6 +176,11 @@ impl Conn {
             max_latency_ms: max,
             last_heard_ms: self.last_heard_ms.get(),
         }
+    }
+
+    /// The ConnectRequest is read and its session not established yet.
+    pub fn establishing(&self) -> bool {
+        matches!(self.pending.borrow().front(), Some(Pending::Connect))
     }
 
     /// True while the reader should wait before reading more.
@@ -343,21 +345,11 @@ impl Core {
         self.touch(conn.session_id.get());
         if let Request::Auth { scheme, auth, .. } = &req {
             // As in ZooKeeper, auth takes effect on receipt, so a write sent after it carries
-            // the new ids, and is answered at once, ahead of the requests still queued; but
-            // nothing is answered before the ConnectResponse, so behind a pending connect the
-            // reply waits its turn (and a failure stops reading, as ZooKeeper reads nothing
-            // more from a connection without a session).
+            // the new ids, and is answered at once, ahead of the requests still queued (nothing
+            // is read before the ConnectResponse, so it never overtakes that).
             let ok = self.authenticate(conn, scheme, auth);
-            let connecting = matches!(conn.pending.borrow().front(), Some(Pending::Connect));
-            if connecting {
-                conn.pending.borrow_mut().push_back(Pending::AuthReply { xid, ok });
-                if !ok {
-                    conn.stop_reading.set(true);
-                }
-            } else {
-                self.answer_auth(conn, xid, ok);
-                conn.writer_wake.signal(1);
-            }
+            self.answer_auth(conn, xid, ok);
+            conn.writer_wake.signal(1);
             return;
         }
         let write = match &req {
@@ -470,9 +462,7 @@ impl Core {
             let next = {
                 let mut pending = conn.pending.borrow_mut();
                 match pending.front() {
-                    Some(Pending::Local { .. } | Pending::Error { .. } | Pending::AuthReply { .. }) => {
-                        pending.pop_front()
-                    }
+                    Some(Pending::Local { .. } | Pending::Error { .. }) => pending.pop_front(),
                     _ => None,
                 }
             };
@@ -483,7 +473,6 @@ impl Core {
                     conn.answered(op, xid, self.last_zxid(), at);
                 }
                 Some(Pending::Error { xid, err, close }) => self.answer_error(conn, xid, err, close),
-                Some(Pending::AuthReply { xid, ok }) => self.answer_auth(conn, xid, ok),
                 _ => break,
             }
         }

@@ -104,7 +104,10 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
             }
         }
         loop {
-            while conn.backlogged() && !conn.closing.get() {
+            // As ZooKeeper (which stops reading until the session is established), nothing
+            // after the ConnectRequest is decoded before the session exists: in an ensemble the
+            // session is a txn, and a write sent behind the handshake has no session yet.
+            while (conn.backlogged() || conn.establishing()) && !conn.closing.get() {
                 if conn.reader_wake.acquire(1).await.is_err() {
                     return;
                 }

@@ -44,10 +44,12 @@ def responder():
             return True
         except OSError:
             return False
-    wait_until(listening, what="the responder to listen")
-    yield f"127.0.0.1:{port}"
-    p.kill()
-    p.wait()
+    try:
+        wait_until(listening, what="the responder to listen")
+        yield f"127.0.0.1:{port}"
+    finally:
+        p.kill()
+        p.wait()
 
 
 def test_short_sweep_against_the_ceiling_and_ringkeeper(server, kazoo_factory, responder, tmp_path):

@@ -18,6 +18,8 @@ import rawzk
 from helpers import REPO, RK_BIN, wait_until
 from test_admin_http import prometheus
 from test_four_letter_words import four_letter_word, mntr
+from test_pipelined_edges import raw_frames, request
+import rawzk
 from test_crash import dump_tree
 
 ENSEMBLE_SH = os.path.join(REPO, "scripts", "ensemble.sh")
@@ -177,9 +179,28 @@ def assert_same_trees(e, ids):
     wait_until(same, timeout=20.0, interval=0.5, what=f"servers {ids} to hold the same tree")
 
 
+def assert_requests_behind_connect_are_answered(hostport, node):
+    """A create and a read pipelined right behind the ConnectRequest (as ringkeeper-bench's
+    client core sends them): in an ensemble the session is a txn, and the requests behind it
+    must wait for it, then be answered in order."""
+    c = rawzk.RawConn(hostport, handshake=False, io_timeout=10)
+    c.sock.sendall(raw_frames(
+        rawzk.encode_connect(timeout=10000),
+        request(1, rawzk.OP_CREATE, rawzk.encode_create(node, b"behind")),
+        request(2, rawzk.OP_GETDATA, rawzk.encode_path_watch(node))))
+    resp = c.read_connect_response()
+    assert resp.timeout > 0 and resp.session_id != 0
+    for xid in (1, 2):
+        hdr, _ = c.read_frame_parsed()
+        assert (hdr.xid, hdr.err) == (xid, 0), f"{hostport}: reply {xid}"
+    c.close()
+
+
 def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, kazoo_factory):
     e = ensemble(3)
     leader = e.wait_serving([1, 2, 3])
+    for i in (1, 2, 3):
+        assert_requests_behind_connect_are_answered(e.hostport(i), f"/behind-connect-{i}")
     wait_until(lambda: mntr(e.hostport(leader)).get("zk_synced_followers") == "2", what="mntr: 2 synced followers")
     assert mntr(e.hostport(leader))["zk_server_state"] == "leader"
     assert {mntr(e.hostport(i))["zk_server_state"] for i in (1, 2, 3) if i != leader} == {"follower"}

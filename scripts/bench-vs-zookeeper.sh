@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Throughput-versus-read-ratio curves, ringkeeper and Apache ZooKeeper side by side, on this
+# machine (127.0.0.1 only).
+#
+#   scripts/bench-vs-zookeeper.sh [--quick] [--docs]
+#
+# Installs Apache ZooKeeper 3.8 from Debian's `zookeeper` package if missing, builds
+# ringkeeper, measures the data disk's fdatasync latency, then sweeps with the same harness
+# options (ringkeeper-bench run):
+#   1. the canned-reply responder (the ceiling of the harness and loopback),
+#   2. a standalone ringkeeper, 3. a standalone Apache ZooKeeper,
+#   4. a 3-member ringkeeper ensemble, 5. a 3-member Apache ZooKeeper ensemble,
+# with matched settings: fsync on for both (forceSync=yes), data on the same disk (under the
+# results directory), tickTime 2000, maxClientCnxns 0, Java heap $ZK_HEAP (default 2g).
+# Everything lands in bench-results/<timestamp>/ (results.csv, one .json/.md per server,
+# summary.md with the ringkeeper/ZooKeeper ratio per point, throughput.svg,
+# latency-p99.svg, server logs). --docs also rewrites docs/benchmarks.md from this run.
+#
+# Environment: BENCH_CLIENTS (16), BENCH_OUTSTANDING (100), BENCH_PAYLOAD (1024),
+# BENCH_ZNODES (1000), BENCH_WARMUP_S (2), BENCH_MEASURE_S (5), BENCH_RATIOS
+# (0,10,...,100), BENCH_THREADS (1), BENCH_PIN (CPUs for the load, e.g. 1), ZK_HEAP (2g),
+# BENCH_ONLY (comma list of: ceiling,ringkeeper-standalone,zookeeper-standalone,
+# ringkeeper-ensemble3,zookeeper-ensemble3), BENCH_BASE_PORT (27181; the run uses a few ports
+# above it). --quick: 4 ratios, 1 s warm-up, 2 s windows.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+DOCS=0
+QUICK=0
+for a in "$@"; do
+    case "$a" in
+        --docs) DOCS=1 ;;
+        --quick) QUICK=1 ;;
+        *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    esac
+done
+
+CLIENTS=${BENCH_CLIENTS:-16}
+OUTSTANDING=${BENCH_OUTSTANDING:-100}
+PAYLOAD=${BENCH_PAYLOAD:-1024}
+ZNODES=${BENCH_ZNODES:-1000}
+WARMUP=${BENCH_WARMUP_S:-2}
+MEASURE=${BENCH_MEASURE_S:-5}
+RATIOS=${BENCH_RATIOS:-0,10,20,30,40,50,60,70,80,90,100}
+if [ "$QUICK" = 1 ]; then
+    WARMUP=1; MEASURE=2; RATIOS=${BENCH_RATIOS:-0,50,90,100}
+fi
+THREADS=${BENCH_THREADS:-1}
+ZK_HEAP=${ZK_HEAP:-2g}
+ONLY=${BENCH_ONLY:-ceiling,ringkeeper-standalone,zookeeper-standalone,ringkeeper-ensemble3,zookeeper-ensemble3}
+BASE_PORT=${BENCH_BASE_PORT:-27181}
+
+# --- what it needs ------------------------------------------------------------------------
+if ! dpkg -s zookeeper >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then
+    echo "==> installing Apache ZooKeeper (Debian's zookeeper package) and a JRE"
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeper default-jre-headless
+fi
+echo "==> cargo build --release --workspace"
+cargo build --release --workspace --bins
+RK="$ROOT/target/release/ringkeeper"
+BENCH="$ROOT/target/release/ringkeeper-bench"
+ZK_CP="/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar"
+ZK_CP="$ZK_CP:/usr/share/java/netty-transport-native-unix-common.jar:/usr/share/java/slf4j-simple.jar"
+
+OUT="$ROOT/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$OUT/data"
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]:-}"; do
+        [ -n "$p" ] && kill "$p" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+    rm -rf "$OUT/data"
+}
+trap cleanup EXIT
+
+srvr() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3" 2>/dev/null || true; }
+wait_mode() { # port, pattern
+    for _ in $(seq 1 240); do
+        if srvr "$1" | grep -qE "Mode: ($2)"; then return 0; fi
+        sleep 0.25
+    done
+    echo "server on port $1 did not come up; see $OUT/*.log" >&2
+    return 1
+}
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+# Every port this run uses must be free (another server there would be measured instead).
+for port in $(seq "$BASE_PORT" $((BASE_PORT + 13))) $(seq $((BASE_PORT + 101)) $((BASE_PORT + 103))) \
+    $(seq $((BASE_PORT + 201)) $((BASE_PORT + 203))); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        echo "port $port on 127.0.0.1 is taken; set BENCH_BASE_PORT to a free range" >&2
+        exit 1
+    fi
+done
+
+# A zoo.cfg both servers read. $1 dir, $2 client port, $3 extra lines.
+write_cfg() {
+    mkdir -p "$1"
+    cat >"$1/zoo.cfg" <<EOF
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=$1
+clientPort=$2
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+forceSync=yes
+4lw.commands.whitelist=*
+admin.enableServer=false
+$3
+EOF
+}
+
+sweep() { # label, connection string, [extra args]
+    local label="$1" servers="$2"
+    shift 2
+    local pin=()
+    if [ -n "${BENCH_PIN:-}" ]; then pin=(--pin "$BENCH_PIN"); fi
+    echo "==> $label ($servers)"
+    "$BENCH" run --servers "$servers" --label "$label" --out "$OUT" --clients "$CLIENTS" \
+        --outstanding "$OUTSTANDING" --payload "$PAYLOAD" --znodes "$ZNODES" --ratios "$RATIOS" \
+        --warmup-s "$WARMUP" --measure-s "$MEASURE" --threads "$THREADS" "${pin[@]}" "$@" \
+        | tee -a "$OUT/harness.log"
+}
+
+stop_all() {
+    for p in "${PIDS[@]:-}"; do
+        [ -n "$p" ] && kill "$p" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+    PIDS=()
+}
+
+start_rk() { # dir, port
+    "$RK" serve --config "$1/zoo.cfg" >"$OUT/$(basename "$1").log" 2>&1 &
+    PIDS+=($!)
+}
+
+start_zk() { # dir, main class
+    java "-Xmx$ZK_HEAP" "-Xms$ZK_HEAP" -Dzookeeper.4lw.commands.whitelist='*' -Dzookeeper.admin.enableServer=false \
+        -cp "$ZK_CP" "$2" "$1/zoo.cfg" >"$OUT/$(basename "$1").log" 2>&1 &
+    PIDS+=($!)
+}
+
+# --- the log disk ---------------------------------------------------------------------------
+"$BENCH" fsync --dir "$OUT/data" --count 500 | tee "$OUT/fsync.txt"
+
+# --- 1. ceiling ---------------------------------------------------------------------------------
+if want ceiling; then
+    "$BENCH" responder --listen "127.0.0.1:$BASE_PORT" --payload "$PAYLOAD" 2>"$OUT/responder.log" &
+    PIDS+=($!)
+    sleep 0.5
+    sweep ceiling-standalone "127.0.0.1:$BASE_PORT"
+    stop_all
+fi
+
+# --- 2, 3. standalone -----------------------------------------------------------------------------
+P=$((BASE_PORT + 1))
+if want ringkeeper-standalone; then
+    write_cfg "$OUT/data/rk-standalone" "$P" ""
+    start_rk "$OUT/data/rk-standalone"
+    wait_mode "$P" standalone
+    sweep ringkeeper-standalone "127.0.0.1:$P"
+    stop_all
+fi
+if want zookeeper-standalone; then
+    write_cfg "$OUT/data/zk-standalone" "$P" ""
+    start_zk "$OUT/data/zk-standalone" org.apache.zookeeper.server.ZooKeeperServerMain
+    wait_mode "$P" standalone
+    sweep zookeeper-standalone "127.0.0.1:$P"
+    stop_all
+fi
+
+# --- 4, 5. three-member ensembles -----------------------------------------------------------------
+ensemble() { # kind (rk|zk)
+    local servers="" conn=""
+    for i in 1 2 3; do
+        servers+="server.$i=127.0.0.1:$((BASE_PORT + 100 + i)):$((BASE_PORT + 200 + i))"$'\n'
+    done
+    for i in 1 2 3; do
+        local dir="$OUT/data/$1-ensemble3-$i"
+        write_cfg "$dir" "$((BASE_PORT + 10 + i))" "$servers"
+        echo "$i" >"$dir/myid"
+        conn+="${conn:+,}127.0.0.1:$((BASE_PORT + 10 + i))"
+    done
+    for i in 1 2 3; do
+        if [ "$1" = rk ]; then
+            start_rk "$OUT/data/$1-ensemble3-$i"
+        else
+            start_zk "$OUT/data/$1-ensemble3-$i" org.apache.zookeeper.server.quorum.QuorumPeerMain
+        fi
+    done
+    for i in 1 2 3; do wait_mode "$((BASE_PORT + 10 + i))" "leader|follower"; done
+    ENSEMBLE_CONN="$conn"
+}
+if want ringkeeper-ensemble3; then
+    ensemble rk
+    sweep ringkeeper-ensemble3 "$ENSEMBLE_CONN"
+    stop_all
+fi
+if want zookeeper-ensemble3; then
+    ensemble zk
+    sweep zookeeper-ensemble3 "$ENSEMBLE_CONN"
+    stop_all
+fi
+
+# --- summary ----------------------------------------------------------------------------------------
+ZK_VERSION=$(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo '?')
+JAVA_VERSION=$(java -version 2>&1 | head -1)
+CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
+PREAMBLE="# ringkeeper vs Apache ZooKeeper, $(date -u +%Y-%m-%d)
+
+- Machine: $(nproc) CPUs ($CPU), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), \
+kernel $(uname -r); everything on 127.0.0.1.
+- Servers: ringkeeper $(git -C "$ROOT" rev-parse --short HEAD) (release build, embedded defaults plus the \
+config below); Apache ZooKeeper $ZK_VERSION (Debian), $JAVA_VERSION, heap -Xms/-Xmx $ZK_HEAP.
+- Both: tickTime 2000, forceSync yes, maxClientCnxns 0, data directories on the same disk.
+- Log disk: $(cat "$OUT/fsync.txt")
+- Load: ringkeeper-bench, $CLIENTS clients × $OUTSTANDING outstanding, $PAYLOAD-byte getData/setData on \
+$ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connections spread over an \
+ensemble's members; $THREADS load executor(s)${BENCH_PIN:+ pinned to CPU $BENCH_PIN}.
+- Command: \`scripts/bench-vs-zookeeper.sh$( [ "$QUICK" = 1 ] && echo ' --quick')\`; raw rows in results.csv.
+- ceiling-standalone is the harness against a canned-reply responder: what the harness and loopback can do.
+
+"
+"$BENCH" report "$OUT" >/dev/null
+printf '%s' "$PREAMBLE" | cat - "$OUT/summary.md" >"$OUT/summary.md.tmp" && mv "$OUT/summary.md.tmp" "$OUT/summary.md"
+cat "$OUT/summary.md"
+if [ "$DOCS" = 1 ]; then
+    mkdir -p docs/bench
+    cp "$OUT/throughput.svg" "$OUT/latency-p99.svg" docs/bench/
+    {
+        cat "$OUT/summary.md"
+        printf '\n![throughput](bench/throughput.svg)\n\n![p99 latency](bench/latency-p99.svg)\n'
+    } >docs/benchmarks.md
+    echo "docs/benchmarks.md rewritten from $OUT"
+fi
+echo "results: $OUT"
