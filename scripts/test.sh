@@ -3,7 +3,7 @@
 #
 #   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
 #      Python venv at target/venv with kazoo, pytest, pytest-timeout); needs cargo;
-#   2. cargo build --release;
+#   2. cargo build --release, and the examples (the Rust client's tests run them);
 #   3. unit tests: cargo nextest run --release (cargo test --release without nextest);
 #   4. integration tests: pytest tests/clients against the real binary and against
 #      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default).
@@ -67,8 +67,9 @@ KAZOO_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.v
 # --- 3. build ----------------------------------------------------------------------------
 T_BUILD=$(date +%s)
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    log "cargo build --release"
+    log "cargo build --release && cargo build --release --examples"
     cargo build --release
+    cargo build --release --examples
 fi
 BUILD_S=$(elapsed "$T_BUILD")
 
