@@ -8,13 +8,18 @@
 //! the handle and the driver is bounded; nothing received from a server panics.
 
 pub mod acl;
+#[allow(clippy::module_inception)]
+pub mod client;
 pub mod connect_string;
+pub mod driver;
 pub mod host_provider;
+pub mod retry;
 pub mod session;
 pub mod types;
 pub mod watches;
 
 pub use acl::{CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE};
+pub use client::{Client, ClientOptions, ConnectError, OneShotWatch, PersistentWatch, SessionEvents, SessionInfo};
 pub use connect_string::{Chroot, ConnectString, ConnectStringError, HostPort};
 pub use session::SessionConfig;
 pub use types::*;

@@ -1,0 +1,51 @@
+//! The client driver on glommio: TCP through glommio's io_uring sockets, timers from its
+//! reactor, the driver task spawned on the current executor (`spawn_local`).
+//! Rules: call `connect` from inside a glommio executor; the `Client` it returns may be used
+//! from that executor (or sent elsewhere: its channels are runtime-agnostic). Name
+//! resolution is std's, blocking: use IP addresses in connection strings for a core that
+//! must never block.
+
+use std::future::Future;
+use std::io;
+use std::net::ToSocketAddrs;
+use std::pin::Pin;
+use std::time::Duration;
+
+use glommio::net::TcpStream;
+use glommio::timer::Timer;
+
+use super::{await_session, prepare, Runtime};
+use crate::client::client::{Client, ClientOptions, ConnectError, SessionEvents};
+use crate::client::connect_string::HostPort;
+
+pub struct GlommioRuntime;
+
+impl Runtime for GlommioRuntime {
+    type Stream = TcpStream;
+    type Connect = Pin<Box<dyn Future<Output = io::Result<TcpStream>>>>;
+    type Sleep = Timer;
+
+    fn connect(server: HostPort) -> Self::Connect {
+        Box::pin(async move {
+            let addr = (server.host.as_str(), server.port)
+                .to_socket_addrs()?
+                .next()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{server}: no address")))?;
+            let stream = TcpStream::connect(addr).await.map_err(io::Error::from)?;
+            stream.set_nodelay(true).map_err(io::Error::from)?;
+            Ok(stream)
+        })
+    }
+
+    fn sleep(duration: Duration) -> Timer {
+        Timer::new(duration)
+    }
+}
+
+/// Starts a session on the current glommio executor and waits for it to connect (at most
+/// `options.connect_wait`).
+pub async fn connect(connect_string: &str, options: ClientOptions) -> Result<(Client, SessionEvents), ConnectError> {
+    let (client, events, ready, driver) = prepare::<GlommioRuntime>(connect_string, &options)?;
+    glommio::spawn_local(driver).detach();
+    await_session::<GlommioRuntime>(client, events, ready, &options).await
+}
