@@ -2,7 +2,7 @@
 # Throughput-versus-read-ratio curves, ringkeeper and Apache ZooKeeper side by side, on this
 # machine (127.0.0.1 only).
 #
-#   scripts/bench-vs-zookeeper.sh [--quick] [--docs]
+#   scripts/bench-vs-zookeeper.sh [--quick] [--docs] [--summarize DIR]
 #
 # Installs Apache ZooKeeper 3.8 from Debian's `zookeeper` package if missing, builds
 # ringkeeper, measures the data disk's fdatasync latency, then sweeps with the same harness
@@ -15,6 +15,8 @@
 # Everything lands in bench-results/<timestamp>/ (results.csv, one .json/.md per server,
 # summary.md with the ringkeeper/ZooKeeper ratio per point, throughput.svg,
 # latency-p99.svg, server logs). --docs also rewrites docs/benchmarks.md from this run.
+# --summarize DIR writes the summary (and with --docs, the docs) of an earlier run's
+# directory again, without running anything (give the same options and environment).
 #
 # Environment: BENCH_CLIENTS (16), BENCH_OUTSTANDING (100), BENCH_PAYLOAD (1024),
 # BENCH_ZNODES (1000), BENCH_WARMUP_S (2), BENCH_MEASURE_S (5), BENCH_RATIOS
@@ -28,12 +30,15 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 DOCS=0
 QUICK=0
-for a in "$@"; do
-    case "$a" in
+SUMMARIZE=""
+while [ $# -gt 0 ]; do
+    case "$1" in
         --docs) DOCS=1 ;;
         --quick) QUICK=1 ;;
-        *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+        --summarize) SUMMARIZE="${2:?--summarize needs a results directory}"; shift ;;
+        *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
+    shift
 done
 
 CLIENTS=${BENCH_CLIENTS:-16}
@@ -65,6 +70,9 @@ ZK_CP="/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/
 ZK_CP="$ZK_CP:/usr/share/java/netty-transport-native-unix-common.jar:/usr/share/java/slf4j-simple.jar"
 
 OUT="$ROOT/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
+if [ -n "$SUMMARIZE" ]; then
+    OUT="$(cd "$SUMMARIZE" && pwd)"
+fi
 mkdir -p "$OUT/data"
 PIDS=()
 cleanup() {
@@ -86,6 +94,7 @@ wait_mode() { # port, pattern
     return 1
 }
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
+if [ -z "$SUMMARIZE" ]; then
 # Every port this run uses must be free (another server there would be measured instead).
 for port in $(seq "$BASE_PORT" $((BASE_PORT + 13))) $(seq $((BASE_PORT + 101)) $((BASE_PORT + 103))) \
     $(seq $((BASE_PORT + 201)) $((BASE_PORT + 203))); do
@@ -94,6 +103,7 @@ for port in $(seq "$BASE_PORT" $((BASE_PORT + 13))) $(seq $((BASE_PORT + 101)) $
         exit 1
     fi
 done
+fi
 
 # A zoo.cfg both servers read. $1 dir, $2 client port, $3 extra lines.
 write_cfg() {
@@ -144,6 +154,7 @@ start_zk() { # dir, main class
     PIDS+=($!)
 }
 
+if [ -z "$SUMMARIZE" ]; then
 # --- the log disk ---------------------------------------------------------------------------
 "$BENCH" fsync --dir "$OUT/data" --count 500 | tee "$OUT/fsync.txt"
 
@@ -205,8 +216,11 @@ if want zookeeper-ensemble3; then
     sweep zookeeper-ensemble3 "$ENSEMBLE_CONN"
     stop_all
 fi
+fi
 
 # --- summary ----------------------------------------------------------------------------------------
+QUICK_FLAG=""
+if [ "$QUICK" = 1 ]; then QUICK_FLAG=" --quick"; fi
 ZK_VERSION=$(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo '?')
 JAVA_VERSION=$(java -version 2>&1 | head -1)
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
@@ -221,7 +235,7 @@ config below); Apache ZooKeeper $ZK_VERSION (Debian), $JAVA_VERSION, heap -Xms/-
 - Load: ringkeeper-bench, $CLIENTS clients × $OUTSTANDING outstanding, $PAYLOAD-byte getData/setData on \
 $ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connections spread over an \
 ensemble's members; $THREADS load executor(s)${BENCH_PIN:+ pinned to CPU $BENCH_PIN}.
-- Command: \`scripts/bench-vs-zookeeper.sh$( [ "$QUICK" = 1 ] && echo ' --quick')\`; raw rows in results.csv.
+- Command: \`scripts/bench-vs-zookeeper.sh$QUICK_FLAG\`; raw rows in results.csv.
 - ceiling-standalone is the harness against a canned-reply responder: what the harness and loopback can do.
 
 "
