@@ -8,8 +8,10 @@
 # ringkeeper, measures the data disk's fdatasync latency, then sweeps with the same harness
 # options (ringkeeper-bench run):
 #   1. the canned-reply responder (the ceiling of the harness and loopback),
-#   2. a standalone ringkeeper, 3. a standalone Apache ZooKeeper,
-#   4. a 3-member ringkeeper ensemble, 5. a 3-member Apache ZooKeeper ensemble,
+#   2. a standalone Apache ZooKeeper, 3. a standalone ringkeeper,
+#   4. a 3-member Apache ZooKeeper ensemble, 5. a 3-member ringkeeper ensemble,
+# each swept closed-loop, then (where ZooKeeper ran) open-loop at half of ZooKeeper's
+# saturation throughput to compare p99 latencies at the same load,
 # with matched settings: fsync on for both (forceSync=yes), data on the same disk (under the
 # results directory), tickTime 2000, maxClientCnxns 0, Java heap $ZK_HEAP (default 2g).
 # Everything lands in bench-results/<timestamp>/ (results.csv, one .json/.md per server,
@@ -20,7 +22,8 @@
 #
 # Environment: BENCH_CLIENTS (16), BENCH_OUTSTANDING (100), BENCH_PAYLOAD (1024),
 # BENCH_ZNODES (1000), BENCH_WARMUP_S (2), BENCH_MEASURE_S (5), BENCH_RATIOS
-# (0,10,...,100), BENCH_THREADS (1), BENCH_PIN (CPUs for the load, e.g. 1), ZK_HEAP (2g),
+# (0,10,...,100), BENCH_HALF_RATIOS (0,50,90,100: where p99 is also measured open-loop at half
+# of ZooKeeper's saturation at that read share; empty: not), BENCH_THREADS (1), BENCH_PIN (CPUs for the load, e.g. 1), ZK_HEAP (2g),
 # BENCH_ONLY (comma list of: ceiling,ringkeeper-standalone,zookeeper-standalone,
 # ringkeeper-ensemble3,zookeeper-ensemble3), BENCH_BASE_PORT (27181; the run uses a few ports
 # above it). --quick: 4 ratios, 1 s warm-up, 2 s windows.
@@ -48,8 +51,9 @@ ZNODES=${BENCH_ZNODES:-1000}
 WARMUP=${BENCH_WARMUP_S:-2}
 MEASURE=${BENCH_MEASURE_S:-5}
 RATIOS=${BENCH_RATIOS:-0,10,20,30,40,50,60,70,80,90,100}
+HALF_RATIOS=${BENCH_HALF_RATIOS-0,50,90,100}
 if [ "$QUICK" = 1 ]; then
-    WARMUP=1; MEASURE=2; RATIOS=${BENCH_RATIOS:-0,50,90,100}
+    WARMUP=1; MEASURE=2; RATIOS=${BENCH_RATIOS:-0,50,90,100}; HALF_RATIOS=${BENCH_HALF_RATIOS-0,90}
 fi
 THREADS=${BENCH_THREADS:-1}
 ZK_HEAP=${ZK_HEAP:-2g}
@@ -123,14 +127,14 @@ $3
 EOF
 }
 
-sweep() { # label, connection string, [extra args]
-    local label="$1" servers="$2"
-    shift 2
+sweep() { # label, connection string, ratios, [extra args]
+    local label="$1" servers="$2" ratios="$3"
+    shift 3
     local pin=()
     if [ -n "${BENCH_PIN:-}" ]; then pin=(--pin "$BENCH_PIN"); fi
     echo "==> $label ($servers)"
     "$BENCH" run --servers "$servers" --label "$label" --out "$OUT" --clients "$CLIENTS" \
-        --outstanding "$OUTSTANDING" --payload "$PAYLOAD" --znodes "$ZNODES" --ratios "$RATIOS" \
+        --outstanding "$OUTSTANDING" --payload "$PAYLOAD" --znodes "$ZNODES" --ratios "$ratios" \
         --warmup-s "$WARMUP" --measure-s "$MEASURE" --threads "$THREADS" "${pin[@]}" "$@" \
         | tee -a "$OUT/harness.log"
 }
@@ -163,24 +167,33 @@ if want ceiling; then
     "$BENCH" responder --listen "127.0.0.1:$BASE_PORT" --payload "$PAYLOAD" 2>"$OUT/responder.log" &
     PIDS+=($!)
     sleep 0.5
-    sweep ceiling-standalone "127.0.0.1:$BASE_PORT"
+    sweep ceiling-standalone "127.0.0.1:$BASE_PORT" "$RATIOS"
     stop_all
 fi
 
 # --- 2, 3. standalone -----------------------------------------------------------------------------
 P=$((BASE_PORT + 1))
-if want ringkeeper-standalone; then
-    write_cfg "$OUT/data/rk-standalone" "$P" ""
-    start_rk "$OUT/data/rk-standalone"
-    wait_mode "$P" standalone
-    sweep ringkeeper-standalone "127.0.0.1:$P"
-    stop_all
-fi
+# Each server: the closed-loop sweep, then open-loop points at half of ZooKeeper's saturation
+# (ZooKeeper runs first, so its saturation is known when ringkeeper runs).
+measure() { # label, connection string
+    sweep "$1" "$2" "$RATIOS"
+    local setup="${1#*-}"
+    if want "zookeeper-$setup" && [ -n "$HALF_RATIOS" ]; then
+        sweep "$1" "$2" "$HALF_RATIOS" --skip-setup --rate-from "$OUT" --rate-label "zookeeper-$setup" --rate-share 0.5
+    fi
+}
 if want zookeeper-standalone; then
     write_cfg "$OUT/data/zk-standalone" "$P" ""
     start_zk "$OUT/data/zk-standalone" org.apache.zookeeper.server.ZooKeeperServerMain
     wait_mode "$P" standalone
-    sweep zookeeper-standalone "127.0.0.1:$P"
+    measure zookeeper-standalone "127.0.0.1:$P"
+    stop_all
+fi
+if want ringkeeper-standalone; then
+    write_cfg "$OUT/data/rk-standalone" "$P" ""
+    start_rk "$OUT/data/rk-standalone"
+    wait_mode "$P" standalone
+    measure ringkeeper-standalone "127.0.0.1:$P"
     stop_all
 fi
 
@@ -206,14 +219,14 @@ ensemble() { # kind (rk|zk)
     for i in 1 2 3; do wait_mode "$((BASE_PORT + 10 + i))" "leader|follower"; done
     ENSEMBLE_CONN="$conn"
 }
-if want ringkeeper-ensemble3; then
-    ensemble rk
-    sweep ringkeeper-ensemble3 "$ENSEMBLE_CONN"
-    stop_all
-fi
 if want zookeeper-ensemble3; then
     ensemble zk
-    sweep zookeeper-ensemble3 "$ENSEMBLE_CONN"
+    measure zookeeper-ensemble3 "$ENSEMBLE_CONN"
+    stop_all
+fi
+if want ringkeeper-ensemble3; then
+    ensemble rk
+    measure ringkeeper-ensemble3 "$ENSEMBLE_CONN"
     stop_all
 fi
 fi
@@ -237,6 +250,8 @@ $ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connect
 ensemble's members; $THREADS load executor(s)${BENCH_PIN:+ pinned to CPU $BENCH_PIN}.
 - Command: \`scripts/bench-vs-zookeeper.sh$QUICK_FLAG\`; raw rows in results.csv.
 - ceiling-standalone is the harness against a canned-reply responder: what the harness and loopback can do.
+- Open-loop points send at half of ZooKeeper's closed-loop throughput at that read share, each
+  request at its scheduled time (paced in 1 ms steps); latency counts from the scheduled time.
 
 "
 "$BENCH" report "$OUT" >/dev/null

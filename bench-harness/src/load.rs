@@ -31,6 +31,8 @@ pub const CLOSE_WAIT_MS: u64 = 1_000;
 pub const READ_CHUNK_BYTES: usize = 256 * 1024;
 /// A read waits at most this long, so that pings and the end of the window are seen.
 pub const READ_WAIT_MS: u64 = 100;
+/// Shortest read wait in open-loop mode (the next scheduled send is sooner than this).
+pub const READ_WAIT_US_MIN: u64 = 1_000;
 /// Highest latency the histograms track, µs (longer ones are clamped to it).
 pub const LATENCY_US_MAX: u64 = 60_000_000;
 /// Token of the closeSession request.
@@ -55,6 +57,10 @@ pub struct PointSpec {
     pub pin: Vec<usize>,
     pub session_timeout_ms: u32,
     pub seed: u64,
+    /// Open loop: requests per second over all clients, each sent at its scheduled time
+    /// (latency counts from then, so a slow server is not excused by the load waiting for
+    /// it); 0: closed loop, every client keeps `outstanding` in flight.
+    pub rate_per_s: f64,
 }
 
 /// What one point measured.
@@ -161,6 +167,13 @@ async fn connection(
     let mut connected_once = false;
     let mut closing_since: Option<Instant> = None;
     let mut script_next = 0usize;
+    // Open loop: this connection's share of the rate, its sends spread over the interval.
+    let interval_us = if spec.rate_per_s > 0.0 { spec.clients as f64 * 1e6 / spec.rate_per_s } else { 0.0 };
+    let conn_index = match &job {
+        Job::Load(g) => g.conn(),
+        Job::Script(_) => 0,
+    };
+    let mut next_send_us = interval_us * conn_index as f64 / spec.clients.max(1) as f64;
     if let Job::Load(g) = &job {
         if g.is_watcher() {
             session.submit(g.watch_request(), 0, window.now_ms());
@@ -244,6 +257,15 @@ async fn connection(
         }
         if closing_since.is_none() {
             match &mut job {
+                Job::Load(g) if !g.is_watcher() && interval_us > 0.0 => {
+                    let now = window.now_us() as f64;
+                    while next_send_us <= now && in_flight < spec.outstanding && session.can_submit() {
+                        let (_, req) = g.next();
+                        session.submit(req, next_send_us as u64, window.now_ms());
+                        next_send_us += interval_us;
+                        in_flight += 1;
+                    }
+                }
                 Job::Load(g) if !g.is_watcher() => {
                     while in_flight < spec.outstanding && session.can_submit() {
                         let (_, req) = g.next();
@@ -273,6 +295,11 @@ async fn connection(
                 continue;
             }
             session.consume_output(pending);
+        }
+        if interval_us > 0.0 {
+            let wait_us =
+                (next_send_us - window.now_us() as f64).clamp(READ_WAIT_US_MIN as f64, READ_WAIT_MS as f64 * 1e3);
+            let _ = s.set_read_timeout(Some(Duration::from_micros(wait_us as u64)));
         }
         match s.read(&mut buf).await {
             Ok(0) => {

@@ -109,6 +109,33 @@ struct RunArgs {
     /// Do not create the znodes (they exist from an earlier run).
     #[arg(long)]
     skip_setup: bool,
+    /// Open loop at this many requests per second (all clients together) instead of keeping
+    /// --outstanding in flight; latency counts from each request's scheduled time.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    /// Open loop at --rate-share of the closed-loop throughput that --rate-label reached at
+    /// the same read share, as recorded in this results directory.
+    #[arg(long, requires = "rate_label")]
+    rate_from: Option<PathBuf>,
+    #[arg(long)]
+    rate_label: Option<String>,
+    #[arg(long, default_value_t = 0.5)]
+    rate_share: f64,
+}
+
+/// The open-loop rate of the point at `pct` (0: closed loop).
+fn rate_for(a: &RunArgs, recorded: &[report::Row], pct: f64) -> Result<f64, String> {
+    let (Some(dir), Some(label)) = (&a.rate_from, &a.rate_label) else { return Ok(a.rate) };
+    recorded
+        .iter()
+        .find(|r| {
+            &r.label == label
+                && r.workload == a.workload.name()
+                && r.target_rate == 0.0
+                && (r.read_pct - pct).abs() < 1e-9
+        })
+        .map(|r| r.ops_per_s * a.rate_share)
+        .ok_or_else(|| format!("{} has no closed-loop point of {label} at read {pct}%", dir.display()))
 }
 
 fn run(a: RunArgs) -> Result<(), String> {
@@ -134,14 +161,20 @@ fn run(a: RunArgs) -> Result<(), String> {
         pin: a.pin.clone(),
         session_timeout_ms: a.session_timeout_ms,
         seed: a.seed,
+        rate_per_s: 0.0,
     };
     if !a.skip_setup {
         eprintln!("set-up: {} znodes of {} bytes", base.znodes, a.payload);
         load::setup(&base)?;
     }
+    let recorded = match &a.rate_from {
+        Some(dir) => report::read_rows(dir).map_err(|e| format!("{}: {e}", dir.display()))?,
+        None => Vec::new(),
+    };
     let mut rows = Vec::new();
     for &pct in &a.ratios {
-        let spec = load::PointSpec { read_permille: (pct * 10.0).round() as u32, ..base.clone() };
+        let rate_per_s = rate_for(&a, &recorded, pct)?;
+        let spec = load::PointSpec { read_permille: (pct * 10.0).round() as u32, rate_per_s, ..base.clone() };
         let progress = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = {
@@ -168,8 +201,16 @@ fn run(a: RunArgs) -> Result<(), String> {
         let _ = ticker.join();
         eprint!("\r");
         let result = result?;
-        let row =
-            report::Row::from_result(&a.label, a.workload.name(), pct, a.clients, a.outstanding, a.payload, &result);
+        let row = report::Row::from_result(
+            &a.label,
+            a.workload.name(),
+            pct,
+            a.clients,
+            a.outstanding,
+            a.payload,
+            rate_per_s,
+            &result,
+        );
         eprintln!(
             "{} read {:>5.1}%: {:>10.0} ops/s  p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms  errors {}{}",
             a.label,

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 pub const CSV_HEADER: &str = "label,workload,read_pct,clients,outstanding,payload_bytes,seconds,ops_per_s,\
-                              p50_ms,p90_ms,p99_ms,p999_ms,max_ms,errors,events_per_s,reconnects";
+                              p50_ms,p90_ms,p99_ms,p999_ms,max_ms,errors,events_per_s,reconnects,target_rate";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -32,6 +32,8 @@ pub struct Row {
     pub errors: u64,
     pub events_per_s: f64,
     pub reconnects: u64,
+    /// Open-loop rate asked for, ops/s (0: closed loop).
+    pub target_rate: f64,
 }
 
 impl Row {
@@ -43,6 +45,7 @@ impl Row {
         clients: usize,
         outstanding: usize,
         payload_bytes: usize,
+        target_rate: f64,
         r: &PointResult,
     ) -> Row {
         let ms = |q: f64| r.latency_us.value_at_quantile(q) as f64 / 1000.0;
@@ -64,11 +67,12 @@ impl Row {
             errors: r.error_count(),
             events_per_s: r.events as f64 / secs,
             reconnects: r.reconnects,
+            target_rate,
         }
     }
 
     /// (column, value, is text) in `CSV_HEADER`'s order.
-    fn fields(&self) -> [(&'static str, String, bool); 16] {
+    fn fields(&self) -> [(&'static str, String, bool); 17] {
         [
             ("label", self.label.clone(), true),
             ("workload", self.workload.clone(), true),
@@ -86,6 +90,7 @@ impl Row {
             ("errors", self.errors.to_string(), false),
             ("events_per_s", format!("{:.1}", self.events_per_s), false),
             ("reconnects", self.reconnects.to_string(), false),
+            ("target_rate", format!("{:.0}", self.target_rate), false),
         ]
     }
 
@@ -95,7 +100,7 @@ impl Row {
 
     pub fn parse_csv(line: &str) -> Option<Row> {
         let f: Vec<&str> = line.trim().split(',').collect();
-        if f.len() != 16 {
+        if f.len() != 17 {
             return None;
         }
         let n = |i: usize| f[i].parse::<f64>().ok();
@@ -116,6 +121,7 @@ impl Row {
             errors: f[13].parse().ok()?,
             events_per_s: n(14)?,
             reconnects: f[15].parse().ok()?,
+            target_rate: n(16)?,
         })
     }
 
@@ -174,8 +180,8 @@ fn split_label(label: &str) -> (&str, &str) {
 
 /// The summary of a directory: throughput per label and read share, the ringkeeper/ZooKeeper
 /// ratio per setup, and p99 latencies.
-pub fn summary(rows: &[Row], workload: &str) -> String {
-    let rows: Vec<&Row> = rows.iter().filter(|r| r.workload == workload).collect();
+pub fn summary(all: &[Row], workload: &str) -> String {
+    let rows: Vec<&Row> = all.iter().filter(|r| r.workload == workload && r.target_rate == 0.0).collect();
     let labels: BTreeSet<&str> = rows.iter().map(|r| r.label.as_str()).collect();
     let ratios: BTreeSet<u64> = rows.iter().map(|r| (r.read_pct * 10.0).round() as u64).collect();
     let at =
@@ -209,12 +215,57 @@ pub fn summary(rows: &[Row], workload: &str) -> String {
         .map(|&ratio| labels.iter().map(|l| cell(at(l, ratio), &|r| format!("{:.2}", r.p99_ms))).collect())
         .collect();
     let labels_only: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
-    let errors: u64 = rows.iter().map(|r| r.errors).sum();
+    let errors: u64 = all.iter().filter(|r| r.workload == workload).map(|r| r.errors).sum();
     format!(
-        "### Throughput, ops/s ({workload})\n\n{}\n### p99 latency, ms ({workload})\n\n{}\nErrors over all points: {errors}.\n",
+        "### Throughput, ops/s ({workload})\n\n{}\n### p99 latency, ms ({workload})\n\n{}\n{}Errors over all points: {errors}.\n",
         table(&header, &ratios, &throughput),
-        table(&labels_only, &ratios, &p99)
+        table(&labels_only, &ratios, &p99),
+        open_loop_summary(all, workload)
     )
+}
+
+/// p99 of each server at the same open-loop rates (half of ZooKeeper's saturation, when the
+/// script asks for that), paired by setup, with ZooKeeper's p99 over ringkeeper's.
+fn open_loop_summary(all: &[Row], workload: &str) -> String {
+    let rows: Vec<&Row> = all.iter().filter(|r| r.workload == workload && r.target_rate > 0.0).collect();
+    let setups: BTreeSet<&str> = rows.iter().map(|r| split_label(&r.label).1).collect();
+    let mut out = String::new();
+    for setup in setups {
+        let (rk, zk) = (format!("ringkeeper-{setup}"), format!("zookeeper-{setup}"));
+        let ratios: BTreeSet<u64> = rows
+            .iter()
+            .filter(|r| split_label(&r.label).1 == setup)
+            .map(|r| (r.read_pct * 10.0).round() as u64)
+            .collect();
+        let at = |label: &str, ratio: u64| {
+            rows.iter().find(|r| r.label == label && (r.read_pct * 10.0).round() as u64 == ratio)
+        };
+        let lines: Vec<Vec<String>> = ratios
+            .iter()
+            .map(|&ratio| {
+                let (a, b) = (at(&rk, ratio), at(&zk, ratio));
+                let rate = a.or(b).map_or(0.0, |r| r.target_rate);
+                let p = |r: Option<&&Row>| r.map_or("–".to_string(), |r| format!("{:.2}", r.p99_ms));
+                let ratio_cell = match (a, b) {
+                    (Some(a), Some(b)) if a.p99_ms > 0.0 => format!("{:.1}×", b.p99_ms / a.p99_ms),
+                    _ => "–".to_string(),
+                };
+                vec![format!("{rate:.0}"), p(a), p(b), ratio_cell]
+            })
+            .collect();
+        let header = [
+            "rate ops/s".to_string(),
+            format!("{rk} p99 ms"),
+            format!("{zk} p99 ms"),
+            "zookeeper / ringkeeper".to_string(),
+        ];
+        let _ = writeln!(
+            out,
+            "### p99 at a fixed open-loop rate, {setup} ({workload})\n\n{}",
+            table(&header, &ratios, &lines)
+        );
+    }
+    out
 }
 
 /// A markdown table: a "read %" column, then `header`'s, one line per ratio (per mille).
@@ -231,7 +282,7 @@ const PALETTE: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd
 /// A line chart of `value` against the read share, one line per label, as SVG.
 pub fn svg_chart(rows: &[Row], workload: &str, title: &str, y_label: &str, value: fn(&Row) -> f64) -> String {
     let (w, h, left, right, top, bottom) = (760.0, 440.0, 80.0, 190.0, 40.0, 50.0);
-    let rows: Vec<&Row> = rows.iter().filter(|r| r.workload == workload).collect();
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.workload == workload && r.target_rate == 0.0).collect();
     let mut lines: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     for r in &rows {
         lines.entry(r.label.as_str()).or_default().push((r.read_pct, value(r)));
@@ -343,6 +394,7 @@ mod tests {
             errors: 0,
             events_per_s: 0.0,
             reconnects: 0,
+            target_rate: 0.0,
         }
     }
 

@@ -80,6 +80,11 @@ impl Generator {
         Generator { workload, read_permille, znodes, payload, conn, rng: Rng::new(seed), created: false }
     }
 
+    /// The connection's index in the run.
+    pub fn conn(&self) -> usize {
+        self.conn
+    }
+
     /// The connection only watches (the watch workload's readers).
     pub fn is_watcher(&self) -> bool {
         self.workload == Workload::Watch && self.conn != 0

@@ -57,6 +57,9 @@ def test_short_sweep_against_the_ceiling_and_ringkeeper(server, kazoo_factory, r
     bench("run", "--servers", responder, "--ratios", "0,100", "--label", "ceiling-standalone", "--out", out, *SHORT)
     bench("run", "--servers", server.hostport, "--ratios", "0,50,100", "--label", "ringkeeper-standalone",
           "--out", out, *SHORT)
+    bench("run", "--servers", server.hostport, "--ratios", "0", "--skip-setup", "--rate-from", out,
+          "--rate-label", "ringkeeper-standalone", "--rate-share", "0.25", "--label", "ringkeeper-standalone",
+          "--out", out, *SHORT)
     bench("run", "--servers", server.hostport, "--ratios", "50", "--workload", "create-delete", "--skip-setup",
           "--label", "ringkeeper-standalone", "--out", out, *SHORT)
     bench("run", "--servers", server.hostport, "--ratios", "0", "--workload", "watch", "--skip-setup",
@@ -65,12 +68,17 @@ def test_short_sweep_against_the_ceiling_and_ringkeeper(server, kazoo_factory, r
     assert [(r["label"], r["workload"], float(r["read_pct"])) for r in got] == [
         ("ceiling-standalone", "get-set", 0.0), ("ceiling-standalone", "get-set", 100.0),
         ("ringkeeper-standalone", "get-set", 0.0), ("ringkeeper-standalone", "get-set", 50.0),
-        ("ringkeeper-standalone", "get-set", 100.0), ("ringkeeper-standalone", "create-delete", 50.0),
+        ("ringkeeper-standalone", "get-set", 100.0), ("ringkeeper-standalone", "get-set", 0.0),
+        ("ringkeeper-standalone", "create-delete", 50.0),
         ("ringkeeper-standalone", "watch", 0.0)]
     for r in got:
         assert int(r["errors"]) == 0, r
         assert float(r["ops_per_s"]) > 100, r
         assert 0 < float(r["p50_ms"]) <= float(r["p99_ms"]) <= float(r["max_ms"]), r
+    closed, paced = got[2], got[5]
+    assert float(closed["target_rate"]) == 0
+    assert abs(float(paced["target_rate"]) - 0.25 * float(closed["ops_per_s"])) <= 1, (closed, paced)
+    assert abs(float(paced["ops_per_s"]) - float(paced["target_rate"])) < 0.1 * float(paced["target_rate"]), paced
     watch = got[-1]
     assert float(watch["events_per_s"]) > 0, "the watchers saw the writer's changes"
 
@@ -85,6 +93,7 @@ def test_short_sweep_against_the_ceiling_and_ringkeeper(server, kazoo_factory, r
 
     summary = bench("report", out)
     assert "| ceiling-standalone | ringkeeper-standalone |" in summary
+    assert "### p99 at a fixed open-loop rate, standalone (get-set)" in summary
     for name in ("summary.md", "throughput.svg", "latency-p99.svg", "ringkeeper-standalone.json"):
         assert os.path.getsize(os.path.join(out, name)) > 0, name
     with open(os.path.join(out, "throughput.svg")) as f:
