@@ -204,8 +204,11 @@ struct LeadingState {
     /// Links this leadership dropped (a gap): never taken up again, or a late FOLLOWERINFO
     /// would restart their sequence numbers under a follower already past them.
     dead_links: BTreeSet<(Sid, LinkId)>,
-    /// Proposals not yet committed, with the peers that logged them.
-    outstanding: BTreeMap<Zxid, BTreeSet<Sid>>,
+    /// Proposals not yet committed, oldest first.
+    outstanding: VecDeque<Zxid>,
+    /// What each voter has acknowledged in this leadership: it has logged every proposal up to
+    /// this zxid (acks are cumulative). A follower that connects again starts over.
+    acked: BTreeMap<Sid, Zxid>,
     /// The next proposal's zxid counter (u64, so passing `zxid_counter_max` never wraps).
     next_counter: u64,
     started_tick: u64,
@@ -651,7 +654,8 @@ impl Peer {
             newleader_acks: BTreeSet::new(),
             followers: BTreeMap::new(),
             dead_links: BTreeSet::new(),
-            outstanding: BTreeMap::new(),
+            outstanding: VecDeque::new(),
+            acked: BTreeMap::new(),
             next_counter: 1,
             started_tick: self.tick,
         });
@@ -706,9 +710,7 @@ impl Peer {
         );
         l.epoch_acks.remove(&from);
         l.newleader_acks.remove(&from);
-        for acks in l.outstanding.values_mut() {
-            acks.remove(&from);
-        }
+        l.acked.remove(&from);
         if !self.cfg.is_voter(from) {
             // An observer neither chooses the epoch nor holds a promise that could block it.
             let l = self.leading();
@@ -951,7 +953,8 @@ impl Peer {
         let epoch = l.epoch.expect("established without an epoch");
         let zxid = make_zxid(epoch, l.next_counter as u32);
         l.next_counter += 1;
-        l.outstanding.insert(zxid, BTreeSet::new());
+        debug_assert!(l.outstanding.back().is_none_or(|&last| last < zxid), "proposals in zxid order");
+        l.outstanding.push_back(zxid);
         let targets: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.synced).map(|(s, _)| *s).collect();
         let txn = Txn { zxid, data };
         self.append(vec![txn.clone()], AfterPersist::LeaderOwnAck { zxid }, out);
@@ -964,15 +967,22 @@ impl Peer {
     fn ack(&mut self, from: Sid, zxid: Zxid, out: &mut Vec<Output>) {
         let quorum = self.cfg.quorum();
         let l = self.leading();
-        for (_, acks) in l.outstanding.range_mut(..=zxid) {
-            acks.insert(from);
+        let mine = l.acked.entry(from).or_insert(zxid);
+        *mine = (*mine).max(zxid);
+        if l.acked.len() < quorum {
+            return;
         }
+        // The highest zxid a quorum has logged: the quorum-th highest acknowledgement (one
+        // pass over the voters, whatever the number of proposals in flight).
+        let mut acks: Vec<Zxid> = l.acked.values().copied().collect();
+        acks.sort_unstable_by(|a, b| b.cmp(a));
+        let quorum_logged = acks[quorum - 1];
         let mut upto = None;
-        while let Some((&z, acks)) = l.outstanding.first_key_value() {
-            if acks.len() < quorum {
+        while let Some(&z) = l.outstanding.front() {
+            if z > quorum_logged {
                 break;
             }
-            l.outstanding.remove(&z);
+            l.outstanding.pop_front();
             upto = Some(z);
         }
         let Some(z) = upto else { return };
