@@ -263,6 +263,27 @@ if [ "$DOCS" = 1 ]; then
     {
         cat "$OUT/summary.md"
         printf '\n![throughput](bench/throughput.svg)\n\n![p99 latency](bench/latency-p99.svg)\n'
+        cat <<'EOF'
+
+## How to read this
+
+- Every number above comes from the run named at the top: `ringkeeper-bench` wrote
+  results.csv, and `ringkeeper-bench report` and this script made the tables and plots from it.
+- **ceiling-standalone** is the harness against a responder that answers every request with a
+  canned reply. It shows how far the harness and loopback go on this machine. A server near it
+  is limited by the load generator, not by itself.
+- **Closed loop** (the first two tables, the plots): every client keeps `--outstanding`
+  requests in flight. This is the paper's method and measures saturation throughput;
+  latencies there are those of a saturated server.
+- **Open loop** (the last tables): requests leave at a fixed rate, half of ZooKeeper's
+  saturation throughput at that read share, each timed from when it was due. This compares
+  latency at the same load.
+- **Shared machine:** the load generator and every server process share the machine's CPUs.
+  A 3-member ensemble on one host runs three servers on the same cores, so the ensemble
+  curves measure the work per request more than what a real three-host ensemble would do.
+- **Reproduce:** `scripts/bench-vs-zookeeper.sh --docs` (about 15 minutes; `--quick` for a
+  shorter run). `BENCH_*` variables change the load (see the script's header).
+EOF
     } >docs/benchmarks.md
     echo "docs/benchmarks.md rewritten from $OUT"
 fi
