@@ -203,9 +203,14 @@ ensemble() { # kind (rk|zk)
     for i in 1 2 3; do
         servers+="server.$i=127.0.0.1:$((BASE_PORT + 100 + i)):$((BASE_PORT + 200 + i))"$'\n'
     done
+    # Three ringkeeper members share this host's CPUs: unpinned, and idle executors sleep at
+    # once instead of polling (as scripts/ensemble.sh runs them; one member per host would
+    # keep the embedded defaults).
+    local shared=""
+    if [ "$1" = rk ]; then shared=$'ringkeeper.cpuPinning=false\nringkeeper.spinBeforeParkUs=0\n'; fi
     for i in 1 2 3; do
         local dir="$OUT/data/$1-ensemble3-$i"
-        write_cfg "$dir" "$((BASE_PORT + 10 + i))" "$servers"
+        write_cfg "$dir" "$((BASE_PORT + 10 + i))" "$servers$shared"
         echo "$i" >"$dir/myid"
         conn+="${conn:+,}127.0.0.1:$((BASE_PORT + 10 + i))"
     done
@@ -244,6 +249,8 @@ kernel $(uname -r); everything on 127.0.0.1.
 - Servers: ringkeeper $(git -C "$ROOT" rev-parse --short HEAD) (release build, embedded defaults plus the \
 config below); Apache ZooKeeper $ZK_VERSION (Debian), $JAVA_VERSION, heap -Xms/-Xmx $ZK_HEAP.
 - Both: tickTime 2000, forceSync yes, maxClientCnxns 0, data directories on the same disk.
+  The three ringkeeper members of an ensemble run unpinned with \`ringkeeper.spinBeforeParkUs=0\`,
+  since they share this host's CPUs (as \`scripts/ensemble.sh\` runs them).
 - Log disk: $(cat "$OUT/fsync.txt")
 - Load: ringkeeper-bench, $CLIENTS clients × $OUTSTANDING outstanding, $PAYLOAD-byte getData/setData on \
 $ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connections spread over an \
