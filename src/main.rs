@@ -1,7 +1,9 @@
 //! The `ringkeeper` binary: subcommands over the library. Without a subcommand it serves a
 //! standalone node on the embedded default config (what `cargo run --release` does);
-//! `log-dump`, `snap-dump` and `purge` inspect and tidy a data directory offline.
-//! Exit codes: 0 fine, 1 a damaged file or a server error, 2 bad usage or an unreadable file.
+//! `log-dump`, `snap-dump` and `purge` inspect and tidy a data directory offline; `cli` is the
+//! zkCli look-alike client shell (`src/cli/`).
+//! Exit codes: 0 fine, 1 a damaged file or a server error, 2 bad usage or an unreadable file;
+//! `cli` exits as zkCli does (0, 1 for a failed command, 127 for an unknown one).
 //! Rules: every failure is a message on stderr and a non-zero exit, never a panic.
 
 use clap::{Parser, Subcommand};
@@ -51,6 +53,20 @@ enum Command {
         #[arg(short = 'n', long = "count", default_value_t = 3)]
         count: usize,
     },
+    /// A zkCli-like client: runs COMMAND once, or without one an interactive shell
+    /// (`help`-less: an unknown command lists them all).
+    #[cfg(feature = "tokio")]
+    Cli {
+        /// Connect string: host:port[,host:port...][/chroot].
+        #[arg(long, short = 's', value_name = "CONNSTR", default_value = "localhost:2181")]
+        server: String,
+        /// Session timeout in milliseconds (also how long to wait for the first connection).
+        #[arg(long, short = 't', value_name = "MS", default_value_t = ringkeeper::cli::SESSION_TIMEOUT_MS_DEFAULT)]
+        timeout: u64,
+        /// A zkCli command and its arguments, e.g. `create -e /x data`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND ARGS")]
+        command: Vec<String>,
+    },
 }
 
 fn read_file(path: &PathBuf) -> Result<Vec<u8>, ExitCode> {
@@ -80,6 +96,10 @@ fn print_dump(d: ringkeeper::offline::Dump) -> ExitCode {
 fn offline(command: &Command) -> Option<ExitCode> {
     Some(match command {
         Command::Serve { .. } => return None,
+        #[cfg(feature = "tokio")]
+        Command::Cli { server, timeout, command } => {
+            ExitCode::from(ringkeeper::cli::main(server, std::time::Duration::from_millis(*timeout), command))
+        }
         Command::LogDump { file } => match read_file(file) {
             Ok(bytes) => {
                 let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

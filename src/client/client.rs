@@ -293,6 +293,31 @@ impl Client {
         }
     }
 
+    /// Creates a node whose data may be null (`None`, what Java's `create(path, null, …)`
+    /// sends; a null node reads back as null, which zkCli prints as "null"), a TTL node when
+    /// `ttl` is given (the mode must then be a TTL mode, and only then). Returns the path.
+    pub async fn create_nullable(
+        &self,
+        path: &str,
+        data: Option<Bytes>,
+        acl: &[Acl],
+        mode: CreateMode,
+        ttl: Option<Duration>,
+    ) -> Result<String> {
+        if mode.is_ttl() != ttl.is_some() {
+            return Err(KeeperError::BadArguments);
+        }
+        let ttl_ms = ttl.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
+        let mut req = Self::create_request(path, Bytes::new(), acl, mode, ttl_ms.is_some(), ttl_ms);
+        if let Request::Create { data: d, .. } = &mut req {
+            *d = data;
+        }
+        match self.call(req, None).await? {
+            Response::Create { path } | Response::Create2 { path, .. } => Ok(path),
+            _ => unexpected(),
+        }
+    }
+
     /// Deletes a node if its version matches (`ANY_VERSION` for any).
     pub async fn delete(&self, path: &str, version: i32) -> Result<()> {
         self.call(Request::Delete { path: path.to_string(), version }, None).await.map(|_| ())
@@ -333,6 +358,26 @@ impl Client {
             (Ok(Response::GetData { data, stat }), w) => Ok((data.unwrap_or_default(), stat, w)),
             (Ok(_), _) => unexpected(),
             (Err(e), _) => Err(e),
+        }
+    }
+
+    /// `get_data` that tells null data (`None`) from empty data; with `watch`, the watch too
+    /// (fires on the node's data change or deletion).
+    pub async fn get_data_nullable(
+        &self,
+        path: &str,
+        watch: bool,
+    ) -> Result<(Option<Bytes>, Stat, Option<OneShotWatch>)> {
+        let req = Request::GetData { path: path.to_string(), watch };
+        let (reply, w) = if watch {
+            let (r, w) = self.call_watched(req).await;
+            (r, Some(w))
+        } else {
+            (self.call(req, None).await, None)
+        };
+        match reply? {
+            Response::GetData { data, stat } => Ok((data, stat, w)),
+            _ => unexpected(),
         }
     }
 
