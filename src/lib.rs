@@ -1,7 +1,6 @@
 //! ringkeeper: a ZooKeeper-compatible coordination service, thread-per-core on io_uring.
 //! See ARCHITECTURE.md for the map of modules and the rules they keep.
 
-#[cfg(feature = "tokio")]
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -55,7 +55,6 @@ enum Command {
     },
     /// A zkCli-like client: runs COMMAND once, or without one an interactive shell
     /// (`help`-less: an unknown command lists them all).
-    #[cfg(feature = "tokio")]
     Cli {
         /// Connect string: host:port[,host:port...][/chroot].
         #[arg(long, short = 's', value_name = "CONNSTR", default_value = "localhost:2181")]
@@ -96,7 +95,6 @@ fn print_dump(d: ringkeeper::offline::Dump) -> ExitCode {
 fn offline(command: &Command) -> Option<ExitCode> {
     Some(match command {
         Command::Serve { .. } => return None,
-        #[cfg(feature = "tokio")]
         Command::Cli { server, timeout, command } => {
             ExitCode::from(ringkeeper::cli::main(server, std::time::Duration::from_millis(*timeout), command))
         }

@@ -2,7 +2,7 @@
 //! stats on stdout; `Created /x`, warnings and errors on stderr (as zkCli does). Watches a
 //! command sets are booked and their events forwarded to the shell's printer, when there is
 //! one (`Watches`); in one-shot mode they are dropped with the process.
-//! Rules: the CLI runs on tokio: the watch forwarders are tokio tasks, nothing here blocks;
+//! Rules: the watch forwarders are tasks on the client's executor, nothing here blocks;
 //! paths are checked as zkCli checks them before anything is sent; every failure is a
 //! `CmdError` whose text is zkCli's message; nothing here panics on a server's answer;
 //! output write errors (a closed pipe) are ignored, never a panic.
@@ -132,7 +132,7 @@ impl Watches {
     fn one_shot(&self, kind: WatchKind, path: &str, w: OneShotWatch) {
         let id = self.book(kind, path);
         let notes = self.notes.clone();
-        tokio::spawn(async move {
+        crate::client::driver::glommio::spawn(async move {
             let event = w.await;
             let _ = notes.send(Note::Watch(id, event)).await;
         });
@@ -141,7 +141,7 @@ impl Watches {
     fn persistent(&self, kind: WatchKind, path: &str, mut w: PersistentWatch) {
         let id = self.book(kind, path);
         let notes = self.notes.clone();
-        tokio::spawn(async move {
+        crate::client::driver::glommio::spawn(async move {
             while let Some(event) = w.next().await {
                 if notes.send(Note::Watch(id, event)).await.is_err() {
                     return;

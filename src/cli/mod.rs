@@ -3,8 +3,8 @@
 //! what zkCli prints (stats, dates, lists, events, errors), `watch_book` decides which watch
 //! events print, `exec` runs a command against a `Client`, `shell` is the one-shot runner
 //! and the interactive shell.
-//! Rules: the CLI runs on tokio (the client's tokio driver, stdin and the printer on their
-//! own threads); output follows zkCli's wherever a script may parse it; a failed command is
+//! Rules: the CLI runs on glommio through the client's glommio driver (`block_on`, `spawn`,
+//! `connect`: nothing here names glommio), stdin and the printer on their own threads; output follows zkCli's wherever a script may parse it; a failed command is
 //! a message on stderr and a non-zero exit code, never a panic.
 
 pub mod acl;
@@ -21,16 +21,17 @@ pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
 /// Runs the CLI: `command` empty for the interactive shell. Returns the exit code.
 pub fn main(servers: &str, timeout: Duration, command: &[String]) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            exec::err(&format!("ringkeeper cli: cannot start the runtime: {e}"));
-            return 1;
-        }
-    };
-    if command.is_empty() {
-        shell::interactive(runtime, servers, timeout)
+    let (servers, command) = (servers.to_string(), command.to_vec());
+    let run = if command.is_empty() {
+        shell::interactive(&servers, timeout)
     } else {
-        runtime.block_on(shell::one_shot(servers, timeout, command))
+        crate::client::driver::glommio::block_on(async move { shell::one_shot(&servers, timeout, &command).await })
+    };
+    match run {
+        Ok(code) => code,
+        Err(e) => {
+            exec::err(&format!("ringkeeper cli: cannot start the client's executor: {e}"));
+            1
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use crate::client::driver::tokio::connect;
+use crate::client::driver::glommio::{block_on, connect, spawn};
 use crate::client::{Client, ClientOptions, ConnectError, SessionEvents};
 
 use super::exec::{self, err, out, CmdError, Note, Watches};
@@ -191,7 +191,7 @@ impl Shell {
 }
 
 fn forward_session_events(mut events: SessionEvents, notes: async_channel::Sender<Note>) {
-    tokio::spawn(async move {
+    spawn(async move {
         while let Some(e) = events.next().await {
             if notes.send(Note::Session(e)).await.is_err() {
                 return;
@@ -323,7 +323,7 @@ fn plain_reader(lines: async_channel::Sender<Input>) {
 }
 
 /// The interactive shell; returns the exit code.
-pub fn interactive(runtime: tokio::runtime::Runtime, servers: &str, timeout: Duration) -> u8 {
+pub fn interactive(servers: &str, timeout: Duration) -> std::io::Result<u8> {
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let (notes_tx, notes_rx) = async_channel::bounded(NOTES_MAX);
     let (lines_tx, lines_rx) = async_channel::bounded(LINES_AHEAD_MAX);
@@ -358,9 +358,10 @@ pub fn interactive(runtime: tokio::runtime::Runtime, servers: &str, timeout: Dur
     let watches = Watches { book: book.clone(), notes: notes_tx };
     let mut shell = Shell::new(servers, timeout, Some(watches));
     let printer = start_printer(notes_rx, book, shell.print_watches.clone(), sink);
-    let code = runtime.block_on(async {
+    let servers = servers.to_string();
+    let code = block_on(async move {
         out(&format!("Connecting to {servers}"));
-        shell.connect(servers).await;
+        shell.connect(&servers).await;
         loop {
             if let Some(p) = &prompts {
                 if p.send(prompt(&shell.servers, shell.state(), shell.history.len())).is_err() {
@@ -381,11 +382,8 @@ pub fn interactive(runtime: tokio::runtime::Runtime, servers: &str, timeout: Dur
         }
         shell.exit_code
     });
-    drop(shell);
-    drop(prompts);
-    // The forwarders hold the last senders: they end with the runtime, then the printer
+    // The forwarders held the last senders: they ended with the executor, so the printer
     // prints what is left and ends.
-    drop(runtime);
     let _ = printer.join();
     code
 }
@@ -394,13 +392,9 @@ pub fn interactive(runtime: tokio::runtime::Runtime, servers: &str, timeout: Dur
 mod tests {
     use super::*;
 
-    fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
-    }
-
     #[test]
     fn history_redo_and_shell_commands_work_without_a_server() {
-        rt().block_on(async {
+        block_on(async {
             let mut s = Shell::new("127.0.0.1:1", Duration::from_millis(100), None);
             assert_eq!(s.line("version").await, Flow::Continue);
             assert_eq!(s.exit_code, 0);
@@ -420,6 +414,7 @@ mod tests {
             s.line("printwatches off").await;
             assert!(!s.print_watches.load(Ordering::Relaxed));
             assert_eq!(s.line("quit").await, Flow::Quit);
-        });
+        })
+        .expect("an executor");
     }
 }

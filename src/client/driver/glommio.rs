@@ -42,6 +42,22 @@ impl Runtime for GlommioRuntime {
     }
 }
 
+/// Runs `future` to completion on a new glommio executor on this thread (an application
+/// without an executor of its own, such as `ringkeeper cli`); tasks it spawned are dropped
+/// when it returns.
+pub fn block_on<F: Future + 'static>(future: F) -> io::Result<F::Output> {
+    let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("rk-client")
+        .make()
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(executor.run(future))
+}
+
+/// Spawns a task on the current glommio executor, detached.
+pub fn spawn(task: impl Future<Output = ()> + 'static) {
+    glommio::spawn_local(task).detach();
+}
+
 /// Starts a session on the current glommio executor and waits for it to connect (at most
 /// `options.connect_wait`).
 pub async fn connect(connect_string: &str, options: ClientOptions) -> Result<(Client, SessionEvents), ConnectError> {
