@@ -13,6 +13,7 @@ pub mod client;
 pub mod connect_string;
 pub mod driver;
 pub mod host_provider;
+pub mod recipes;
 pub mod retry;
 pub mod session;
 pub mod types;
