@@ -9,5 +9,6 @@ mod barriers;
 mod election;
 mod locks;
 mod membership;
+mod on_glommio;
 mod queues;
 mod two_phase;

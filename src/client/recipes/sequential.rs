@@ -181,7 +181,7 @@ impl Contender {
     /// Whether the node is first in line now (one look, no watch).
     pub async fn check(&self) -> RecipeResult<bool> {
         let own = lock_state(&self.state).node.clone().ok_or(RecipeError::NotHeld)?;
-        let first = self.look(&own).await.inspect_err(|_| self.forget())?.is_none();
+        let first = self.settle(self.look(&own).await)?.is_none();
         lock_state(&self.state).held = first;
         Ok(first)
     }
@@ -189,11 +189,19 @@ impl Contender {
     /// Waits until the node is first in line, watching only its predecessor.
     pub async fn wait_first(&self) -> RecipeResult<()> {
         let own = lock_state(&self.state).node.clone().ok_or(RecipeError::NotHeld)?;
-        let r = self.wait_loop(&own).await;
-        match &r {
-            Ok(()) => lock_state(&self.state).held = true,
-            Err(RecipeError::NodeLost(_)) | Err(RecipeError::Keeper(KeeperError::SessionExpired)) => self.forget(),
-            Err(_) => {}
+        self.settle(self.wait_loop(&own).await)?;
+        lock_state(&self.state).held = true;
+        Ok(())
+    }
+
+    /// Forgets the node when `r` says it is gone (NodeLost, or the session ended); other
+    /// errors (ConnectionLoss after the retries) leave it in place.
+    fn settle<T>(&self, r: RecipeResult<T>) -> RecipeResult<T> {
+        if let Err(
+            RecipeError::NodeLost(_) | RecipeError::Keeper(KeeperError::SessionExpired | KeeperError::AuthFailed),
+        ) = &r
+        {
+            self.forget();
         }
         r
     }
