@@ -6,7 +6,7 @@ use std::time::Duration;
 use ringkeeper::client::recipes::leader_election::{leader, LeaderElection};
 use ringkeeper::client::recipes::RecipeError;
 
-use crate::harness::{client, example, run, until, with_server, ChildProcess, Server, TICK_MS};
+use crate::harness::{client, example, run, until, with_server, ChildProcess, Server, SHORT_SESSION};
 
 #[test]
 fn the_smallest_candidate_leads_and_a_resignation_wakes_only_the_next() {
@@ -54,7 +54,7 @@ fn the_leaders_process_is_killed_and_the_next_candidate_leads() {
     let server = Server::start();
     let hp = server.hostport();
     let program = example("recipe_leader");
-    let session_ms = (10 * TICK_MS).to_string();
+    let session_ms = SHORT_SESSION.as_millis().to_string();
     let dir = "/election/processes";
     let mut first = ChildProcess::spawn(&program, &[&hp, dir, "first", &session_ms]);
     first.expect_line("CANDIDATE", Duration::from_secs(10));
@@ -65,7 +65,7 @@ fn the_leaders_process_is_killed_and_the_next_candidate_leads() {
     third.expect_line("CANDIDATE", Duration::from_secs(10));
     assert!(!second.line_within("LEADING", Duration::from_millis(500)), "second leads while first lives");
     first.kill9();
-    // The killed process's session expires (about 1 s), its node goes, and the candidate
+    // The killed process's session expires (SHORT_SESSION), its node goes, and the candidate
     // behind it — only that one — leads.
     assert_eq!(second.expect_line("LEADING", Duration::from_secs(10)), "second");
     assert!(!third.line_within("LEADING", Duration::from_millis(500)), "third leads while second lives");

@@ -22,6 +22,9 @@ pub const TICK_MS: u64 = 100;
 pub const TEST_TIME_MAX: Duration = Duration::from_secs(30);
 /// Session timeout of the test clients (unless a test asks for another).
 pub const SESSION: Duration = Duration::from_secs(5);
+/// Session timeout of the clients a test lets expire: short, yet 20 ticks, so a client
+/// starved of CPU for a moment does not lose its session by accident.
+pub const SHORT_SESSION: Duration = Duration::from_millis(20 * TICK_MS);
 
 static DIRS_MADE: AtomicU64 = AtomicU64::new(0);
 

@@ -10,7 +10,7 @@ use ringkeeper::client::recipes::rw_lock::{holders_of, ReadWriteLock};
 use ringkeeper::client::recipes::RecipeError;
 use ringkeeper::client::{KeeperError, SessionState, WatcherType};
 
-use crate::harness::{client, client_with, until, with_server, Proxy, TICK_MS};
+use crate::harness::{client, client_with, until, with_server, Proxy, SHORT_SESSION};
 
 #[test]
 fn lock_excludes_and_every_task_gets_it_in_turn() {
@@ -113,7 +113,7 @@ fn a_release_wakes_exactly_one_waiter() {
 fn the_holders_session_expires_and_the_next_waiter_gets_the_lock() {
     with_server(|hp, port| async move {
         let proxy = Proxy::start(port);
-        let session = Duration::from_millis(10 * TICK_MS);
+        let session = SHORT_SESSION;
         let holder_client = client_with(&proxy.hostport(), session).await;
         let holder = Lock::new(&holder_client, "/expiry").await.expect("lock");
         holder.acquire().await.expect("holder");
