@@ -52,6 +52,14 @@ fn queue_hands_out_elements_in_offer_order_each_once() {
         assert!(!waiting.is_finished());
         producer.offer("late").await.expect("offer");
         assert_eq!(waiting.await.expect("task").expect("take").as_ref(), b"late");
+        // Ephemeral elements (seed 001's flags) go with their producer's session.
+        let ec = client(&hp).await;
+        let ephemeral = Queue::with_ephemeral_elements(&ec, "/q/ephemeral").await.expect("queue");
+        ephemeral.offer("short-lived").await.expect("offer");
+        let mut reader = Queue::new(&pc, "/q/ephemeral").await.expect("queue");
+        assert_eq!(reader.len().await.expect("len"), 1);
+        ec.close().await.expect("close");
+        assert_eq!(reader.poll().await.expect("poll"), None);
     });
 }
 
