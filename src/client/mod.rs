@@ -2,7 +2,7 @@
 //! registry (`watches`), server choice (`host_provider`) and connection strings
 //! (`connect_string`); the typed `Client` handle (`client`); the async driver that runs a
 //! session over TCP on glommio or tokio (`driver`); a retry helper for recoverable errors
-//! (`retry`).
+//! (`retry`); seed 001's recipes built on the handle (`recipes`).
 //! Rules: only `src/proto/` knows bytes on the wire; only `driver/` knows a runtime, sockets
 //! and the clock; the core is deterministic given its inputs and seed; every queue between
 //! the handle and the driver is bounded; nothing received from a server panics.
@@ -13,6 +13,7 @@ pub mod client;
 pub mod connect_string;
 pub mod driver;
 pub mod host_provider;
+pub mod recipes;
 pub mod retry;
 pub mod session;
 pub mod types;
