@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod host;
 pub mod json;
 pub mod offline;
 pub mod proto;

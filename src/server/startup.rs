@@ -123,30 +123,18 @@ pub fn check_host(executors: usize, io_memory_bytes: usize) -> Result<(), Startu
         }
     }
     let needed = executors as u64 * (io_memory_bytes as u64 + EXECUTOR_MEMLOCK_OVERHEAD_BYTES);
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes into the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
-        return Ok(());
+    match crate::host::raise_memlock(needed) {
+        Ok(Some(old)) => {
+            tracing::info!("raised RLIMIT_MEMLOCK from {old} to {needed} bytes");
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(StartupError::MemlockTooLow {
+            needed_bytes: e.needed_bytes,
+            soft_bytes: e.soft_bytes,
+            hard_bytes: e.hard_bytes,
+        }),
     }
-    if lim.rlim_cur == libc::RLIM_INFINITY || lim.rlim_cur >= needed {
-        return Ok(());
-    }
-    let target = if lim.rlim_max == libc::RLIM_INFINITY { needed } else { needed.min(lim.rlim_max) };
-    let raised = libc::rlimit { rlim_cur: target, rlim_max: lim.rlim_max };
-    // SAFETY: setrlimit reads the struct we pass.
-    let ok = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised) } == 0;
-    if ok && target >= needed {
-        tracing::info!("raised RLIMIT_MEMLOCK from {} to {target} bytes", lim.rlim_cur);
-        return Ok(());
-    }
-    // Root may raise the hard limit too.
-    let raised = libc::rlimit { rlim_cur: needed, rlim_max: needed.max(lim.rlim_max) };
-    // SAFETY: as above.
-    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised) } == 0 {
-        tracing::info!("raised RLIMIT_MEMLOCK to {needed} bytes");
-        return Ok(());
-    }
-    Err(StartupError::MemlockTooLow { needed_bytes: needed, soft_bytes: lim.rlim_cur, hard_bytes: lim.rlim_max })
 }
 
 /// Pending connections the kernel queues on each client core's listener.

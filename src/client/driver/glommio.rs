@@ -45,13 +45,30 @@ impl Runtime for GlommioRuntime {
 /// Runs `future` to completion on a new glommio executor on this thread (an application
 /// without an executor of its own, such as `ringkeeper cli`); tasks it spawned are dropped
 /// when it returns.
+/// Its io_uring buffers are small (the client reads and writes sockets only), but glommio
+/// still needs `GLOMMIO_MEMLOCK_MIN_BYTES` of locked memory: the soft limit is raised to
+/// that when it is lower, or the error says how to raise it.
 pub fn block_on<F: Future + 'static>(future: F) -> io::Result<F::Output> {
+    let needed = crate::host::GLOMMIO_MEMLOCK_MIN_BYTES;
+    if let Err(e) = crate::host::raise_memlock(needed) {
+        return Err(io::Error::other(format!(
+            "io_uring needs {needed} bytes of locked memory, and RLIMIT_MEMLOCK is {} (hard limit {}): raise it \
+             with `ulimit -l {}`",
+            e.soft_bytes,
+            e.hard_bytes,
+            needed / 1024
+        )));
+    }
     let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .name("rk-client")
+        .io_memory(CLIENT_IO_MEMORY_BYTES)
         .make()
         .map_err(|e| io::Error::other(e.to_string()))?;
     Ok(executor.run(future))
 }
+
+/// io_uring buffer memory of an executor `block_on` makes (glommio's smallest).
+pub const CLIENT_IO_MEMORY_BYTES: usize = 64 * 1024;
 
 /// Spawns a task on the current glommio executor, detached.
 pub fn spawn(task: impl Future<Output = ()> + 'static) {
