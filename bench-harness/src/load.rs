@@ -181,7 +181,10 @@ async fn connection(
         }
     }
     loop {
-        session.tick(window.now_ms());
+        // One clock read per round (and after each wait): the replies handled and the requests
+        // sent in a round share it.
+        let mut now_us = window.now_us();
+        session.tick(now_us / 1000);
         while let Some(out) = session.poll_output() {
             match out {
                 Output::Connect(_) => match TcpStream::connect(addr).await {
@@ -193,18 +196,20 @@ async fn connection(
                             result.reconnects += 1;
                         }
                         connected_once = true;
-                        session.transport_connected(window.now_ms());
+                        now_us = window.now_us();
+                        session.transport_connected(now_us / 1000);
                     }
                     Err(e) => {
                         *result.errors.entry(format!("connect: {e}")).or_default() += 1;
-                        session.transport_closed(window.now_ms());
+                        now_us = window.now_us();
+                        session.transport_closed(now_us / 1000);
                     }
                 },
                 Output::Disconnect => stream = None,
                 Output::Reply { token: CLOSE_TOKEN, .. } => return result,
                 Output::Reply { token, result: r, .. } => {
                     in_flight = in_flight.saturating_sub(1);
-                    let now = window.now_us();
+                    let now = now_us;
                     let counted = token >= window.from_us && now <= window.to_us;
                     match r {
                         Ok(_) => {
@@ -224,13 +229,13 @@ async fn connection(
                     }
                 }
                 Output::Watch { .. } => {
-                    let now = window.now_us();
+                    let now = now_us;
                     if now >= window.from_us && now <= window.to_us {
                         result.events += 1;
                     }
                     if let Job::Load(g) = &job {
                         if closing_since.is_none() {
-                            session.submit(g.watch_request(), window.now_us(), window.now_ms());
+                            session.submit(g.watch_request(), now_us, now_us / 1000);
                             in_flight += 1;
                         }
                     }
@@ -244,13 +249,13 @@ async fn connection(
             }
         }
         let done = match &job {
-            Job::Load(_) => window.now_us() >= window.to_us,
+            Job::Load(_) => now_us >= window.to_us,
             Job::Script(reqs) => script_next >= reqs.len() && in_flight == 0,
         };
         match closing_since {
             None if done => {
                 closing_since = Some(Instant::now());
-                session.submit(Request::CloseSession, CLOSE_TOKEN, window.now_ms());
+                session.submit(Request::CloseSession, CLOSE_TOKEN, now_us / 1000);
             }
             Some(t) if t.elapsed() >= Duration::from_millis(CLOSE_WAIT_MS) => return result,
             _ => {}
@@ -258,10 +263,10 @@ async fn connection(
         if closing_since.is_none() {
             match &mut job {
                 Job::Load(g) if !g.is_watcher() && interval_us > 0.0 => {
-                    let now = window.now_us() as f64;
+                    let now = now_us as f64;
                     while next_send_us <= now && in_flight < spec.outstanding && session.can_submit() {
                         let (_, req) = g.next();
-                        session.submit(req, next_send_us as u64, window.now_ms());
+                        session.submit(req, next_send_us as u64, now_us / 1000);
                         next_send_us += interval_us;
                         in_flight += 1;
                     }
@@ -269,13 +274,13 @@ async fn connection(
                 Job::Load(g) if !g.is_watcher() => {
                     while in_flight < spec.outstanding && session.can_submit() {
                         let (_, req) = g.next();
-                        session.submit(req, window.now_us(), window.now_ms());
+                        session.submit(req, now_us, now_us / 1000);
                         in_flight += 1;
                     }
                 }
                 Job::Script(reqs) => {
                     while in_flight < spec.outstanding && script_next < reqs.len() && session.can_submit() {
-                        session.submit(reqs[script_next].clone(), window.now_us(), window.now_ms());
+                        session.submit(reqs[script_next].clone(), now_us, now_us / 1000);
                         script_next += 1;
                         in_flight += 1;
                     }

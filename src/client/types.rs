@@ -106,7 +106,7 @@ impl EventType {
 #[repr(i32)]
 pub enum KeeperState {
     Disconnected = 0,
-    SyncConnected = 3,
+    SyncConnected = crate::proto::opcode::STATE_SYNC_CONNECTED,
     AuthFailed = 4,
     ConnectedReadOnly = 5,
     Expired = -112,

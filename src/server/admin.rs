@@ -244,7 +244,8 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
         },
         None => None,
     };
-    let ins = inspected.as_deref().cloned().unwrap_or_default();
+    let nothing = Inspected::default();
+    let ins = inspected.as_deref().unwrap_or(&nothing);
     let mode = ServerMode::from_index(stats.mode.load(Relaxed));
     let t = stats.totals();
     let mut fields: Vec<(String, String)> = Vec::new();
@@ -287,7 +288,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
             field("secure_connections", "[]".into());
         }
         "dump" => {
-            let sets = ins.session_sets.clone().unwrap_or_default();
+            let sets = ins.session_sets.as_deref().unwrap_or_default();
             field(
                 "expiry_time_to_session_ids",
                 json_map(sets.iter().map(|(at, ids)| (at.to_string(), json_list(ids.iter().map(|i| i.to_string()))))),
@@ -303,7 +304,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
             );
         }
         "watch_summary" | "watches" | "watches_by_path" => {
-            let (by_path, by_session) = super::four_letter::data_watches(&ins);
+            let (by_path, by_session) = super::four_letter::data_watches(ins);
             match *name {
                 "watch_summary" => {
                     field("num_connections", by_session.len().to_string());

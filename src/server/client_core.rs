@@ -139,19 +139,25 @@ impl Conn {
         self.counters.borrow_mut().sent += 1;
     }
 
-    /// A packet arrived from the client.
+    /// A packet arrived from the client (when is noted per socket read: `heard`).
     pub fn count_received(&self) {
         self.core_stats().count_received();
         self.counters.borrow_mut().received += 1;
+    }
+
+    /// Bytes arrived from the client now.
+    pub fn heard(&self) {
         self.last_heard_ms.set(self.stats.uptime_ms());
     }
 
     /// Request `xid` (`op`), read at `since`, was answered with `zxid`: the core's latency
-    /// and this connection's statistics.
+    /// and this connection's statistics (one clock read for both).
     fn answered(&self, op: OpCode, xid: i32, zxid: i64, since: Instant) {
-        self.core_stats().record_latency(since);
-        let latency_ms = since.elapsed().as_millis() as u64;
-        self.counters.borrow_mut().answered(op, xid, zxid, self.stats.uptime_ms(), latency_ms);
+        let now = Instant::now();
+        let latency = now.saturating_duration_since(since);
+        self.core_stats().record_latency(latency);
+        let now_ms = now.saturating_duration_since(self.stats.started).as_millis() as i64;
+        self.counters.borrow_mut().answered(op, xid, zxid, now_ms, latency.as_millis() as u64);
     }
 
     /// This connection as `cons` lists it.

@@ -175,7 +175,10 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
         }
         let n = match rd.read(&mut chunk).await {
             Ok(0) => return,
-            Ok(n) => n,
+            Ok(n) => {
+                conn.heard();
+                n
+            }
             Err(e) => {
                 tracing::debug!("connection {}: read failed: {e}", conn.id);
                 return;

@@ -972,11 +972,18 @@ impl Peer {
         if l.acked.len() < quorum {
             return;
         }
-        // The highest zxid a quorum has logged: the quorum-th highest acknowledgement (one
-        // pass over the voters, whatever the number of proposals in flight).
-        let mut acks: Vec<Zxid> = l.acked.values().copied().collect();
-        acks.sort_unstable_by(|a, b| b.cmp(a));
-        let quorum_logged = acks[quorum - 1];
+        // The highest zxid a quorum has logged: the highest acknowledgement that at least a
+        // quorum of voters reached (a few voters, whatever the number of proposals in flight;
+        // no allocation).
+        let Some(quorum_logged) = l
+            .acked
+            .values()
+            .copied()
+            .filter(|&z| l.acked.values().filter(|&&other| other >= z).count() >= quorum)
+            .max()
+        else {
+            return;
+        };
         let mut upto = None;
         while let Some(&z) = l.outstanding.front() {
             if z > quorum_logged {
