@@ -498,6 +498,34 @@ async fn set_acl_recursive(client: &Client, root: &str, acl: &[Acl], version: i3
     }
 }
 
+/// Bytes of the deletes in one deleteall multi: a frame the default jute.maxbuffer accepts,
+/// with room for the request and multi headers.
+const MULTI_DELETE_BYTES_MAX: usize = crate::proto::frame::JUTE_MAX_BUFFER_DEFAULT_BYTES - 1024;
+/// A delete inside a multi: its op header (type, done, err) plus path length and version.
+const MULTI_DELETE_OP_BYTES: usize = 4 + 1 + 4 + 4 + 4;
+
+/// Splits `paths` into multis of at most `batch` deletes and `bytes_max` encoded bytes (zkCli
+/// splits by count only, so deep paths made its multis larger than a frame). A single path
+/// always gets a multi of its own, whatever its size.
+fn delete_batches<'a>(paths: &[&'a str], batch: usize, bytes_max: usize) -> Vec<Vec<&'a str>> {
+    let mut out: Vec<Vec<&'a str>> = Vec::new();
+    let mut bytes = 0;
+    for p in paths {
+        let op = MULTI_DELETE_OP_BYTES + p.len();
+        match out.last_mut() {
+            Some(last) if last.len() < batch.max(1) && bytes + op <= bytes_max => {
+                last.push(p);
+                bytes += op;
+            }
+            _ => {
+                out.push(vec![p]);
+                bytes = op;
+            }
+        }
+    }
+    out
+}
+
 /// zkCli's deleteall: the subtree listed breadth first, deleted leaves first in multis of
 /// `batch` deletes; stops at the first failed multi.
 async fn delete_all(client: &Client, root: &str, batch: usize) -> Result<(), CmdError> {
@@ -510,7 +538,8 @@ async fn delete_all(client: &Client, root: &str, batch: usize) -> Result<(), Cmd
         tree.extend(children.iter().map(|c| crate::tree::path::join(&node, c)));
         i += 1;
     }
-    for chunk in tree.iter().rev().collect::<Vec<_>>().chunks(batch.max(1)) {
+    let leaves_first: Vec<&str> = tree.iter().rev().map(String::as_str).collect();
+    for chunk in delete_batches(&leaves_first, batch, MULTI_DELETE_BYTES_MAX) {
         let ops = chunk.iter().map(|p| Op::delete(p, crate::client::types::ANY_VERSION)).collect();
         if client.multi(ops).await.is_err() {
             err("Failed to delete some node(s) in the subtree!");
@@ -540,6 +569,22 @@ mod tests {
         assert_eq!(CmdError::Reported.to_string(), "");
         assert_eq!(CmdError::Parse(ParseError::NotFound("x".into())).exit_code(), 127);
         assert_eq!(CmdError::BadPath("p".into()).exit_code(), 1);
+    }
+
+    #[test]
+    fn hardening_2_deleteall_multis_fit_a_frame() {
+        let deep: Vec<String> = (1..=3000).map(|d| format!("/d{}", "/x".repeat(d))).collect();
+        let paths: Vec<&str> = deep.iter().rev().map(String::as_str).collect();
+        let batches = delete_batches(&paths, 1000, MULTI_DELETE_BYTES_MAX);
+        assert_eq!(batches.iter().map(Vec::len).sum::<usize>(), paths.len());
+        assert!(batches.concat() == paths, "order kept: leaves first");
+        for b in &batches {
+            let bytes: usize = b.iter().map(|p| MULTI_DELETE_OP_BYTES + p.len()).sum();
+            assert!(b.len() <= 1000 && (b.len() == 1 || bytes <= MULTI_DELETE_BYTES_MAX));
+        }
+        let small = ["/a/b", "/a/c", "/a"];
+        assert_eq!(delete_batches(&small, 2, MULTI_DELETE_BYTES_MAX), vec![vec!["/a/b", "/a/c"], vec!["/a"]]);
+        assert_eq!(delete_batches(&small, 0, 10), vec![vec!["/a/b"], vec!["/a/c"], vec!["/a"]]);
     }
 
     #[test]

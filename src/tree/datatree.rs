@@ -223,12 +223,19 @@ impl DataTree {
         self.ttls.iter()
     }
 
-    /// Number of nodes below `p` (not counting `p`).
+    /// Number of nodes below `p` (not counting `p`). Iterative: a path's depth is the
+    /// client's to choose (a 12,000-level path is a valid tree), so no recursion.
     pub fn descendant_count(&self, p: &str) -> usize {
-        let Some(node) = self.nodes.get(p) else {
-            return 0;
-        };
-        node.children.iter().map(|c| 1 + self.descendant_count(&path::join(p, c))).sum()
+        let mut count = 0;
+        let mut stack: Vec<String> = vec![p.to_string()];
+        while let Some(parent) = stack.pop() {
+            let Some(node) = self.nodes.get(parent.as_str()) else {
+                continue;
+            };
+            count += node.children.len();
+            stack.extend(node.children.iter().map(|c| path::join(&parent, c)));
+        }
+        count
     }
 
     // ---- mutation primitives, used by txn::apply only ----
@@ -370,6 +377,31 @@ mod tests {
         assert_eq!((zk.num_children, zk.cversion), (2, -2));
         assert_eq!(t.get("/zookeeper/config").unwrap().stat().aversion, -1);
         assert_eq!(t.descendant_count("/"), 3);
+    }
+
+    #[test]
+    fn hardening_2_descendant_count_of_a_12000_level_path_on_a_small_stack() {
+        // 12,000 levels (a 24 KB path, within jute.maxbuffer): counting walks iteratively,
+        // so it fits a 128 KiB stack; the recursive walk needed a frame per level.
+        let depth = 12_000;
+        // Built and walked on the small-stack thread (the tree is not Send: Rc).
+        let counted = std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let mut t = DataTree::new();
+                let acl: Rc<[Acl]> = super::super::acl::open_acl_unsafe().into();
+                let mut p = String::from("/d");
+                t.create_node(&p, None, acl.clone(), 0, 1, 0);
+                for i in 0..depth {
+                    p.push_str("/x");
+                    t.create_node(&p, None, acl.clone(), 0, 2 + i, 0);
+                }
+                (t.descendant_count("/d"), t.descendant_count("/"), t.walk().len())
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(counted, (depth as usize, depth as usize + 4, depth as usize + 5));
     }
 
     #[test]
