@@ -169,7 +169,8 @@ impl Member {
         if let ToPipeline::Inspect { .. } | ToPipeline::Report { .. } = msg {
             // Inspections are answered serving or not; only a leader expires sessions.
             let (leading, sessions) = (self.leading(), &self.sessions);
-            let relayed = relay_inspection(&mut self.collections, msg, || leading.then(|| dated(sessions.deadline_sets(), now)));
+            let relayed =
+                relay_inspection(&mut self.collections, msg, || leading.then(|| dated(sessions.deadline_sets(), now)));
             if let Some(m) = relayed {
                 self.control(m);
             }

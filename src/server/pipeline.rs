@@ -166,7 +166,9 @@ impl Pipeline {
             }
             msg @ (ToPipeline::Inspect { .. } | ToPipeline::Report { .. }) => {
                 let sessions = &self.sessions;
-                if let Some(m) = relay_inspection(&mut self.collections, msg, || Some(dated(sessions.deadline_sets(), now))) {
+                if let Some(m) =
+                    relay_inspection(&mut self.collections, msg, || Some(dated(sessions.deadline_sets(), now)))
+                {
                     self.control.push(m);
                 }
             }
