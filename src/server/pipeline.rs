@@ -5,7 +5,8 @@
 //! TTL reaper, and the snapshot schedule.
 //! Rules: nothing leaves this core before it is durable; a txn is fully determined here (zxid,
 //! time, session, sequence names, errors); zxids increase by exactly one; a log write error
-//! stops the server (nothing after it can be acknowledged).
+//! stops the server (nothing after it can be acknowledged); sessions, ticks and schedules run
+//! on the monotonic clock, a txn's time is the wall clock's (`clock::Now`).
 
 use super::clock::Now;
 use super::inspect::{Collections, Inspect, SessionSets};

@@ -1,5 +1,5 @@
 """Hardening (issue 14): clock steps (item 4), connection limits (item 7), fail-stop on a
-panic (item 9), and a follower's session touches (item 11).
+panic (item 9).
 
 Clock steps use libfaketime (Debian's `faketime`): the server runs with the library preloaded,
 its wall clock read from a file the test rewrites, the monotonic clock left alone
@@ -346,3 +346,4 @@ def test_hardening_9_the_fault_hook_is_refused_outside_tests(kind, make_server, 
     rc = s.proc.wait(timeout=20)
     assert rc != 0
     assert "RINGKEEPER_TESTING=1" in s.log_text()
+
