@@ -300,6 +300,19 @@ impl Core {
         in_process > limit
     }
 
+    /// Connection `id` was just accepted: it must have a session by its deadline. Settled
+    /// entries at the front (closed, or with a session) go first, so the queue holds little
+    /// more than the connections accepted within one nio.sessionlessCnxnTimeout.
+    pub fn watch_sessionless(&self, id: u64) {
+        let deadline = super::clock::mono_ms().saturating_add(self.config.sessionless_cnxn_timeout_ms as i64);
+        let conns = self.conns.borrow();
+        let mut q = self.sessionless.borrow_mut();
+        while q.front().is_some_and(|(_, c)| conns.get(c).is_none_or(|c| c.session_id.get() != 0)) {
+            q.pop_front();
+        }
+        q.push_back((deadline, id));
+    }
+
     pub fn touch(&self, session_id: i64) {
         if session_id != 0 {
             self.touched.borrow_mut().insert(session_id);

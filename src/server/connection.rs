@@ -55,8 +55,7 @@ pub fn start(core: Rc<Core>, stream: TcpStream) {
     let fd = stream.as_raw_fd();
     let conn = Rc::new(Conn::new(core.next_conn_id(), remote, core.stats.clone(), core.id, permit));
     core.conns.borrow_mut().insert(conn.id, conn.clone());
-    let deadline = super::clock::mono_ms().saturating_add(core.config.sessionless_cnxn_timeout_ms as i64);
-    core.sessionless.borrow_mut().push_back((deadline, conn.id));
+    core.watch_sessionless(conn.id);
     core.publish_connections();
     tracing::debug!("connection {} from {peer}", conn.id);
     let (rd, wr) = futures_lite::io::split(stream);
