@@ -149,11 +149,6 @@ impl Conn {
         self.core_stats().outstanding.fetch_sub(left, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Requests of this connection waiting for their turn.
-    pub fn pending_len(&self) -> usize {
-        self.pending.borrow().len()
-    }
-
     /// This connection's core's counters.
     pub fn core_stats(&self) -> &CoreStats {
         &self.stats.cores[self.core as usize]

@@ -12,8 +12,9 @@
 //!   names back in a Proposed reply before the commit); connections that closed in between
 //!   just get nothing.
 //! - Sessions are global: created, closed and expired by txns; the leader alone keeps their
-//!   deadlines (refreshed by touches from every member) and knows which member owns each; a
-//!   write from a member that does not own its session fails with SessionMoved.
+//!   deadlines (refreshed by touches from every member, which a follower forwards as soon as
+//!   its client cores report them) and knows which member owns each; a write from a member
+//!   that does not own its session fails with SessionMoved.
 //! - A member serves clients only while its peer is an established leader or a synced
 //!   follower; on losing that it closes every client connection (clients move elsewhere).
 //! - Snapshots are of the committed tree, never of the leader's prep tree.
