@@ -31,8 +31,17 @@ pub const MAX_SESSION_TIMEOUT_TICKS_DEFAULT: u32 = 20;
 /// Session timeouts travel as a signed 32-bit number of milliseconds.
 pub const SESSION_TIMEOUT_MS_MAX: u32 = i32::MAX as u32;
 pub const CLIENT_PORT_DEFAULT: u16 = 2181;
-/// Connections per client IP (per client core); 0 = unlimited.
+/// Connections per client IP (across all client cores); 0 = unlimited.
 pub const MAX_CLIENT_CNXNS_DEFAULT: u32 = 60;
+/// maxCnxns: client connections of the whole server; 0 = unlimited (ZooKeeper's default).
+pub const MAX_CNXNS_DEFAULT: u32 = 0;
+/// globalOutstandingLimit: requests in process across the server past which connections
+/// with requests in process stop being read (ZooKeeper's default).
+pub const GLOBAL_OUTSTANDING_LIMIT_DEFAULT: u32 = 1000;
+/// nio.sessionlessCnxnTimeout: how long a connection may stay without a session (no
+/// ConnectRequest, or one not answered yet) before it is closed (ZooKeeper's default).
+pub const SESSIONLESS_CNXN_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+pub const SESSIONLESS_CNXN_TIMEOUT_MS_MAX: u64 = i32::MAX as u64;
 pub const SNAP_COUNT_DEFAULT: u64 = 100_000;
 /// preAllocSize is given in KiB, as in ZooKeeper.
 pub const PRE_ALLOC_SIZE_KIB_DEFAULT: u64 = 65_536;
@@ -86,8 +95,14 @@ pub struct Config {
     pub data_log_dir: PathBuf,
     pub client_port: u16,
     pub client_port_address: IpAddr,
-    /// maxClientCnxns: connections per client IP; 0 = unlimited.
+    /// maxClientCnxns: connections per client IP, across all client cores; 0 = unlimited.
     pub max_client_cnxns: u32,
+    /// maxCnxns: client connections of the whole server; 0 = unlimited.
+    pub max_cnxns: u32,
+    /// globalOutstandingLimit (a leader of more than 2 voters divides it by voters − 1).
+    pub global_outstanding_limit: u32,
+    /// nio.sessionlessCnxnTimeout, in ms.
+    pub sessionless_cnxn_timeout_ms: u64,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     /// snapCount: txns between snapshots.
@@ -134,6 +149,9 @@ pub struct Config {
     pub io_memory_bytes: usize,
     pub ring_depth: usize,
     pub spin_before_park_us: u64,
+    /// ringkeeper.testing.panicOnPath: a fault hook for tests (a read of this path panics
+    /// the client core); the server refuses to start with it unless RINGKEEPER_TESTING=1.
+    pub testing_panic_on_path: Option<String>,
 }
 
 /// One `server.N=host:quorumPort:electionPort[:participant|observer][;[clientHost:]clientPort]`.
@@ -265,6 +283,9 @@ impl std::error::Error for ConfigError {
 /// Keys ZooKeeper reads as Java system properties that ringkeeper uses. zoo.cfg may give
 /// them bare or prefixed `zookeeper.`; they are matched by these (unprefixed) names.
 const SYSPROP_KEYS_USED: &[&str] = &[
+    "maxCnxns",
+    "globalOutstandingLimit",
+    "nio.sessionlessCnxnTimeout",
     "snapCount",
     "preAllocSize",
     "forceSync",
@@ -300,9 +321,7 @@ const ZOOCFG_KEYS_UNUSED: &[&str] = &[
 
 /// System-property keys (bare or `zookeeper.`-prefixed) accepted without being used.
 const SYSPROP_KEYS_UNUSED: &[&str] = &[
-    "globalOutstandingLimit",
     "skipACL",
-    "maxCnxns",
     "leaderServes",
     "cnxTimeout",
     "tcpKeepAlive",
@@ -614,6 +633,10 @@ impl Config {
         let mut client_port = CLIENT_PORT_DEFAULT;
         let mut client_port_address = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
         let mut max_client_cnxns = MAX_CLIENT_CNXNS_DEFAULT;
+        let mut max_cnxns = MAX_CNXNS_DEFAULT;
+        let mut global_outstanding_limit = GLOBAL_OUTSTANDING_LIMIT_DEFAULT;
+        let mut sessionless_cnxn_timeout_ms = SESSIONLESS_CNXN_TIMEOUT_MS_DEFAULT;
+        let mut testing_panic_on_path: Option<String> = None;
         // Explicit session timeouts, with the line that set them.
         let mut min_session: Option<(u32, usize)> = None;
         let mut max_session: Option<(u32, usize)> = None;
@@ -706,6 +729,12 @@ impl Config {
                     })?;
                 }
                 "maxClientCnxns" => max_client_cnxns = e.u32(0, u32::MAX, " connections (0 = unlimited)")?,
+                "maxCnxns" => max_cnxns = e.u32(0, u32::MAX, " connections (0 = unlimited)")?,
+                "globalOutstandingLimit" => global_outstanding_limit = e.u32(0, i32::MAX as u32, " requests")?,
+                "nio.sessionlessCnxnTimeout" => {
+                    sessionless_cnxn_timeout_ms = e.int(1, SESSIONLESS_CNXN_TIMEOUT_MS_MAX as i64, " ms")? as u64
+                }
+                "ringkeeper.testing.panicOnPath" => testing_panic_on_path = Some(value.to_string()),
                 "minSessionTimeout" => min_session = e.session_timeout()?.map(|v| (v, line)),
                 "maxSessionTimeout" => max_session = e.session_timeout()?.map(|v| (v, line)),
                 "snapCount" => snap_count = e.int(1, i64::MAX, " txns")? as u64,
@@ -906,6 +935,10 @@ impl Config {
             io_memory_bytes,
             ring_depth,
             spin_before_park_us,
+            max_cnxns,
+            global_outstanding_limit,
+            sessionless_cnxn_timeout_ms,
+            testing_panic_on_path,
         };
         Ok((config, warnings))
     }

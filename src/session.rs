@@ -1,6 +1,7 @@
 //! Session bookkeeping of the pipeline core: session ids, passwords, negotiated timeouts, which
 //! connection a session is attached to, and expiry by deadline buckets.
-//! Rules: sans-IO (the caller passes `now_ms`); a session is expired only by `expired()`, once
+//! Rules: sans-IO (the caller passes `now_ms`, monotonic milliseconds: a step of the wall clock
+//! must move no deadline); a session is expired only by `expired()`, once
 //! its deadline has passed with no touch; a password is a pure function of the session id, so a
 //! session survives a restart without storing secrets.
 

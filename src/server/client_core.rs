@@ -5,6 +5,7 @@
 //! pending write waits); watch notifications of a txn are queued before the reply of the
 //! write that fired them; nothing here touches another core's state.
 
+use super::conn_limits::{ConnLimits, ConnPermit};
 use super::connection;
 use super::inspect::{ConnInfo, ConnStats, CoreReport, Inspect, Inspected, INSPECTIONS_PER_CORE_MAX};
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
@@ -34,10 +35,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Requests of one connection waiting for their turn; the reader stops reading beyond this
-/// (ZooKeeper's globalOutstandingLimit plays the same role).
+/// (and, as in ZooKeeper, any connection with requests in process stops being read while the
+/// server's requests in process exceed globalOutstandingLimit: `Core::throttled`).
 pub const CONN_PENDING_MAX: usize = 1000;
 /// Reply bytes queued for one connection before its reader stops reading.
 pub const CONN_OUT_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// How long the acceptor pauses after a failed accept (out of descriptors), as ZooKeeper's.
+pub const ACCEPT_PAUSE_MS: u64 = 10;
+/// Repeated warnings (failed accepts, refused connections) are logged at most this often.
+pub const LOG_EVERY_MS: i64 = 1000;
+/// How often, at most, connections without a session are checked against their deadline.
+pub const SESSIONLESS_CHECK_MS_MAX: u64 = 1000;
 /// How long shutdown waits for connections to flush their replies.
 pub const SHUTDOWN_FLUSH_MS_MAX: u64 = 2000;
 
@@ -75,7 +83,9 @@ pub struct Conn {
     pub session_id: Cell<i64>,
     pub read_only_flag: Cell<Option<bool>>,
     pub auth: RefCell<Arc<[Id]>>,
-    pub pending: RefCell<VecDeque<Pending>>,
+    /// Requests waiting for their turn: changed only through `enqueue` / `dequeue_if` /
+    /// `forget_pending`, which keep this core's count of requests in process.
+    pending: RefCell<VecDeque<Pending>>,
     pub out: RefCell<BytesMut>,
     pub writer_wake: Semaphore,
     pub reader_wake: Semaphore,
@@ -84,16 +94,15 @@ pub struct Conn {
     pub stop_reading: Cell<bool>,
     stats: Arc<Stats>,
     core: u16,
+    /// This connection's place in the server's connection limits, given back when it is dropped.
+    _permit: ConnPermit,
 }
 
 impl Conn {
-    pub fn new(id: u64, remote: SocketAddr, stats: Arc<Stats>, core: u16) -> Conn {
+    pub fn new(id: u64, remote: SocketAddr, stats: Arc<Stats>, core: u16, permit: ConnPermit) -> Conn {
         let peer = remote.ip();
         let ip_id: Arc<[Id]> = vec![Id { scheme: acl::SCHEME_IP.to_string(), id: peer.to_string() }].into();
-        let established_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let established_ms = super::clock::wall_clock_ms_for_dates();
         Conn {
             id,
             peer,
@@ -113,7 +122,31 @@ impl Conn {
             stop_reading: Cell::new(false),
             stats,
             core,
+            _permit: permit,
         }
+    }
+
+    /// Queues a request behind those before it (one more request in process on this core).
+    pub fn enqueue(&self, p: Pending) {
+        self.pending.borrow_mut().push_back(p);
+        self.core_stats().outstanding.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Takes the head of the queue if `take` wants it.
+    fn dequeue_if(&self, take: impl FnOnce(&Pending) -> bool) -> Option<Pending> {
+        let mut pending = self.pending.borrow_mut();
+        if !pending.front().is_some_and(take) {
+            return None;
+        }
+        let head = pending.pop_front();
+        self.core_stats().outstanding.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        head
+    }
+
+    /// The connection is gone: what it had queued is no longer in process.
+    fn forget_pending(&self) {
+        let left = std::mem::take(&mut *self.pending.borrow_mut()).len() as u64;
+        self.core_stats().outstanding.fetch_sub(left, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// This connection's core's counters.
@@ -202,7 +235,14 @@ pub struct Core {
     pub tree: RefCell<DataTree>,
     pub watches: RefCell<WatchIndex>,
     pub conns: RefCell<HashMap<u64, Rc<Conn>>>,
-    pub per_ip: RefCell<HashMap<IpAddr, u32>>,
+    /// maxCnxns and maxClientCnxns, counted across all client cores.
+    pub conn_limits: Arc<ConnLimits>,
+    /// Connections without a session yet, by accept order: (monotonic deadline, id), closed
+    /// at the deadline if still without one (nio.sessionlessCnxnTimeout).
+    pub sessionless: RefCell<VecDeque<(i64, u64)>>,
+    /// Connections refused by a limit since the last log line about it (logs are rate-limited).
+    pub refused: Cell<u64>,
+    pub refused_logged_ms: Cell<i64>,
     outbox: RefCell<Vec<ToPipeline>>,
     outbox_wake: Semaphore,
     touched: RefCell<HashSet<i64>>,
@@ -237,6 +277,37 @@ impl Core {
         self.outbox_wake.signal(1);
     }
 
+    /// ZooKeeper's throttle: while the server's requests in process exceed
+    /// globalOutstandingLimit, a connection with requests of its own in process is not read
+    /// (it is read again once those are answered). A leader of more than 2 voters divides the
+    /// limit by voters − 1, as ZooKeeper's leader does.
+    pub fn throttled(&self, conn: &Conn) -> bool {
+        if conn.pending.borrow().is_empty() {
+            return false;
+        }
+        let mut limit = self.config.global_outstanding_limit as u64;
+        let voters = self.config.servers.iter().filter(|s| !s.observer).count() as u64;
+        if self.mode.get() == ServerMode::Leader && voters > 2 {
+            limit /= voters - 1;
+        }
+        let in_process: u64 =
+            self.stats.cores.iter().map(|c| c.outstanding.load(std::sync::atomic::Ordering::Relaxed)).sum();
+        in_process > limit
+    }
+
+    /// Connection `id` was just accepted: it must have a session by its deadline. Settled
+    /// entries at the front (closed, or with a session) go first, so the queue holds little
+    /// more than the connections accepted within one nio.sessionlessCnxnTimeout.
+    pub fn watch_sessionless(&self, id: u64) {
+        let deadline = super::clock::mono_ms().saturating_add(self.config.sessionless_cnxn_timeout_ms as i64);
+        let conns = self.conns.borrow();
+        let mut q = self.sessionless.borrow_mut();
+        while q.front().is_some_and(|(_, c)| conns.get(c).is_none_or(|c| c.session_id.get() != 0)) {
+            q.pop_front();
+        }
+        q.push_back((deadline, id));
+    }
+
     pub fn touch(&self, session_id: i64) {
         if session_id != 0 {
             self.touched.borrow_mut().insert(session_id);
@@ -261,7 +332,6 @@ impl Core {
         let conns = self.conns.borrow();
         let st = self.my_stats();
         st.connections.store(conns.len() as u64, Relaxed);
-        st.outstanding.store(conns.values().map(|c| c.pending.borrow().len() as u64).sum(), Relaxed);
         st.watches.store(self.watches.borrow().watch_count() as u64, Relaxed);
         if self.id == 0 {
             let tree = self.tree.borrow();
@@ -349,6 +419,14 @@ impl Core {
     /// A request arrived on `conn` (after the handshake). Decides where it goes.
     pub fn on_request(&self, conn: &Rc<Conn>, xid: i32, req: Request) {
         self.touch(conn.session_id.get());
+        if let Some(doomed) = &self.config.testing_panic_on_path {
+            // A test's fault hook (refused at start-up unless RINGKEEPER_TESTING=1).
+            if let Request::GetData { path, .. } | Request::Exists { path, .. } = &req {
+                if path == doomed {
+                    panic!("ringkeeper.testing.panicOnPath: client core {} read {path}", self.id);
+                }
+            }
+        }
         if let Request::Auth { scheme, auth, .. } = &req {
             // As in ZooKeeper, auth takes effect on receipt, so a write sent after it carries
             // the new ids, and is answered at once, ahead of the requests still queued (nothing
@@ -384,13 +462,13 @@ impl Core {
             _ => None,
         };
         if let Some((opcode, op)) = write {
-            conn.pending.borrow_mut().push_back(Pending::Write { xid, opcode, at: Instant::now() });
+            conn.enqueue(Pending::Write { xid, opcode, at: Instant::now() });
             let auth = conn.auth.borrow().clone();
             self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth });
             return;
         }
         if let Request::Sync { path } = &req {
-            conn.pending.borrow_mut().push_back(Pending::Sync { xid, at: Instant::now() });
+            conn.enqueue(Pending::Sync { xid, at: Instant::now() });
             self.send(ToPipeline::Sync { conn: self.conn_ref(conn), xid, path: path.clone() });
             return;
         }
@@ -402,7 +480,7 @@ impl Core {
             conn.answered(op, xid, self.last_zxid(), at);
             conn.writer_wake.signal(1);
         } else {
-            conn.pending.borrow_mut().push_back(Pending::Local { xid, req, auth, at });
+            conn.enqueue(Pending::Local { xid, req, auth, at });
         }
     }
 
@@ -447,7 +525,7 @@ impl Core {
             self.answer_error(conn, xid, err, close);
             conn.writer_wake.signal(1);
         } else {
-            conn.pending.borrow_mut().push_back(Pending::Error { xid, err, close });
+            conn.enqueue(Pending::Error { xid, err, close });
         }
     }
 
@@ -465,13 +543,7 @@ impl Core {
     /// connection is closing (after closeSession or a closing error, ZooKeeper answers no more).
     fn drain(&self, conn: &Rc<Conn>) {
         while !conn.closing.get() {
-            let next = {
-                let mut pending = conn.pending.borrow_mut();
-                match pending.front() {
-                    Some(Pending::Local { .. } | Pending::Error { .. }) => pending.pop_front(),
-                    _ => None,
-                }
-            };
+            let next = conn.dequeue_if(|p| matches!(p, Pending::Local { .. } | Pending::Error { .. }));
             match next {
                 Some(Pending::Local { xid, req, auth, at }) => {
                     let op = req.opcode();
@@ -499,11 +571,9 @@ impl Core {
         if conn.closing.get() {
             return None;
         }
-        let mut pending = conn.pending.borrow_mut();
-        if pending.front().is_some_and(is_it) {
-            return pending.pop_front();
+        if let Some(head) = conn.dequeue_if(is_it) {
+            return Some(head);
         }
-        drop(pending);
         tracing::error!(
             "connection {} ({}): {answered} {xid} does not match the request it waits for; closing",
             conn.id,
@@ -806,10 +876,42 @@ impl Core {
         self.conns.borrow_mut().remove(&conn.id);
         self.watches.borrow_mut().remove_conn(conn.id);
         self.publish_connections();
-        if let Some(n) = self.per_ip.borrow_mut().get_mut(&conn.peer) {
-            *n = n.saturating_sub(1);
-        }
+        conn.forget_pending();
         self.send(ToPipeline::Detached { conn: self.conn_ref(conn) });
+    }
+}
+
+/// Closes connections still without a session at their deadline (ZooKeeper's NIO server
+/// closes them after nio.sessionlessCnxnTimeout): connections that never send a
+/// ConnectRequest, or send part of one, would otherwise hold memory and a descriptor forever.
+async fn close_sessionless(core: &Rc<Core>) {
+    let timeout_ms = core.config.sessionless_cnxn_timeout_ms;
+    let every = Duration::from_millis((timeout_ms / 4).clamp(1, SESSIONLESS_CHECK_MS_MAX));
+    loop {
+        glommio::timer::sleep(every).await;
+        let now = super::clock::mono_ms();
+        loop {
+            let due = {
+                let mut q = core.sessionless.borrow_mut();
+                match q.front() {
+                    Some(&(deadline, id)) if deadline <= now => {
+                        q.pop_front();
+                        Some(id)
+                    }
+                    _ => None,
+                }
+            };
+            let Some(id) = due else { break };
+            let conn = core.conns.borrow().get(&id).cloned();
+            if let Some(c) = conn.filter(|c| c.session_id.get() == 0 && !c.closing.get()) {
+                tracing::info!(
+                    "connection {} from {}: no session after {timeout_ms} ms (nio.sessionlessCnxnTimeout); closing",
+                    c.id,
+                    c.peer
+                );
+                c.close();
+            }
+        }
     }
 }
 
@@ -899,6 +1001,7 @@ fn write_response(opcode: OpCode, result: OpResult) -> (i32, Response) {
 pub struct CoreParams {
     pub id: u16,
     pub stats: Arc<Stats>,
+    pub conn_limits: Arc<ConnLimits>,
     pub config: Arc<Config>,
     pub recovered: Arc<storage::recovery::Recovered>,
     pub to_pipeline: SharedSender<Vec<ToPipeline>>,
@@ -909,7 +1012,7 @@ pub struct CoreParams {
 
 /// Runs one client core until the pipeline core says shutdown.
 pub async fn run(params: CoreParams) -> Result<(), String> {
-    let CoreParams { id, stats, config, recovered, to_pipeline, from_pipeline, admin_asks } = params;
+    let CoreParams { id, stats, conn_limits, config, recovered, to_pipeline, from_pipeline, admin_asks } = params;
     let tree =
         storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("core {id}: rebuilding the tree: {e}"))?;
     drop(recovered);
@@ -919,7 +1022,10 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         tree: RefCell::new(tree),
         watches: RefCell::new(WatchIndex::new()),
         conns: RefCell::new(HashMap::new()),
-        per_ip: RefCell::new(HashMap::new()),
+        conn_limits,
+        sessionless: RefCell::new(VecDeque::new()),
+        refused: Cell::new(0),
+        refused_logged_ms: Cell::new(i64::MIN),
         outbox: RefCell::new(Vec::new()),
         outbox_wake: Semaphore::new(0),
         touched: RefCell::new(HashSet::new()),
@@ -970,6 +1076,10 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
             }
         })
     };
+    let sessionless_closer = {
+        let core = core.clone();
+        glommio::spawn_local(async move { close_sessionless(&core).await })
+    };
     let admin_bridge = admin_asks.map(|end| {
         let core = core.clone();
         glommio::spawn_local(async move { answer_admin(&core, end).await })
@@ -980,12 +1090,23 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     let acceptor = {
         let core = core.clone();
         glommio::spawn_local(async move {
+            let mut failures = 0u64;
+            let mut logged_ms = i64::MIN;
             loop {
                 match listener.accept().await {
                     Ok(stream) => connection::start(core.clone(), stream),
                     Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        glommio::timer::sleep(Duration::from_millis(10)).await;
+                        // Out of file descriptors (EMFILE, ENFILE) or another passing error:
+                        // as ZooKeeper, log (at most once per LOG_EVERY_MS), pause accepting
+                        // briefly so descriptors can come back, and go on serving.
+                        failures += 1;
+                        let now = super::clock::mono_ms();
+                        if now.saturating_sub(logged_ms) >= LOG_EVERY_MS {
+                            tracing::warn!("client core {}: accept failed ({failures} times): {e}", core.id);
+                            failures = 0;
+                            logged_ms = now;
+                        }
+                        glommio::timer::sleep(Duration::from_millis(ACCEPT_PAUSE_MS)).await;
                     }
                 }
             }
@@ -1044,6 +1165,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         glommio::timer::sleep(Duration::from_millis(5)).await;
     }
     drop(toucher);
+    drop(sessionless_closer);
     drop(forwarder);
     drop(admin_bridge);
     tracing::info!("client core {id} stopped");

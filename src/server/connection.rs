@@ -1,12 +1,14 @@
 //! The socket shell of one client connection: a reader task (frames → requests) and a writer
 //! task (queued reply bytes → socket). All protocol decisions are made by `proto` (bytes) and
 //! `client_core` (what to do); this file only moves bytes.
-//! Rules: a frame longer than jute.maxbuffer, an undecodable ConnectRequest or header closes
-//! the connection with a log line; the reader decodes no further frame while the connection
-//! is backlogged, and none after a reply that closes it; closing shuts the socket down in
-//! both directions so both tasks end.
+//! Rules: a connection past maxCnxns or maxClientCnxns (`conn_limits`) is closed at accept;
+//! one without a session after nio.sessionlessCnxnTimeout is closed (`client_core`); a frame
+//! longer than jute.maxbuffer, an undecodable ConnectRequest or header closes the connection
+//! with a log line; the reader decodes no further frame while the connection is backlogged or
+//! throttled (globalOutstandingLimit), and none after a reply that closes it; closing shuts
+//! the socket down in both directions so both tasks end.
 
-use super::client_core::{Conn, Core, Pending};
+use super::client_core::{Conn, Core, Pending, LOG_EVERY_MS};
 use super::four_letter;
 use super::messages::ToPipeline;
 use crate::proto::connect::decode_connect_request;
@@ -31,20 +33,29 @@ pub fn start(core: Rc<Core>, stream: TcpStream) {
         }
     };
     let peer = remote.ip();
-    let max = core.config.max_client_cnxns;
-    {
-        let mut per_ip = core.per_ip.borrow_mut();
-        let n = per_ip.entry(peer).or_insert(0);
-        if max > 0 && *n >= max {
-            tracing::warn!("too many connections from {peer} - max is {max}; closing the new one");
+    let permit = match core.conn_limits.admit(peer) {
+        Ok(p) => p,
+        Err(refusal) => {
+            // Closed at once (the stream is dropped), as ZooKeeper does; logged at most once
+            // per LOG_EVERY_MS, since a flood of refusals must not flood the log.
+            core.refused.set(core.refused.get() + 1);
+            let now = super::clock::mono_ms();
+            if now.saturating_sub(core.refused_logged_ms.get()) >= LOG_EVERY_MS {
+                tracing::warn!(
+                    "client core {}: {refusal}; closed {} new connection(s) since the last such message",
+                    core.id,
+                    core.refused.replace(0)
+                );
+                core.refused_logged_ms.set(now);
+            }
             return;
         }
-        *n += 1;
-    }
+    };
     let _ = stream.set_nodelay(true);
     let fd = stream.as_raw_fd();
-    let conn = Rc::new(Conn::new(core.next_conn_id(), remote, core.stats.clone(), core.id));
+    let conn = Rc::new(Conn::new(core.next_conn_id(), remote, core.stats.clone(), core.id, permit));
     core.conns.borrow_mut().insert(conn.id, conn.clone());
+    core.watch_sessionless(conn.id);
     core.publish_connections();
     tracing::debug!("connection {} from {peer}", conn.id);
     let (rd, wr) = futures_lite::io::split(stream);
@@ -107,7 +118,7 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
             // As ZooKeeper (which stops reading until the session is established), nothing
             // after the ConnectRequest is decoded before the session exists: in an ensemble the
             // session is a txn, and a write sent behind the handshake has no session yet.
-            while (conn.backlogged() || conn.establishing()) && !conn.closing.get() {
+            while (conn.backlogged() || conn.establishing() || core.throttled(conn)) && !conn.closing.get() {
                 if conn.reader_wake.acquire(1).await.is_err() {
                     return;
                 }
@@ -131,7 +142,7 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
                     Ok(req) => {
                         handshaken = true;
                         conn.read_only_flag.set(req.read_only);
-                        conn.pending.borrow_mut().push_back(Pending::Connect);
+                        conn.enqueue(Pending::Connect);
                         core.send(ToPipeline::Connect {
                             conn: core.conn_ref(conn),
                             session_id: req.session_id,
@@ -235,7 +246,7 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
             log_dir_bytes,
             proposal_sizes: Some(stats.proposal_sizes()),
             inspected: inspected.as_deref(),
-            now_ms: super::pipeline::now_ms(),
+            now_ms: super::clock::wall_clock_ms_for_dates(),
         };
         four_letter::answer(cmd, &facts, stats)
     };

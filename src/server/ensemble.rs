@@ -12,18 +12,20 @@
 //!   names back in a Proposed reply before the commit); connections that closed in between
 //!   just get nothing.
 //! - Sessions are global: created, closed and expired by txns; the leader alone keeps their
-//!   deadlines (refreshed by touches from every member) and knows which member owns each; a
-//!   write from a member that does not own its session fails with SessionMoved.
+//!   deadlines (refreshed by touches from every member, which a follower forwards as soon as
+//!   its client cores report them) and knows which member owns each; a write from a member
+//!   that does not own its session fails with SessionMoved.
 //! - A member serves clients only while its peer is an established leader or a synced
 //!   follower; on losing that it closes every client connection (clients move elsewhere).
 //! - Snapshots are of the committed tree, never of the leader's prep tree.
 
+use super::clock::Now;
 use super::inspect::Collections;
 use super::log_writer::TxnLogWriter;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::peer_net::{PeerIn, PeerNet};
 use super::pipeline::{
-    doomed_nodes, now_ms, open_log, refuse_if_ahead, relay_inspection, start_ticker, CoreSenders, Inbox, Snapshots,
+    dated, doomed_nodes, open_log, refuse_if_ahead, relay_inspection, start_ticker, CoreSenders, Inbox, Snapshots,
     TICK_INTERVAL_MS_MAX,
 };
 use crate::config::Config;
@@ -147,6 +149,16 @@ impl Member {
         matches!(self.serving, Some(Role::Leading { .. }))
     }
 
+    /// A follower passes its clients' touches on at once: each client core reports them
+    /// every half tick, so the leader hears of a touch at most half a tick late, as with
+    /// ZooKeeper's learner ping (sent every half tick, carrying the touches since the last).
+    fn forward_touches(&mut self) {
+        if self.serving.is_some() && !self.leading() && !self.touched.is_empty() {
+            let sessions: Vec<i64> = self.touched.drain().collect();
+            self.forward(&Forward::Touch { sessions });
+        }
+    }
+
     fn forward(&mut self, f: &Forward) {
         let data = forward::encode_forward(f);
         self.step(Input::Forward { data });
@@ -154,11 +166,12 @@ impl Member {
 
     // ---- client requests (from the client cores of this member) ----
 
-    fn on_client(&mut self, msg: ToPipeline, now: i64) {
+    fn on_client(&mut self, msg: ToPipeline, now: Now) {
         if let ToPipeline::Inspect { .. } | ToPipeline::Report { .. } = msg {
             // Inspections are answered serving or not; only a leader expires sessions.
             let (leading, sessions) = (self.leading(), &self.sessions);
-            let relayed = relay_inspection(&mut self.collections, msg, || leading.then(|| sessions.deadline_sets()));
+            let relayed =
+                relay_inspection(&mut self.collections, msg, || leading.then(|| dated(sessions.deadline_sets(), now)));
             if let Some(m) = relayed {
                 self.control(m);
             }
@@ -221,7 +234,7 @@ impl Member {
             ToPipeline::Sync { conn, xid, path } => {
                 let Some(&s) = self.conn_sessions.get(&conn) else { return };
                 if self.leading() {
-                    self.sessions.touch(s, now);
+                    self.sessions.touch(s, now.mono_ms);
                     self.syncs.push_back((self.peer.last_zxid(), conn, xid, path));
                 } else {
                     self.touched.insert(s);
@@ -233,7 +246,7 @@ impl Member {
             ToPipeline::Touch { sessions } => {
                 if self.leading() {
                     for s in sessions {
-                        self.sessions.touch(s, now);
+                        self.sessions.touch(s, now.mono_ms);
                     }
                 } else {
                     self.touched.extend(sessions);
@@ -275,7 +288,7 @@ impl Member {
     // ---- the leader's side ----
 
     /// Proposes one txn prepared here (`prep` holds every earlier proposal); returns its zxid.
-    fn propose(&mut self, session_id: i64, cxid: i32, op: TxnOp, now: i64) -> Option<Zxid> {
+    fn propose(&mut self, session_id: i64, cxid: i32, op: TxnOp, now: Now) -> Option<Zxid> {
         let Some(zxid) = self.peer.next_proposal_zxid() else {
             // An established leader out of zxid counter starts a new election (and epoch);
             // otherwise this leadership is over or not yet established: nothing is proposed.
@@ -285,7 +298,7 @@ impl Member {
             return None;
         };
         let tree = self.prep.as_mut()?;
-        let txn = Txn { header: TxnHeader { zxid, session_id, cxid, time_ms: now }, op };
+        let txn = Txn { header: TxnHeader { zxid, session_id, cxid, time_ms: now.wall_ms }, op };
         self.scratch_changes.clear();
         apply::apply(tree, &txn, &mut self.scratch_changes);
         codec::encode(&txn, &mut self.encode_buf);
@@ -295,18 +308,18 @@ impl Member {
         Some(zxid)
     }
 
-    fn create_session(&mut self, from: Sid, id: i64, timeout_ms: i32, now: i64) {
-        self.sessions.add(id, timeout_ms, now);
+    fn create_session(&mut self, from: Sid, id: i64, timeout_ms: i32, now: Now) {
+        self.sessions.add(id, timeout_ms, now.mono_ms);
         self.owners.insert(id, from);
         let _ = self.propose(id, 0, TxnOp::CreateSession { timeout_ms }, now);
     }
 
     /// Is `session_id` alive? If so it now belongs to `from`, with `timeout_ms`.
-    fn revalidate(&mut self, from: Sid, session_id: i64, timeout_ms: i32, now: i64) -> bool {
+    fn revalidate(&mut self, from: Sid, session_id: i64, timeout_ms: i32, now: Now) -> bool {
         if !self.sessions.contains(session_id) {
             return false;
         }
-        self.sessions.set_timeout(session_id, timeout_ms, now);
+        self.sessions.set_timeout(session_id, timeout_ms, now.mono_ms);
         self.owners.insert(session_id, from);
         true
     }
@@ -318,10 +331,10 @@ impl Member {
         cxid: i32,
         auth: &[Id],
         op: &WriteOp,
-        now: i64,
+        now: Now,
     ) -> Option<Zxid> {
         let tree = self.prep.as_ref()?;
-        let txn_op = if !self.sessions.touch(session_id, now) {
+        let txn_op = if !self.sessions.touch(session_id, now.mono_ms) {
             TxnOp::Error { err: ErrorCode::SessionExpired.code() }
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
@@ -337,7 +350,7 @@ impl Member {
         self.propose(session_id, cxid, txn_op, now)
     }
 
-    fn on_forwarded(&mut self, from: Sid, data: Bytes, now: i64) {
+    fn on_forwarded(&mut self, from: Sid, data: Bytes, now: Now) {
         if !self.leading() {
             return;
         }
@@ -368,7 +381,7 @@ impl Member {
             }
             Forward::Touch { sessions } => {
                 for s in sessions {
-                    self.sessions.touch(s, now);
+                    self.sessions.touch(s, now.mono_ms);
                 }
             }
             Forward::Sync { token } => {
@@ -383,8 +396,8 @@ impl Member {
         self.step(Input::Reply { to, data });
     }
 
-    fn on_tick_leader(&mut self, now: i64, reap: bool) {
-        for (id, _) in self.sessions.expired(now) {
+    fn on_tick_leader(&mut self, now: Now, reap: bool) {
+        for (id, _) in self.sessions.expired(now.mono_ms) {
             tracing::info!("session {id:#x} expired");
             self.owners.remove(&id);
             let _ = self.propose(id, 0, TxnOp::CloseSession, now);
@@ -393,7 +406,7 @@ impl Member {
             let Some(tree) = self.prep.as_ref() else { return };
             let ctx = PrepContext { session_id: 0, auth_ids: &[], extended_types_enabled: true };
             let mut ops = Vec::new();
-            for p in doomed_nodes(tree, now) {
+            for p in doomed_nodes(tree, now.wall_ms) {
                 let op = prep(tree, &WriteOp::DeleteContainer { path: p }, &ctx);
                 if matches!(op, TxnOp::Delete { .. }) {
                     ops.push(op);
@@ -482,7 +495,7 @@ impl Member {
     }
 
     /// After each round of outputs: start or stop serving clients as the peer's role says.
-    fn check_role(&mut self, now: i64) {
+    fn check_role(&mut self, now: Now) {
         let role = self.peer.role();
         let serving_now = match role {
             Role::Leading { serving: true } | Role::Following { serving: true, .. } => Some(role),
@@ -533,7 +546,7 @@ impl Member {
                 let first = self.sessions.next_session_id();
                 self.sessions = SessionTracker::new(self.config.tick_time_ms, first);
                 for (id, entry) in self.committed.sessions() {
-                    self.sessions.add(id, entry.timeout_ms, now);
+                    self.sessions.add(id, entry.timeout_ms, now.mono_ms);
                 }
             }
             tracing::info!("peer {}: serving clients as {r:?} at zxid {:#x}", self.me, self.committed.last_zxid());
@@ -599,7 +612,7 @@ async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) ->
 }
 
 /// Performs the peer's outputs until it has nothing more to say.
-async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, now: i64) -> Result<(), String> {
+async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, now: Now) -> Result<(), String> {
     for _ in 0..OUTPUT_ROUNDS_MAX {
         let outs = std::mem::take(&mut m.out);
         if outs.is_empty() {
@@ -697,8 +710,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     // The state machine starts at the snapshot; ZAB delivers the log once it is committed.
     let snapshot_only = Recovered { records: Vec::new(), last_zxid: recovered.snapshot_zxid, ..(*recovered).clone() };
     let committed = storage::recovery::rebuild_tree(&snapshot_only).map_err(|e| format!("rebuilding the tree: {e}"))?;
-    let now = now_ms();
-    let incarnation = (now as u64) << 8 | my_id;
+    let now = Now::read();
+    // A date, not a timeout: it only has to differ from this member's earlier runs.
+    let incarnation = (now.wall_ms as u64) << 8 | my_id;
     let peer = Peer::new(zab_cfg, durable, incarnation);
     let mut log = open_log(&config, &recovered.tail, recovered.last_zxid + 1).await?;
     drop(recovered);
@@ -715,7 +729,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         peer,
         committed,
         prep: None,
-        sessions: SessionTracker::new(config.tick_time_ms, session::first_session_id(my_id as u8, now)),
+        sessions: SessionTracker::new(config.tick_time_ms, session::first_session_id(my_id as u8, now.wall_ms)),
         owners: HashMap::new(),
         conn_sessions: HashMap::new(),
         session_conns: HashMap::new(),
@@ -761,21 +775,22 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let senders = CoreSenders::connect(to_cores, stats.clone()).await;
     let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
-    let mut snapshots = Snapshots::new(now, stats.clone());
-    let mut last_peer_tick_ms = now;
-    let mut last_reap_ms = now;
+    let mut snapshots = Snapshots::new(now.mono_ms, stats.clone());
+    let mut last_peer_tick_ms = now.mono_ms;
+    let mut last_reap_ms = now.mono_ms;
     m.peer.start(&mut m.out);
     let mut result = Ok(());
     loop {
         if wake.acquire(1).await.is_err() {
             break;
         }
-        let now = now_ms();
+        let now = Now::read();
         let stopping = shutdown.load(Ordering::Relaxed);
         while let Some(msg) = inbox.pop() {
             m.on_client(msg, now);
         }
         inbox.made_room();
+        m.forward_touches();
         loop {
             let next = peer_inbox.borrow_mut().pop_front();
             match next {
@@ -790,18 +805,15 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         if let Some(z) = snapshots.take_written() {
             m.step(Input::SnapshotTaken { zxid: z });
         }
-        if ticked.replace(false) && now - last_peer_tick_ms >= config.tick_time_ms as i64 {
-            last_peer_tick_ms = now;
+        if ticked.replace(false) && now.mono_ms - last_peer_tick_ms >= config.tick_time_ms as i64 {
+            last_peer_tick_ms = now.mono_ms;
             m.step(Input::Tick);
             if m.leading() {
-                let reap = now - last_reap_ms >= config.container_check_interval_ms as i64;
+                let reap = now.mono_ms - last_reap_ms >= config.container_check_interval_ms as i64;
                 if reap {
-                    last_reap_ms = now;
+                    last_reap_ms = now.mono_ms;
                 }
                 m.on_tick_leader(now, reap);
-            } else if m.serving.is_some() && !m.touched.is_empty() {
-                let sessions: Vec<i64> = m.touched.drain().collect();
-                m.forward(&Forward::Touch { sessions });
             }
         }
         if let Err(e) = drain_outputs(&mut m, &mut log, &net, now).await {
@@ -835,7 +847,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         }
         if m.delivered_since_snapshot >= config.snap_count && snapshots.idle() {
             m.delivered_since_snapshot = 0;
-            if let Err(e) = snapshots.start(&config, &mut log, m.committed.clone(), now).await {
+            if let Err(e) = snapshots.start(&config, &mut log, m.committed.clone(), now.mono_ms).await {
                 result = Err(e);
                 break;
             }

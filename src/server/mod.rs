@@ -1,10 +1,15 @@
 //! The glommio shell: core layout, executors, channels between cores, sockets and files.
 //! Rules: the only module (with the client driver) that knows glommio; one executor per
 //! core, pinned when configured; cores share nothing but bounded channels carrying `Send`
-//! batches; any core that fails asks every other to stop, so the process never half-runs.
+//! batches (and the atomics of `stats` and `conn_limits`); any core that fails asks every
+//! other to stop, so the process never half-runs; a panic on any thread ends the process at
+//! once with a message and exit status `PANIC_EXIT_STATUS` (fail-stop: a supervisor restarts
+//! it, and nothing unacknowledged is lost since nothing is acknowledged before it is durable).
 
 pub mod admin;
 pub mod client_core;
+pub mod clock;
+pub mod conn_limits;
 pub mod connection;
 pub mod ensemble;
 pub mod four_letter;
@@ -25,12 +30,47 @@ use messages::{ToClientCore, ToPipeline};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// The exit status of a server stopped by a panic (BSD's EX_SOFTWARE).
+pub const PANIC_EXIT_STATUS: i32 = 70;
+/// The environment variable that allows test-only configuration keys (`ringkeeper.testing.*`).
+pub const TESTING_ENV_VAR: &str = "RINGKEEPER_TESTING";
+
+/// Makes any panic, on any thread (a core, the admin server, glommio's blocking pool), stop
+/// the whole process: the panic is logged, the default hook prints it (with a backtrace
+/// when RUST_BACKTRACE says so), and the process exits at once. Otherwise a panicking
+/// core would leave the others serving without it (glommio catches panics in tasks, and a
+/// dead executor is only noticed when joined).
+fn install_fail_stop_hook() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("unnamed").to_string();
+        tracing::error!("panic on thread {name}: {info}; stopping the server (exit status {PANIC_EXIT_STATUS})");
+        default_hook(info);
+        // SAFETY: _exit ends the process without running destructors or atexit handlers,
+        // which could touch state the panic left half-updated on this or another thread.
+        unsafe { libc::_exit(PANIC_EXIT_STATUS) }
+    }));
+}
+
 /// Runs a standalone server until SIGTERM / SIGINT. Errors are messages for the operator.
 pub fn run(mut config: Config) -> Result<(), String> {
+    install_fail_stop_hook();
+    if let Some(path) = &config.testing_panic_on_path {
+        if std::env::var(TESTING_ENV_VAR).as_deref() != Ok("1") {
+            return Err(format!(
+                "ringkeeper.testing.panicOnPath is a fault hook for tests: refused unless {TESTING_ENV_VAR}=1 is set \
+                 in the environment"
+            ));
+        }
+        tracing::warn!("test fault hook: a read of {path} panics its client core (ringkeeper.testing.panicOnPath)");
+    }
     // Relative directories mean the cwd at start (glommio's directory calls need absolute ones).
     for dir in [&mut config.data_dir, &mut config.data_log_dir] {
         *dir = std::path::absolute(&*dir).map_err(|e| format!("cannot resolve directory {}: {e}", dir.display()))?;
     }
+    // The monotonic clock counts from here.
+    clock::mono_ms();
     let config = Arc::new(config);
     let cores = config.client_cores;
     startup::check_host(cores + 1, config.io_memory_bytes).map_err(|e| e.to_string())?;
@@ -77,6 +117,24 @@ pub fn run(mut config: Config) -> Result<(), String> {
     }
 
     let stats = stats::Stats::new(cores);
+    // Client connections: maxCnxns, within what the descriptor limit leaves room for.
+    let fd_budget = startup::client_fd_budget(cores + 1, config.servers.len());
+    let total_max = match (config.max_cnxns, fd_budget) {
+        (0, Some(b)) => b,
+        (m, Some(b)) => m.min(b),
+        (m, None) => m,
+    };
+    tracing::info!(
+        "client connections: at most {} in all (maxCnxns {}, file descriptors {}), {} per client IP",
+        if total_max == 0 { "unlimited".to_string() } else { total_max.to_string() },
+        config.max_cnxns,
+        fd_budget.map_or("unlimited".to_string(), |b| format!("room for {b}")),
+        match config.max_client_cnxns {
+            0 => "unlimited".to_string(),
+            n => n.to_string(),
+        }
+    );
+    let conn_limits = conn_limits::ConnLimits::new(total_max, config.max_client_cnxns);
     let depth = config.channel_depth.max(1);
     let mut from_cores = Vec::with_capacity(cores);
     let mut to_cores = Vec::with_capacity(cores);
@@ -160,6 +218,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         let params = client_core::CoreParams {
             id: i as u16,
             stats: stats.clone(),
+            conn_limits: conn_limits.clone(),
             config: config.clone(),
             recovered: core_recovered.clone(),
             to_pipeline: up_tx,

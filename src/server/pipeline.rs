@@ -5,8 +5,10 @@
 //! TTL reaper, and the snapshot schedule.
 //! Rules: nothing leaves this core before it is durable; a txn is fully determined here (zxid,
 //! time, session, sequence names, errors); zxids increase by exactly one; a log write error
-//! stops the server (nothing after it can be acknowledged).
+//! stops the server (nothing after it can be acknowledged); sessions, ticks and schedules run
+//! on the monotonic clock, a txn's time is the wall clock's (`clock::Now`).
 
+use super::clock::Now;
 use super::inspect::{Collections, Inspect, SessionSets};
 use super::log_writer::TxnLogWriter;
 use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
@@ -27,7 +29,7 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Containers and TTL nodes deleted per reaper pass at most.
 pub const REAP_PER_PASS_MAX: usize = 10_000;
@@ -37,9 +39,9 @@ pub const TICK_INTERVAL_MS_MAX: u64 = 100;
 /// taking from the channels, so their bounded depth pushes back on the client cores.
 pub const INBOX_MESSAGES_MAX: usize = 64 * 1024;
 
-/// Wall-clock milliseconds (only the pipeline core reads the clock; txns carry the result).
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+/// Session deadlines as `dump` prints them: monotonic deadlines as dates.
+pub(super) fn dated(sets: SessionSets, now: Now) -> SessionSets {
+    sets.into_iter().map(|(deadline, ids)| (now.date_of(deadline), ids)).collect()
 }
 
 pub struct PipelineParams {
@@ -85,7 +87,8 @@ impl Pipeline {
         self.txns_since_snapshot += 1;
     }
 
-    fn handle(&mut self, msg: ToPipeline, now: i64) {
+    /// Handles one message; sessions are timed by `now.mono_ms`, txns dated `now.wall_ms`.
+    fn handle(&mut self, msg: ToPipeline, now: Now) {
         match msg {
             ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
                 if let Some(refusal) = refuse_if_ahead(conn, last_zxid_seen, self.tree.last_zxid()) {
@@ -95,10 +98,10 @@ impl Pipeline {
                 let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
                 if session_id == 0 {
                     let id = self.sessions.next_session_id();
-                    self.sessions.add(id, timeout_ms, now);
+                    self.sessions.add(id, timeout_ms, now.mono_ms);
                     self.sessions.attach(id, conn);
                     self.conn_sessions.insert(conn, id);
-                    let header = self.next_header(id, 0, now);
+                    let header = self.next_header(id, 0, now.wall_ms);
                     self.commit_txn(header, TxnOp::CreateSession { timeout_ms }, None);
                     self.items.push(Commit::Connected {
                         conn,
@@ -113,7 +116,7 @@ impl Pipeline {
                     self.items.push(Commit::SessionExpired { conn });
                     return;
                 }
-                self.sessions.set_timeout(session_id, timeout_ms, now);
+                self.sessions.set_timeout(session_id, timeout_ms, now.mono_ms);
                 if let Some(old) = self.sessions.attach(session_id, conn) {
                     self.conn_sessions.remove(&old);
                     self.items.push(Commit::Close { conn: old });
@@ -126,7 +129,7 @@ impl Pipeline {
                     // The connection was refused, moved or closed: nobody waits for a reply.
                     return;
                 };
-                if !self.sessions.touch(session_id, now) {
+                if !self.sessions.touch(session_id, now.mono_ms) {
                     self.items.push(Commit::Rejected { conn, xid, err: ErrorCode::SessionExpired.code() });
                     return;
                 }
@@ -140,7 +143,7 @@ impl Pipeline {
                     self.sessions.remove(session_id);
                     self.conn_sessions.remove(&conn);
                 }
-                let header = self.next_header(session_id, xid, now);
+                let header = self.next_header(session_id, xid, now.wall_ms);
                 self.commit_txn(header, txn_op, Some((conn, xid)));
             }
             ToPipeline::Sync { conn, xid, path } => {
@@ -149,12 +152,12 @@ impl Pipeline {
                 let Some(&s) = self.conn_sessions.get(&conn) else {
                     return;
                 };
-                self.sessions.touch(s, now);
+                self.sessions.touch(s, now.mono_ms);
                 self.items.push(Commit::SyncDone { conn, xid, path });
             }
             ToPipeline::Touch { sessions } => {
                 for s in sessions {
-                    self.sessions.touch(s, now);
+                    self.sessions.touch(s, now.mono_ms);
                 }
             }
             ToPipeline::Detached { conn } => {
@@ -164,7 +167,9 @@ impl Pipeline {
             }
             msg @ (ToPipeline::Inspect { .. } | ToPipeline::Report { .. }) => {
                 let sessions = &self.sessions;
-                if let Some(m) = relay_inspection(&mut self.collections, msg, || Some(sessions.deadline_sets())) {
+                if let Some(m) =
+                    relay_inspection(&mut self.collections, msg, || Some(dated(sessions.deadline_sets(), now)))
+                {
                     self.control.push(m);
                 }
             }
@@ -173,26 +178,27 @@ impl Pipeline {
 
     /// Expires sessions whose deadline passed: a closeSession txn each, and their connection
     /// closed without a message.
-    fn expire_sessions(&mut self, now: i64) {
-        for (id, attached) in self.sessions.expired(now) {
+    fn expire_sessions(&mut self, now: Now) {
+        for (id, attached) in self.sessions.expired(now.mono_ms) {
             tracing::info!("session {id:#x} expired");
             if let Some(conn) = attached {
                 self.conn_sessions.remove(&conn);
                 self.items.push(Commit::Close { conn });
             }
-            let header = self.next_header(id, 0, now);
+            let header = self.next_header(id, 0, now.wall_ms);
             self.commit_txn(header, TxnOp::CloseSession, None);
         }
     }
 
-    /// Deletes empty containers that once had a child, and expired empty TTL nodes.
-    fn reap(&mut self, now: i64) {
-        for p in doomed_nodes(&self.tree, now) {
+    /// Deletes empty containers that once had a child, and expired empty TTL nodes (a TTL
+    /// runs from mtime, a date, as in ZooKeeper).
+    fn reap(&mut self, now: Now) {
+        for p in doomed_nodes(&self.tree, now.wall_ms) {
             let ctx = PrepContext { session_id: 0, auth_ids: &[], extended_types_enabled: true };
             let op = prep(&self.tree, &WriteOp::DeleteContainer { path: p.clone() }, &ctx);
             if matches!(op, TxnOp::Delete { .. }) {
                 tracing::debug!("reaping {p}");
-                let header = self.next_header(0, 0, now);
+                let header = self.next_header(0, 0, now.wall_ms);
                 self.commit_txn(header, op, None);
             }
         }
@@ -200,8 +206,9 @@ impl Pipeline {
 }
 
 /// Empty containers that once had a child, and expired empty TTL nodes: what the reaper
-/// deletes (at most `REAP_PER_PASS_MAX` per pass).
-pub(super) fn doomed_nodes(tree: &DataTree, now: i64) -> Vec<String> {
+/// deletes (at most `REAP_PER_PASS_MAX` per pass). `now_wall_ms` is a date: a TTL node expires
+/// once the wall clock passes its mtime + TTL, as in ZooKeeper.
+pub(super) fn doomed_nodes(tree: &DataTree, now_wall_ms: i64) -> Vec<String> {
     let mut doomed: Vec<String> = Vec::new();
     for p in tree.containers() {
         if let Some(n) = tree.get(p) {
@@ -213,7 +220,7 @@ pub(super) fn doomed_nodes(tree: &DataTree, now: i64) -> Vec<String> {
     for p in tree.ttl_nodes() {
         if let Some(n) = tree.get(p) {
             if let NodeKind::Ttl(ttl) = n.kind() {
-                if n.children.is_empty() && now > n.mtime.saturating_add(ttl) {
+                if n.children.is_empty() && now_wall_ms > n.mtime.saturating_add(ttl) {
                     doomed.push(p.to_string());
                 }
             }
@@ -385,13 +392,20 @@ impl CoreSenders {
 pub(super) struct Snapshots {
     running: Rc<Cell<bool>>,
     written: Rc<Cell<Option<i64>>>,
+    /// Monotonic ms of the last autopurge.
     last_purge_ms: i64,
     stats: Arc<super::stats::Stats>,
 }
 
 impl Snapshots {
-    pub fn new(now: i64, stats: Arc<super::stats::Stats>) -> Snapshots {
-        Snapshots { running: Rc::new(Cell::new(false)), written: Rc::new(Cell::new(None)), last_purge_ms: now, stats }
+    /// `now_mono_ms`: the monotonic clock (autopurge's schedule).
+    pub fn new(now_mono_ms: i64, stats: Arc<super::stats::Stats>) -> Snapshots {
+        Snapshots {
+            running: Rc::new(Cell::new(false)),
+            written: Rc::new(Cell::new(None)),
+            last_purge_ms: now_mono_ms,
+            stats,
+        }
     }
 
     /// No snapshot is being written.
@@ -405,7 +419,7 @@ impl Snapshots {
     }
 
     /// Rolls the log and writes a snapshot of `tree` in the background; the error is a log
-    /// roll that failed (the server must stop).
+    /// roll that failed (the server must stop). `now` is the monotonic clock.
     pub async fn start(
         &mut self,
         config: &Arc<Config>,
@@ -452,10 +466,10 @@ impl Snapshots {
 pub async fn run(params: PipelineParams) -> Result<(), String> {
     let PipelineParams { config, recovered, from_cores, to_cores, shutdown, stats } = params;
     let tree = storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("rebuilding the tree: {e}"))?;
-    let now = now_ms();
-    let mut sessions = SessionTracker::new(config.tick_time_ms, session::first_session_id(0, now));
+    let now = Now::read();
+    let mut sessions = SessionTracker::new(config.tick_time_ms, session::first_session_id(0, now.wall_ms));
     for (id, entry) in tree.sessions() {
-        sessions.add(id, entry.timeout_ms, now);
+        sessions.add(id, entry.timeout_ms, now.mono_ms);
     }
     let mut log = open_log(&config, &recovered.tail, tree.last_zxid() + 1).await?;
     tracing::info!("pipeline core ready at zxid {:#x} with {} sessions", tree.last_zxid(), sessions.len());
@@ -481,14 +495,14 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
 
-    let mut snapshots = Snapshots::new(now_ms(), stats.clone());
-    let mut last_reap_ms = now_ms();
+    let mut snapshots = Snapshots::new(now.mono_ms, stats.clone());
+    let mut last_reap_ms = now.mono_ms;
     let batch_max = config.batch_txns_max.max(1);
     loop {
         if wake.acquire(1).await.is_err() {
             break;
         }
-        let now = now_ms();
+        let now = Now::read();
         let stopping = shutdown.load(Ordering::Relaxed);
         while let Some(msg) = inbox.pop() {
             p.handle(msg, now);
@@ -501,8 +515,8 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         // fdatasync, say) have refreshed their sessions before any is expired.
         if ticked.replace(false) && !stopping {
             p.expire_sessions(now);
-            if now - last_reap_ms >= config.container_check_interval_ms as i64 {
-                last_reap_ms = now;
+            if now.mono_ms - last_reap_ms >= config.container_check_interval_ms as i64 {
+                last_reap_ms = now.mono_ms;
                 p.reap(now);
             }
         }
@@ -529,7 +543,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         }
         if p.txns_since_snapshot >= config.snap_count && snapshots.idle() {
             p.txns_since_snapshot = 0;
-            if let Err(e) = snapshots.start(&config, &mut log, p.tree.clone(), now).await {
+            if let Err(e) = snapshots.start(&config, &mut log, p.tree.clone(), now.mono_ms).await {
                 tracing::error!("{e}; stopping");
                 return Err(e);
             }

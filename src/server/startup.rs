@@ -137,6 +137,52 @@ pub fn check_host(executors: usize, io_memory_bytes: usize) -> Result<(), Startu
     }
 }
 
+/// File descriptors kept from client connections for everything else: log segments and the
+/// spare, snapshots, directories, purge, the admin server and its connections.
+pub const FDS_RESERVED: u64 = 128;
+/// File descriptors one executor holds (io_uring rings, eventfds, timers).
+pub const FDS_PER_EXECUTOR: u64 = 8;
+/// File descriptors per `server.N` line (election and quorum sockets, both ways).
+pub const FDS_PER_PEER: u64 = 4;
+/// Client connections allowed however low the descriptor limit (with a warning).
+pub const FD_BUDGET_CONNECTIONS_MIN: u64 = 8;
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit (the JVM does the same for ZooKeeper) and
+/// returns how many client connections the limit leaves room for: the limit minus the
+/// descriptors open now, those `executors` executors will open, `peers` peers' sockets and
+/// `FDS_RESERVED`. Client connections past it are refused at accept, so running out of
+/// descriptors never starves the txn log (a log roll that cannot open its next segment would
+/// stop the server). None: no limit known.
+pub fn client_fd_budget(executors: usize, peers: usize) -> Option<u32> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return None;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+        // SAFETY: setrlimit reads the struct we pass.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            tracing::info!("raised RLIMIT_NOFILE from {} to {}", lim.rlim_cur, lim.rlim_max);
+            lim.rlim_cur = lim.rlim_max;
+        }
+    }
+    if lim.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    let open_now = std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0);
+    let held = open_now + FDS_RESERVED + FDS_PER_EXECUTOR * executors as u64 + FDS_PER_PEER * peers as u64;
+    let budget = lim.rlim_cur.saturating_sub(held);
+    if budget < FD_BUDGET_CONNECTIONS_MIN {
+        tracing::warn!(
+            "RLIMIT_NOFILE is {} file descriptors: that leaves room for {budget} client connections; allowing \
+             {FD_BUDGET_CONNECTIONS_MIN}. Raise it (`ulimit -n`, or LimitNOFILE= in the systemd unit)",
+            lim.rlim_cur
+        );
+    }
+    Some(budget.clamp(FD_BUDGET_CONNECTIONS_MIN, u32::MAX as u64) as u32)
+}
+
 /// Pending connections the kernel queues on each client core's listener.
 pub const LISTEN_BACKLOG_MAX: i32 = 1024;
 

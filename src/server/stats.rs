@@ -17,7 +17,8 @@ pub struct CoreStats {
     /// Packets written to clients (replies, ConnectResponses and watch events).
     pub sent: AtomicU64,
     pub connections: AtomicU64,
-    /// Requests read and not yet answered (published by the core after each batch).
+    /// Requests read and not yet answered: live, kept by the core as it queues and answers
+    /// them (the other cores read it for globalOutstandingLimit).
     pub outstanding: AtomicU64,
     /// Watches set on this core (published by the core after each batch).
     pub watches: AtomicU64,

@@ -42,6 +42,9 @@ SYSTEM_PROPERTY_KEYS = (
     "jute.maxbuffer",
     "zookeeper.DigestAuthenticationProvider.superDigest",
     "znode.container.checkIntervalMs",
+    "zookeeper.nio.sessionlessCnxnTimeout",
+    "zookeeper.maxCnxns",
+    "zookeeper.globalOutstandingLimit",
 )
 
 TICK_MS = 500
