@@ -1,6 +1,8 @@
 //! The txn log writer (glommio shell over src/storage/log.rs): appends one batch at a time to
 //! the current segment with O_DIRECT writes and one fdatasync per batch (group commit), so a
-//! returned append is durable. Rules: batches are block aligned and never rewritten; zxids
+//! returned append is durable. Rules: batches are packed in crc-sealed sectors
+//! (`storage::log::AppendPoint`): a write starts at the partly filled block at the end of the
+//! data and writes the bytes already there unchanged, so no acknowledged byte changes; zxids
 //! must follow on without gaps (checked, an error otherwise); a DMA buffer is at most
 //! `LOG_WRITE_BYTES_MAX` (RLIMIT_MEMLOCK is small), a larger batch goes out in several writes;
 //! a new segment is created (named by its first zxid), preallocated and made durable in its
@@ -15,7 +17,8 @@
 //! batch, ~60 µs here), and the pipeline waits for it anyway.
 
 use crate::storage::log::{
-    parse_segment_name, segment_name, zxid_follows, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME,
+    parse_segment_name, segment_name, zxid_follows, AppendPoint, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES,
+    SPARE_SEGMENT_NAME,
 };
 use crate::storage::recovery::LogTail;
 use crate::txn::codec::record_zxid;
@@ -32,8 +35,8 @@ const _: () = assert!(LOG_WRITE_BYTES_MAX.is_multiple_of(LOG_BLOCK_BYTES));
 struct Segment {
     file: DmaFile,
     path: PathBuf,
-    /// Next write offset (block aligned).
-    offset: u64,
+    /// Where the next batch goes (logical offset) and the bytes of the block it starts in.
+    at: AppendPoint,
 }
 
 pub struct TxnLogWriter {
@@ -76,9 +79,6 @@ impl TxnLogWriter {
         prealloc_bytes: u64,
         force_sync: bool,
     ) -> io::Result<TxnLogWriter> {
-        if !tail.next_offset.is_multiple_of(LOG_BLOCK_BYTES as u64) {
-            return Err(invalid(format!("log tail offset {} is not block aligned", tail.next_offset)));
-        }
         let segment = match &tail.segment {
             None => None,
             Some(path) => Some(open_segment_at(path, tail.next_offset, prealloc_bytes).await?),
@@ -132,9 +132,10 @@ impl TxnLogWriter {
         self.next_zxid
     }
 
-    /// The segment being written and the next write offset in it, if one is open.
+    /// The segment being written and the logical offset of the next batch in it, if one is
+    /// open.
     pub fn position(&self) -> Option<(&Path, u64)> {
-        self.segment.as_ref().map(|s| (s.path.as_path(), s.offset))
+        self.segment.as_ref().map(|s| (s.path.as_path(), s.at.next_offset()))
     }
 
     /// Writes `records` (txn::codec encodings, zxids next_zxid, next_zxid + 1, …) as one batch
@@ -191,12 +192,12 @@ impl TxnLogWriter {
     }
 
     async fn write(&mut self, batch: &EncodedBatch) -> io::Result<()> {
-        let len = batch.len() as u64;
+        let len = batch.len();
         // A segment with no batch yet is named by the zxid it was made for; a crash may have
         // left one for a txn that never came (the first of an epoch nobody established). Its
         // name must be this batch's first zxid, or recovery would find the wrong zxids in it.
         let misnamed = self.segment.as_ref().is_some_and(|s| {
-            s.offset == 0
+            s.at.next_offset() == 0
                 && s.path.file_name().and_then(|n| n.to_str()).and_then(parse_segment_name) != Some(batch.first_zxid())
         });
         if misnamed {
@@ -207,7 +208,11 @@ impl TxnLogWriter {
                 sync_dir(&self.log_dir).await?;
             }
         }
-        if self.segment.as_ref().is_some_and(|s| s.offset > 0 && s.offset + len > self.prealloc_bytes) {
+        if self
+            .segment
+            .as_ref()
+            .is_some_and(|s| s.at.next_offset() > 0 && s.at.data_end_after(len) > self.prealloc_bytes)
+        {
             self.roll().await?;
         }
         if self.segment.is_none() {
@@ -216,7 +221,7 @@ impl TxnLogWriter {
         let Some(seg) = self.segment.as_mut() else {
             return Err(invalid("no log segment".into()));
         };
-        write_batch(&seg.file, seg.offset, batch).await?;
+        write_batch(&seg.file, &seg.at, batch).await?;
         if self.force_sync {
             use std::os::fd::AsRawFd;
             // SAFETY: the fd belongs to the open segment file.
@@ -239,7 +244,7 @@ impl TxnLogWriter {
                 );
             }
         }
-        seg.offset += len;
+        seg.at = seg.at.after(batch);
         self.next_zxid = batch.last_zxid() + 1;
         Ok(())
     }
@@ -276,7 +281,7 @@ impl TxnLogWriter {
         };
         sync_dir(&self.log_dir).await?;
         self.prepare_spare();
-        Ok(Segment { file, path, offset: 0 })
+        Ok(Segment { file, path, at: AppendPoint::start() })
     }
 
     /// Removes every logged txn after `after` (ZAB's TRUNC) and continues the log right after
@@ -303,7 +308,7 @@ impl TxnLogWriter {
     /// Ends the current segment; the next append starts `log.<next zxid>`. A segment with no
     /// batch yet is kept (it already starts at the next zxid).
     pub async fn roll(&mut self) -> io::Result<()> {
-        if self.segment.as_ref().is_some_and(|s| s.offset == 0) {
+        if self.segment.as_ref().is_some_and(|s| s.at.next_offset() == 0) {
             return Ok(());
         }
         if let Some(seg) = self.segment.take() {
@@ -323,14 +328,26 @@ impl TxnLogWriter {
     }
 }
 
-/// Opens an existing segment to append at `offset`, preallocating it if it is short.
-async fn open_segment_at(path: &Path, offset: u64, prealloc_bytes: u64) -> io::Result<Segment> {
+/// Opens an existing segment to append at logical offset `next`, preallocating it if it is
+/// short; the block holding `next` is read back, since the next write rewrites its first part.
+async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64) -> io::Result<Segment> {
     let file = OpenOptions::new().read(true).write(true).dma_open(path).await?;
+    let at = if next == 0 {
+        AppendPoint::start()
+    } else {
+        let block = file.read_at_aligned(AppendPoint::block_offset_for(next), LOG_BLOCK_BYTES).await?;
+        AppendPoint::from_block(next, &block).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: the block before the log's end: {e}", path.display()),
+            )
+        })?
+    };
     if file.file_size().await? < prealloc_bytes {
         file.pre_allocate(prealloc_bytes, false).await?;
         file.fdatasync().await?;
     }
-    Ok(Segment { file, path: path.to_path_buf(), offset })
+    Ok(Segment { file, path: path.to_path_buf(), at })
 }
 
 /// Creates `path` (replacing any old file of that name) as `bytes` of zeroes, written with
@@ -352,10 +369,11 @@ async fn zero_filled_file(path: &Path, bytes: u64) -> io::Result<DmaFile> {
     Ok(file)
 }
 
-/// Writes a batch at `offset` through buffers of at most LOG_WRITE_BYTES_MAX, one at a time
-/// (the batch bytes are copied once, from the records into each DMA buffer).
-async fn write_batch(file: &DmaFile, offset: u64, batch: &EncodedBatch) -> io::Result<()> {
-    write_blocks(file, offset, batch.len(), |done, buf| batch.write_to(done, buf)).await
+/// Writes a batch at `at` through buffers of at most LOG_WRITE_BYTES_MAX, one at a time (the
+/// batch bytes are copied once, from the records into each DMA buffer, sector by sector; the
+/// first block starts with the bytes already there).
+async fn write_batch(file: &DmaFile, at: &AppendPoint, batch: &EncodedBatch) -> io::Result<()> {
+    write_blocks(file, at.write_offset(), at.write_len(batch.len()), |done, buf| at.fill(batch, done, buf)).await
 }
 
 /// Writes `len` bytes (a multiple of the block size) at `offset` through DMA buffers of at
@@ -426,7 +444,7 @@ mod tests {
                 // The first segment came from a zero-filled spare, and the next spare is on its way.
                 let seg = std::fs::read(l2.join(segment_name(1))).unwrap();
                 assert_eq!(seg.len() as u64, prealloc);
-                let used = w.position().unwrap().1 as usize;
+                let used = crate::storage::log::file_len_for(w.position().unwrap().1) as usize;
                 assert!(used > 0 && seg[used..].iter().all(|b| *b == 0), "preallocated space reads as zeroes");
                 w.prepare_spare();
                 let spare = w.spare.take().unwrap().await.unwrap();
