@@ -104,3 +104,109 @@ def test_hardening_3_flipped_bit_in_the_last_batch_refuses_start(make_server, ka
     s.restart()
     zk = kazoo_factory(s.hostport)
     assert zk.get("/h3/after")[0] == b"x"
+
+
+@pytest.fixture
+def small_volume(tmp_path):
+    """A 64 MB ext4 volume, loop-mounted (root only); unmounted at teardown."""
+    img, mnt = tmp_path / "vol.img", tmp_path / "vol"
+    mnt.mkdir()
+    try:
+        subprocess.run(["truncate", "-s", "64M", str(img)], check=True, capture_output=True)
+        subprocess.run(["mkfs.ext4", "-q", str(img)], check=True, capture_output=True)
+        subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"cannot loop-mount a small ext4 volume here: {getattr(e, 'stderr', b'') or e}")
+    try:
+        yield str(mnt)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def test_hardening_8_a_full_disk_refuses_writes_keeps_reads_and_recovers(make_server, kazoo_factory, small_volume):
+    from kazoo.exceptions import SystemZookeeperError
+
+    # Frequent snapshots, so that some are due while the disk is full.
+    s = make_server(start=False, snapCount=10)
+    s.data_dir = os.path.join(small_volume, "data")
+    s.log_dir = os.path.join(small_volume, "log")
+    os.makedirs(s.data_dir)
+    os.makedirs(s.log_dir)
+    free_at_start = free_bytes(small_volume)
+    s.start()  # the default preAllocSize (64 MiB) on a volume with less free than that
+    try:
+        zk = kazoo_factory(s.hostport)
+        zk.create("/full", b"")
+        spare = os.path.join(s.log_dir, "log.spare")
+        assert free_bytes(small_volume) > 8 << 20, "the spare left room"
+
+        # Leave ~6 MB free with a ballast file, then write until the log refuses.
+        ballast = os.path.join(small_volume, "ballast")
+        with open(ballast, "wb") as f:
+            f.write(b"\1" * max(0, free_bytes(small_volume) - (6 << 20)))
+            os.fsync(f.fileno())
+        value = lambda i: (b"%06d" % i) * (200_000 // 6)  # noqa: E731
+        acked, refused = [], []
+        for i in range(2000):
+            try:
+                zk.create(f"/full/n{i:05d}", value(i))
+                acked.append(i)
+            except SystemZookeeperError:
+                refused.append(i)
+                if len(refused) >= 3:
+                    break
+        assert len(refused) == 3, f"writes never refused ({len(acked)} acknowledged)"
+        print(f"free at start {free_at_start}, {len(acked)} creates of 200 KB acknowledged, "
+              f"refused: {refused}, free now {free_bytes(small_volume)}")
+        # Reads go on, the refused creates left nothing, and nothing acknowledged is lost.
+        for i in refused:
+            assert zk.exists(f"/full/n{i:05d}") is None
+        for i in acked:
+            assert zk.get(f"/full/n{i:05d}")[0] == value(i)
+        assert "panicked" not in s.log_text()
+        assert s.alive()
+        assert "refusing writes" in s.log_text()
+        assert not glob.glob(os.path.join(s.data_dir, "snapshot.*.tmp")), "a failed snapshot's .tmp is removed"
+
+        # kill -9 and restart while full: it starts (no spare taking the last space), every
+        # acknowledged write is there, and writes are still refused.
+        s.kill9()
+        s.start()
+        zk = kazoo_factory(s.hostport)
+        assert sorted(int(c[1:]) for c in zk.get_children("/full")) == acked
+        for i in acked[-5:]:
+            assert zk.get(f"/full/n{i:05d}")[0] == value(i)
+        with pytest.raises(SystemZookeeperError):
+            zk.create("/full/n09999", value(9999))
+        assert zk.exists("/full/n09999") is None
+
+        # Free the space: writes resume without a restart and without touching the log dir.
+        os.remove(ballast)
+        more = []
+
+        def write_more():
+            j = 10_000 + len(more)
+            try:
+                zk.create(f"/full/n{j:05d}", b"after")
+            except SystemZookeeperError:
+                return False
+            more.append(j)
+            return len(more) >= 5
+
+        wait_until(write_more, timeout=60, interval=0.2, what="writes resume after space is freed")
+        assert "the txn log takes writes again" in s.log_text()
+        assert not glob.glob(os.path.join(s.data_dir, "snapshot.*.tmp")), "a failed snapshot's .tmp is removed"
+        s.restart()
+        zk = kazoo_factory(s.hostport)
+        assert sorted(int(c[1:]) for c in zk.get_children("/full")) == acked + more
+        failed_snapshots = s.log_text().count("failed: No space left on device")
+        print(f"{len(more)} creates after space was freed; snapshots that failed for space: {failed_snapshots}; "
+              f"log segments: {[os.path.basename(p) for p in segments(s.log_dir)]}")
+        assert os.path.exists(spare) or free_bytes(small_volume) < (17 << 20), "a spare once there is room"
+    finally:
+        s.stop()
