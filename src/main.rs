@@ -136,7 +136,14 @@ fn log_truncate(log_dir: &std::path::Path, file: &str, offset: u64, yes: bool) -
         println!("  its valid data stops at byte {at}: {why}");
     }
     let after = cut.kept_last_zxid.map_or("the segment's first txn".to_string(), |z| format!("zxid {z:#x}"));
-    println!("  {} every txn after {after} in this segment (unreadable from the damage on)", verb("dropped", "drop"));
+    if cut.loses_no_txn {
+        println!("  the damage is after the end of the segment's data: no txn is lost, later segments stay");
+    } else {
+        println!(
+            "  {} every txn after {after} in this segment (unreadable from the damage on)",
+            verb("dropped", "drop")
+        );
+    }
     if let Some((a, b)) = cut.dropped_readable {
         println!("  of which still readable before the damage: zxids {a:#x}..{b:#x}");
     }

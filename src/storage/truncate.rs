@@ -133,6 +133,8 @@ pub struct DamageCut {
     pub later: Vec<(PathBuf, Option<(i64, i64)>)>,
     /// Where the original segment (copied) and the later ones go.
     pub aside_dir: PathBuf,
+    /// The damage is after the end of the segment's data: no txn is dropped.
+    pub loses_no_txn: bool,
 }
 
 /// Name of the directory a cut moves damaged and later segments into.
@@ -145,7 +147,8 @@ pub fn damaged_dir_name(unix_secs: u64) -> String {
 /// Plans (and with `apply`, performs) the operator's cut of the segment `file_name` in
 /// `log_dir` at the damage at file offset `offset`: the segment keeps its valid batches that
 /// end at or before `offset` (and before any other damage); a copy of the original and every
-/// later segment go into `log_dir/<aside_name>/`, so nothing is deleted.
+/// later segment go into `log_dir/<aside_name>/`, so nothing is deleted. Damage after the end
+/// of the segment's data drops no txn and moves no later segment.
 pub fn cut_damaged_segment(
     log_dir: &Path,
     file_name: &str,
@@ -170,8 +173,11 @@ pub fn cut_damaged_segment(
         .batches
         .get(kept.len())
         .map(|b| (b.first_zxid, prefix.batches.last().map_or(b.last_zxid, |l| l.last_zxid)));
+    // Damage after the end of the segment's data (in its zero-filled space) loses no txn:
+    // later segments still follow on, so they stay.
+    let damage_after_data = stop.is_none() && kept.len() == prefix.batches.len();
     let mut later = Vec::new();
-    for (f, p) in &segments[i + 1..] {
+    for (f, p) in segments[i + 1..].iter().filter(|_| !damage_after_data) {
         let range = match fs::read(p) {
             Ok(d) => {
                 let (s, _) = scan_valid_prefix(&d, Some(*f));
@@ -191,6 +197,7 @@ pub fn cut_damaged_segment(
         stop,
         later,
         aside_dir: aside_dir.clone(),
+        loses_no_txn: damage_after_data,
     };
     if !apply {
         return Ok(cut);
@@ -374,6 +381,16 @@ mod tests {
         assert_eq!(zxids(&d.0), (1..=8).collect::<Vec<_>>());
         assert_eq!(fs::read(d.0.join("damaged.test").join(segment_name(8))).unwrap(), data, "the evidence is kept");
         assert!(d.0.join("damaged.test").join(segment_name(13)).exists());
+        // Damage in the zero-filled space after a segment's data: no txn is lost and the later
+        // segment stays.
+        let first = d.0.join(segment_name(1));
+        let mut data = fs::read(&first).unwrap();
+        let len = data.len();
+        data[len - 100] ^= 1;
+        fs::write(&first, &data).unwrap();
+        let cut = cut_damaged_segment(&d.0, &segment_name(1), (len - 512) as u64, "damaged.tail", true).unwrap();
+        assert_eq!((cut.kept_txns, cut.later.len(), cut.dropped_readable), (7, 0, None));
+        assert_eq!(zxids(&d.0), (1..=8).collect::<Vec<_>>());
         // Damage in the first batch of a segment: the whole segment goes aside.
         let first = d.0.join(segment_name(1));
         let mut data = fs::read(&first).unwrap();
