@@ -1,7 +1,7 @@
 //! The txn log format, version 2 (see docs/storage-format.md): a segment file is a sequence of
 //! 512-byte sectors, each 508 payload bytes + a CRC-32C over (the sector's file offset, u64 BE)
-//! ++ payload; the payloads, concatenated, form the logical stream, which holds batches (header
-//! + records) packed one after the other at 8-byte alignment.
+//! ++ payload; the payloads, concatenated, form the logical stream, which holds batches (a
+//! header, then records) packed one after the other at 8-byte alignment.
 //! Rules: sans-IO (bytes in, bytes out); zxids run without gaps inside and across batches.
 //! The sector rule, which tells a torn write from corruption: a sector that was never written
 //! is all zeroes (log space is zero-filled ahead of use) and one that was written has a valid

@@ -8,6 +8,7 @@
 //! - The segment holding the cut is rewritten into `<segment>.trunc`, fsynced, renamed over the
 //!   original and the directory fsynced; a stale `.trunc` file is removed by recovery.
 //! - Only records after `after` go; the caller guarantees none of them is committed.
+//!
 //! The operator's cut of a damaged segment (`cut_damaged_segment`, `ringkeeper log-truncate`)
 //! is the one way acknowledged txns leave the log: only when the operator asks, it keeps the
 //! valid batches before the damage, and it deletes nothing: a copy of the damaged segment and
