@@ -171,6 +171,17 @@ def test_hardening_8_a_full_disk_refuses_writes_keeps_reads_and_recovers(make_se
         assert "panicked" not in s.log_text()
         assert s.alive()
         assert "refusing writes" in s.log_text()
+        # A new session cannot be logged either: the connection is closed (the client tries
+        # again), the server goes on.
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+        newcomer = KazooClient(hosts=s.hostport)
+        with pytest.raises(KazooTimeoutError):
+            newcomer.start(timeout=3)
+        newcomer.stop()
+        newcomer.close()
+        assert s.alive()
+        assert zk.get("/full")[1].numChildren == len(acked)
         assert not glob.glob(os.path.join(s.data_dir, "snapshot.*.tmp")), "a failed snapshot's .tmp is removed"
 
         # kill -9 and restart while full: it starts (no spare taking the last space), every
