@@ -1,6 +1,7 @@
 //! The `ringkeeper` binary: subcommands over the library. Without a subcommand it serves a
 //! standalone node on the embedded default config (what `cargo run --release` does);
-//! `log-dump`, `snap-dump` and `purge` inspect and tidy a data directory offline; `cli` is the
+//! `log-dump`, `snap-dump` and `purge` inspect and tidy a data directory offline, `log-truncate`
+//! cuts a damaged txn log where the operator says (the server never does); `cli` is the
 //! zkCli look-alike client shell (`src/cli/`).
 //! Exit codes: 0 fine, 1 a damaged file or a server error, 2 bad usage or an unreadable file;
 //! `cli` exits as zkCli does (0, 1 for a failed command, 127 for an unknown one).
@@ -32,6 +33,25 @@ enum Command {
     },
     /// Print every txn of a txn log segment (log.<zxid>), checking every batch's checksum.
     LogDump { file: PathBuf },
+    /// Cut a damaged txn log segment before its damage, as the server's refusal to start
+    /// suggests: the segment keeps its valid batches that end at or before OFFSET; a copy of it
+    /// and every later segment are moved into LOG_DIR/damaged.<time>/ (nothing is deleted). The
+    /// txns after the cut are lost. Without --yes, only says what it would do. Stop the server
+    /// first.
+    LogTruncate {
+        /// The dataLogDir (dataDir when there is no separate one).
+        #[arg(long, value_name = "DIR")]
+        log_dir: PathBuf,
+        /// The damaged segment's file name, e.g. log.0000000100000001.
+        #[arg(long, value_name = "NAME")]
+        file: String,
+        /// The byte offset of the damage, as the server's message gives it.
+        #[arg(long, value_name = "N")]
+        offset: u64,
+        /// Do it (without: a dry run).
+        #[arg(long)]
+        yes: bool,
+    },
     /// Print a snapshot (snapshot.<zxid>): every znode with its Stat and ACL, and the sessions.
     SnapDump {
         file: PathBuf,
@@ -91,6 +111,57 @@ fn print_dump(d: ringkeeper::offline::Dump) -> ExitCode {
     }
 }
 
+/// `log-truncate`: plans the cut, prints it, and with `yes` performs it.
+fn log_truncate(log_dir: &std::path::Path, file: &str, offset: u64, yes: bool) -> ExitCode {
+    use ringkeeper::storage::truncate::{cut_damaged_segment, damaged_dir_name};
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let aside = damaged_dir_name(now);
+    let cut = match cut_damaged_segment(log_dir, file, offset, &aside, yes) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ringkeeper: log-truncate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let verb = |done: &str, plan: &str| if yes { done.to_string() } else { format!("would {plan}") };
+    println!(
+        "{}: {} {} txns{}, cut at byte {}",
+        cut.segment.display(),
+        verb("kept", "keep"),
+        cut.kept_txns,
+        cut.kept_last_zxid.map_or(String::new(), |z| format!(" (up to zxid {z:#x})")),
+        cut.cut_at
+    );
+    if let Some((at, why)) = &cut.stop {
+        println!("  its valid data stops at byte {at}: {why}");
+    }
+    let after = cut.kept_last_zxid.map_or("the segment's first txn".to_string(), |z| format!("zxid {z:#x}"));
+    if cut.loses_no_txn {
+        println!("  the damage is after the end of the segment's data: no txn is lost, later segments stay");
+    } else {
+        println!(
+            "  {} every txn after {after} in this segment (unreadable from the damage on)",
+            verb("dropped", "drop")
+        );
+    }
+    if let Some((a, b)) = cut.dropped_readable {
+        println!("  of which still readable before the damage: zxids {a:#x}..{b:#x}");
+    }
+    for (p, range) in &cut.later {
+        let range = range.map_or("no readable txn".to_string(), |(a, b)| format!("zxids {a:#x}..{b:#x}"));
+        println!("  {} later segment {} ({range})", verb("moved aside", "move aside"), p.display());
+    }
+    println!(
+        "  {} a copy of the original segment and the later ones in {}",
+        verb("kept", "keep"),
+        cut.aside_dir.display()
+    );
+    if !yes {
+        println!("dry run: nothing changed; run again with --yes to do it");
+    }
+    ExitCode::SUCCESS
+}
+
 /// The offline subcommands; None for `serve`.
 fn offline(command: &Command) -> Option<ExitCode> {
     Some(match command {
@@ -105,6 +176,7 @@ fn offline(command: &Command) -> Option<ExitCode> {
             }
             Err(code) => code,
         },
+        Command::LogTruncate { log_dir, file, offset, yes } => log_truncate(log_dir, file, *offset, *yes),
         Command::SnapDump { file, json, data } => match read_file(file) {
             Ok(bytes) => print_dump(ringkeeper::offline::snap_dump(&bytes, *json, *data)),
             Err(code) => code,

@@ -582,7 +582,20 @@ async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) ->
                 if matches!(ops.peek(), Some(PersistOp::Append(_))) {
                     continue;
                 }
-                log.append(&records).await.map_err(|e| format!("txn log write failed: {e}"))?;
+                log.append(&records).await.map_err(|e| {
+                    if super::log_writer::is_disk_full(&e) {
+                        // Not survivable in an ensemble member yet (a standalone server refuses
+                        // the writes and goes on): the member stops, having acknowledged nothing
+                        // it did not log; it restarts and rejoins on a full disk once restarted.
+                        format!(
+                            "txn log write failed, the disk is full: {e}. This ensemble member stops; free space in \
+                             {} and restart it (it rejoins the quorum)",
+                            m.config.data_log_dir.display()
+                        )
+                    } else {
+                        format!("txn log write failed: {e}")
+                    }
+                })?;
                 m.stats.count_log_batch(records.len());
                 records.clear();
                 for _ in 0..std::mem::take(&mut appends) {

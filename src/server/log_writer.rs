@@ -1,6 +1,8 @@
 //! The txn log writer (glommio shell over src/storage/log.rs): appends one batch at a time to
 //! the current segment with O_DIRECT writes and one fdatasync per batch (group commit), so a
-//! returned append is durable. Rules: batches are block aligned and never rewritten; zxids
+//! returned append is durable. Rules: batches are packed in crc-sealed sectors
+//! (`storage::log::AppendPoint`): a write starts at the partly filled block at the end of the
+//! data and writes the bytes already there unchanged, so no acknowledged byte changes; zxids
 //! must follow on without gaps (checked, an error otherwise); a DMA buffer is at most
 //! `LOG_WRITE_BYTES_MAX` (RLIMIT_MEMLOCK is small), a larger batch goes out in several writes;
 //! a new segment is created (named by its first zxid), preallocated and made durable in its
@@ -15,7 +17,8 @@
 //! batch, ~60 µs here), and the pipeline waits for it anyway.
 
 use crate::storage::log::{
-    parse_segment_name, segment_name, zxid_follows, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME,
+    align_up, parse_segment_name, segment_name, zxid_follows, AppendPoint, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES,
+    SPARE_SEGMENT_NAME,
 };
 use crate::storage::recovery::LogTail;
 use crate::txn::codec::record_zxid;
@@ -29,11 +32,65 @@ pub const LOG_WRITE_BYTES_MAX: usize = 1024 * 1024;
 
 const _: () = assert!(LOG_WRITE_BYTES_MAX.is_multiple_of(LOG_BLOCK_BYTES));
 
+/// Space left free when the spare segment is sized: a spare never takes the last free space
+/// of the log's file system (snapshots and the log itself need it).
+pub const LOG_SPARE_RESERVE_BYTES: u64 = 16 * 1024 * 1024;
+/// Smallest spare (or preallocation) worth making; with less room than this plus the reserve
+/// a segment is created directly, without preallocation, and grows as it is written.
+pub const LOG_SPARE_BYTES_MIN: u64 = 1024 * 1024;
+
 struct Segment {
     file: DmaFile,
     path: PathBuf,
-    /// Next write offset (block aligned).
-    offset: u64,
+    /// Where the next batch goes (logical offset) and the bytes of the block it starts in.
+    at: AppendPoint,
+    /// The file size batches go into before the log rolls (its preallocated size, or
+    /// `preAllocSize` for a segment that grows as it is written).
+    limit: u64,
+    /// End of the file range a failed write (disk full) may have written: the next write
+    /// covers it again (zeroes after its data), so no stale sector of it stays behind.
+    dirty_end: u64,
+}
+
+/// True for the errors of a full disk (or quota): the write is refused, the writer stays
+/// usable, and a later append tries again.
+pub fn is_disk_full(e: &io::Error) -> bool {
+    // glommio's errors keep the kind (not the errno) when they become io::Errors.
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        || matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
+}
+
+/// Bytes an unprivileged writer may still use in the file system holding `dir`.
+pub fn free_bytes(dir: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|e| invalid(e.to_string()))?;
+    // SAFETY: statvfs is plain old data; zeroes are a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid NUL-terminated path and a statvfs struct to fill.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// How much to preallocate for a new segment with `free` bytes available: `prealloc`, or
+/// what is free minus `LOG_SPARE_RESERVE_BYTES` if that is less, in whole blocks; None if that
+/// is below `LOG_SPARE_BYTES_MIN` (or preallocation is off).
+pub fn sized_prealloc(prealloc: u64, free: u64) -> Option<u64> {
+    let room = free.saturating_sub(LOG_SPARE_RESERVE_BYTES);
+    let size = prealloc.min(room) / LOG_BLOCK_BYTES as u64 * LOG_BLOCK_BYTES as u64;
+    (prealloc > 0 && size >= LOG_SPARE_BYTES_MIN.min(prealloc)).then_some(size)
+}
+
+/// The size a segment of `file_size` bytes is filled to before the log rolls: its size if it
+/// was preallocated smaller than preAllocSize, else preAllocSize (a segment made without
+/// preallocation grows to it; one a large batch grew past it rolls).
+fn segment_limit(file_size: u64, prealloc: u64) -> u64 {
+    if file_size >= LOG_SPARE_BYTES_MIN.min(prealloc).max(1) {
+        file_size.min(prealloc)
+    } else {
+        prealloc
+    }
 }
 
 pub struct TxnLogWriter {
@@ -48,6 +105,8 @@ pub struct TxnLogWriter {
     /// (a retry could rewrite a partly written block); the server must stop and recover.
     failed: bool,
     fsync_warning_ms: u64,
+    /// The last reduced preallocation logged (so a full disk does not log it at every try).
+    small_prealloc_said: std::cell::Cell<Option<u64>>,
     slow_syncs: u64,
     /// Every fdatasync: how many, their total and the longest, in µs (fsynctime).
     sync_count: u64,
@@ -76,9 +135,6 @@ impl TxnLogWriter {
         prealloc_bytes: u64,
         force_sync: bool,
     ) -> io::Result<TxnLogWriter> {
-        if !tail.next_offset.is_multiple_of(LOG_BLOCK_BYTES as u64) {
-            return Err(invalid(format!("log tail offset {} is not block aligned", tail.next_offset)));
-        }
         let segment = match &tail.segment {
             None => None,
             Some(path) => Some(open_segment_at(path, tail.next_offset, prealloc_bytes).await?),
@@ -92,6 +148,7 @@ impl TxnLogWriter {
             force_sync,
             failed: false,
             fsync_warning_ms: crate::config::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
+            small_prealloc_said: std::cell::Cell::new(Some(prealloc_bytes)),
             slow_syncs: 0,
             sync_count: 0,
             sync_total_us: 0,
@@ -102,14 +159,51 @@ impl TxnLogWriter {
     }
 
     /// Starts zero-filling the next segment in the background (nothing to do without
-    /// preallocation). A `log.spare` left by an earlier run is replaced.
+    /// preallocation), sized to the free space (`sized_prealloc`): with too little room there is
+    /// no spare and the next segment is created directly. A `log.spare` left by an earlier run
+    /// is replaced (its space counts as free).
     fn prepare_spare(&mut self) {
         if self.prealloc_bytes == 0 || self.spare.is_some() {
             return;
         }
         let path = self.log_dir.join(SPARE_SEGMENT_NAME);
-        let bytes = self.prealloc_bytes;
+        let old_spare = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let Some(bytes) = self.prealloc_for(old_spare) else {
+            // Nothing to make now; but an old spare (say, a partly written one) goes.
+            if old_spare > 0 {
+                if let Err(e) = std::fs::remove_file(&path) {
+                    tracing::warn!("removing {}: {e}", path.display());
+                }
+            }
+            return;
+        };
         self.spare = Some(glommio::spawn_local(async move { zero_filled_file(&path, bytes).await }));
+    }
+
+    /// The preallocation a new segment gets now (`sized_prealloc` of the free space, counting
+    /// `also_free` bytes that will be freed first).
+    fn prealloc_for(&self, also_free: u64) -> Option<u64> {
+        match free_bytes(&self.log_dir) {
+            Ok(free) => {
+                let size = sized_prealloc(self.prealloc_bytes, free + also_free);
+                // Said once per change, not at every try while the disk stays full.
+                if size.is_none_or(|s| s < self.prealloc_bytes) && self.small_prealloc_said.replace(size) != size {
+                    tracing::warn!(
+                        "{} bytes free in the txn log's file system: preallocating {} bytes for the next segment \
+                         instead of preAllocSize {} (keeping {} free)",
+                        free + also_free,
+                        size.unwrap_or(0),
+                        self.prealloc_bytes,
+                        LOG_SPARE_RESERVE_BYTES
+                    );
+                }
+                size
+            }
+            Err(e) => {
+                tracing::warn!("statvfs {}: {e}; preallocating preAllocSize", self.log_dir.display());
+                Some(self.prealloc_bytes)
+            }
+        }
     }
 
     /// Log a warning for every fdatasync of `ms` or more (fsync.warningthresholdms).
@@ -132,9 +226,10 @@ impl TxnLogWriter {
         self.next_zxid
     }
 
-    /// The segment being written and the next write offset in it, if one is open.
+    /// The segment being written and the logical offset of the next batch in it, if one is
+    /// open.
     pub fn position(&self) -> Option<(&Path, u64)> {
-        self.segment.as_ref().map(|s| (s.path.as_path(), s.offset))
+        self.segment.as_ref().map(|s| (s.path.as_path(), s.at.next_offset()))
     }
 
     /// Writes `records` (txn::codec encodings, zxids next_zxid, next_zxid + 1, …) as one batch
@@ -171,8 +266,13 @@ impl TxnLogWriter {
                 self.next_zxid = batch.first_zxid();
             }
             self.failed = true;
-            self.write(&batch).await?;
-            self.failed = false;
+            let written = self.write(&batch).await;
+            // A full disk leaves the log as it was (the next write covers the failed one's
+            // range): the writer stays usable, and a later append tries again.
+            if written.is_ok() || written.as_ref().is_err_and(is_disk_full) {
+                self.failed = false;
+            }
+            written?;
         }
         Ok(())
     }
@@ -191,12 +291,12 @@ impl TxnLogWriter {
     }
 
     async fn write(&mut self, batch: &EncodedBatch) -> io::Result<()> {
-        let len = batch.len() as u64;
+        let len = batch.len();
         // A segment with no batch yet is named by the zxid it was made for; a crash may have
         // left one for a txn that never came (the first of an epoch nobody established). Its
         // name must be this batch's first zxid, or recovery would find the wrong zxids in it.
         let misnamed = self.segment.as_ref().is_some_and(|s| {
-            s.offset == 0
+            s.at.next_offset() == 0
                 && s.path.file_name().and_then(|n| n.to_str()).and_then(parse_segment_name) != Some(batch.first_zxid())
         });
         if misnamed {
@@ -207,7 +307,7 @@ impl TxnLogWriter {
                 sync_dir(&self.log_dir).await?;
             }
         }
-        if self.segment.as_ref().is_some_and(|s| s.offset > 0 && s.offset + len > self.prealloc_bytes) {
+        if self.segment.as_ref().is_some_and(|s| s.at.next_offset() > 0 && s.at.data_end_after(len) > s.limit) {
             self.roll().await?;
         }
         if self.segment.is_none() {
@@ -216,12 +316,22 @@ impl TxnLogWriter {
         let Some(seg) = self.segment.as_mut() else {
             return Err(invalid("no log segment".into()));
         };
-        write_batch(&seg.file, seg.offset, batch).await?;
+        let start = seg.at.write_offset();
+        let mut write_len = seg.at.write_len(len);
+        if seg.dirty_end > start {
+            write_len = write_len.max(align_up((seg.dirty_end - start) as usize));
+        }
+        let (at, file) = (&seg.at, &seg.file);
+        if let Err(e) = write_blocks(file, start, write_len, |done, buf| at.fill(batch, done, buf)).await {
+            seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
+            return Err(e);
+        }
         if self.force_sync {
             use std::os::fd::AsRawFd;
             // SAFETY: the fd belongs to the open segment file.
             let started = std::time::Instant::now();
             if unsafe { libc::fdatasync(seg.file.as_raw_fd()) } != 0 {
+                seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
                 return Err(io::Error::last_os_error());
             }
             let took_us = started.elapsed().as_micros() as u64;
@@ -239,7 +349,8 @@ impl TxnLogWriter {
                 );
             }
         }
-        seg.offset += len;
+        seg.at = seg.at.after(batch);
+        seg.dirty_end = 0;
         self.next_zxid = batch.last_zxid() + 1;
         Ok(())
     }
@@ -267,16 +378,28 @@ impl TxnLogWriter {
             }
             None => {
                 let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(&path).await?;
-                if self.prealloc_bytes > 0 {
-                    file.pre_allocate(self.prealloc_bytes, false).await?;
+                let size = self.prealloc_for(0);
+                let made = async {
+                    if let Some(size) = size {
+                        file.pre_allocate(size, false).await?;
+                    }
+                    file.fdatasync().await
                 }
-                file.fdatasync().await?;
+                .await;
+                if let Err(e) = made {
+                    // Leave no half-made segment behind (it would hold space, and block the
+                    // next try's create_new).
+                    let _ = file.close().await;
+                    let _ = std::fs::remove_file(&path);
+                    return Err(io::Error::from(e));
+                }
                 file
             }
         };
         sync_dir(&self.log_dir).await?;
         self.prepare_spare();
-        Ok(Segment { file, path, offset: 0 })
+        let limit = segment_limit(file.file_size().await?, self.prealloc_bytes);
+        Ok(Segment { file, path, at: AppendPoint::start(), limit, dirty_end: 0 })
     }
 
     /// Removes every logged txn after `after` (ZAB's TRUNC) and continues the log right after
@@ -303,7 +426,7 @@ impl TxnLogWriter {
     /// Ends the current segment; the next append starts `log.<next zxid>`. A segment with no
     /// batch yet is kept (it already starts at the next zxid).
     pub async fn roll(&mut self) -> io::Result<()> {
-        if self.segment.as_ref().is_some_and(|s| s.offset == 0) {
+        if self.segment.as_ref().is_some_and(|s| s.at.next_offset() == 0) {
             return Ok(());
         }
         if let Some(seg) = self.segment.take() {
@@ -323,14 +446,25 @@ impl TxnLogWriter {
     }
 }
 
-/// Opens an existing segment to append at `offset`, preallocating it if it is short.
-async fn open_segment_at(path: &Path, offset: u64, prealloc_bytes: u64) -> io::Result<Segment> {
+/// Opens an existing segment to append at logical offset `next`; the block holding `next` is
+/// read back, since the next write rewrites its first part. It is not grown: a segment made
+/// smaller than preAllocSize (little free space) rolls at its size, one made without
+/// preallocation grows up to preAllocSize.
+async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64) -> io::Result<Segment> {
     let file = OpenOptions::new().read(true).write(true).dma_open(path).await?;
-    if file.file_size().await? < prealloc_bytes {
-        file.pre_allocate(prealloc_bytes, false).await?;
-        file.fdatasync().await?;
-    }
-    Ok(Segment { file, path: path.to_path_buf(), offset })
+    let at = if next == 0 {
+        AppendPoint::start()
+    } else {
+        let block = file.read_at_aligned(AppendPoint::block_offset_for(next), LOG_BLOCK_BYTES).await?;
+        AppendPoint::from_block(next, &block).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: the block before the log's end: {e}", path.display()),
+            )
+        })?
+    };
+    let limit = segment_limit(file.file_size().await?, prealloc_bytes);
+    Ok(Segment { file, path: path.to_path_buf(), at, limit, dirty_end: 0 })
 }
 
 /// Creates `path` (replacing any old file of that name) as `bytes` of zeroes, written with
@@ -347,20 +481,24 @@ async fn zero_filled_file(path: &Path, bytes: u64) -> io::Result<DmaFile> {
     }
     let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(path).await?;
     let len = (bytes as usize).next_multiple_of(LOG_BLOCK_BYTES);
-    write_blocks(&file, 0, len, |_, buf| buf.fill(0)).await?;
-    file.fdatasync().await?;
+    let filled = async {
+        write_blocks(&file, 0, len, |_, buf| buf.fill(0)).await?;
+        file.fdatasync().await.map_err(io::Error::from)
+    }
+    .await;
+    if let Err(e) = filled {
+        // A partly filled spare (the disk filled up) must not keep the space it took.
+        let _ = file.close().await;
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
     Ok(file)
-}
-
-/// Writes a batch at `offset` through buffers of at most LOG_WRITE_BYTES_MAX, one at a time
-/// (the batch bytes are copied once, from the records into each DMA buffer).
-async fn write_batch(file: &DmaFile, offset: u64, batch: &EncodedBatch) -> io::Result<()> {
-    write_blocks(file, offset, batch.len(), |done, buf| batch.write_to(done, buf)).await
 }
 
 /// Writes `len` bytes (a multiple of the block size) at `offset` through DMA buffers of at
 /// most LOG_WRITE_BYTES_MAX, one at a time; `fill(done, buf)` fills each buffer with the bytes
-/// from `done` on. A short but aligned write continues from where it stopped.
+/// from `done` on (a batch: `AppendPoint::fill`, so record bytes are copied once, sector by
+/// sector, straight into the DMA buffer). A short but aligned write continues from where it stopped.
 async fn write_blocks(
     file: &DmaFile,
     offset: u64,
@@ -406,6 +544,29 @@ mod tests {
         b.freeze()
     }
 
+    /// The spare never takes the last free space: preAllocSize when there is room for it and
+    /// the reserve, what is free minus the reserve when less, nothing below the floor.
+    #[test]
+    fn hardening_8_the_spare_is_sized_to_the_free_space() {
+        let mib = 1024 * 1024u64;
+        let p = 64 * mib;
+        assert_eq!(sized_prealloc(p, 1000 * mib), Some(p));
+        assert_eq!(sized_prealloc(p, 52 * mib + 12345), Some(36 * mib + 12288));
+        assert_eq!(sized_prealloc(p, LOG_SPARE_RESERVE_BYTES + LOG_SPARE_BYTES_MIN), Some(LOG_SPARE_BYTES_MIN));
+        assert_eq!(sized_prealloc(p, LOG_SPARE_RESERVE_BYTES + LOG_SPARE_BYTES_MIN - 4096), None);
+        assert_eq!(sized_prealloc(p, 0), None);
+        assert_eq!(sized_prealloc(0, 1000 * mib), None, "preallocation off");
+        // A small preAllocSize is kept whole when it fits.
+        assert_eq!(sized_prealloc(64 * 1024, 20 * mib), Some(64 * 1024));
+        assert_eq!(segment_limit(36 * mib, p), 36 * mib);
+        assert_eq!(segment_limit(0, p), p, "a segment made without preallocation grows to preAllocSize");
+        assert_eq!(segment_limit(80 * mib, p), p, "a segment a large batch grew rolls");
+        assert!(free_bytes(Path::new("/")).is_ok());
+        assert!(is_disk_full(&io::Error::from_raw_os_error(libc::ENOSPC)));
+        assert!(is_disk_full(&io::Error::new(io::ErrorKind::StorageFull, "glommio's")));
+        assert!(!is_disk_full(&io::Error::from_raw_os_error(libc::EIO)));
+    }
+
     #[test]
     fn append_reopen_roll_and_recover() {
         let dir = std::env::temp_dir().join(format!("rk-logwriter-{}", std::process::id()));
@@ -426,7 +587,7 @@ mod tests {
                 // The first segment came from a zero-filled spare, and the next spare is on its way.
                 let seg = std::fs::read(l2.join(segment_name(1))).unwrap();
                 assert_eq!(seg.len() as u64, prealloc);
-                let used = w.position().unwrap().1 as usize;
+                let used = crate::storage::log::file_len_for(w.position().unwrap().1) as usize;
                 assert!(used > 0 && seg[used..].iter().all(|b| *b == 0), "preallocated space reads as zeroes");
                 w.prepare_spare();
                 let spare = w.spare.take().unwrap().await.unwrap();

@@ -4,13 +4,16 @@
 //! out to every client core. It also owns the session table and its expiry, the container /
 //! TTL reaper, and the snapshot schedule.
 //! Rules: nothing leaves this core before it is durable; a txn is fully determined here (zxid,
-//! time, session, sequence names, errors); zxids increase by exactly one; a log write error
-//! stops the server (nothing after it can be acknowledged); sessions, ticks and schedules run
-//! on the monotonic clock, a txn's time is the wall clock's (`clock::Now`).
+//! time, session, sequence names, errors); zxids increase by exactly one; a log write that
+//! finds the disk full refuses that batch's writes (ZSYSTEMERROR) and rolls the prep tree,
+//! zxids and sessions back to the last durable state (reads go on; the next write tries the
+//! log again); any other log write error stops the server (nothing after it can be
+//! acknowledged); sessions, ticks and schedules run on the monotonic clock, a txn's time is
+//! the wall clock's (`clock::Now`).
 
 use super::clock::Now;
 use super::inspect::{Collections, Inspect, SessionSets};
-use super::log_writer::TxnLogWriter;
+use super::log_writer::{is_disk_full, TxnLogWriter};
 use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
 use super::snapshot_writer;
 use crate::config::Config;
@@ -188,6 +191,53 @@ impl Pipeline {
             let header = self.next_header(id, 0, now.wall_ms);
             self.commit_txn(header, TxnOp::CloseSession, None);
         }
+    }
+
+    /// The log could not take the batch (the disk is full): nothing of it is durable, so
+    /// nothing of it happened. The prep tree goes back to `durable` (the tree as of the last
+    /// logged txn; zxids with it), the sessions the batch created or closed are put back as
+    /// they were, each write gets `ZSYSTEMERROR` (ZooKeeper has no code for a full disk), a
+    /// connection whose new session was not logged is closed (its client reconnects), and the
+    /// items that did not depend on the log (syncs, refusals, closes) go out as they are.
+    fn undo_unlogged(&mut self, durable: &DataTree, now_mono_ms: i64) {
+        let err = ErrorCode::SystemError.code();
+        let mut created = Vec::new();
+        for item in std::mem::take(&mut self.items) {
+            match item {
+                Commit::Txn { txn, origin } => {
+                    self.txns_since_snapshot = self.txns_since_snapshot.saturating_sub(1);
+                    let id = txn.header.session_id;
+                    match txn.op {
+                        TxnOp::CreateSession { .. } => {
+                            created.push(id);
+                            if let Some(conn) = self.sessions.remove(id) {
+                                self.conn_sessions.remove(&conn);
+                            }
+                        }
+                        TxnOp::CloseSession => {
+                            if let Some((_, entry)) = durable.sessions().find(|(s, _)| *s == id) {
+                                self.sessions.add(id, entry.timeout_ms, now_mono_ms);
+                                if let Some((conn, _)) = origin {
+                                    self.sessions.attach(id, conn);
+                                    self.conn_sessions.insert(conn, id);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                    if let Some((conn, xid)) = origin {
+                        self.items.push(Commit::Rejected { conn, xid, err });
+                    }
+                }
+                Commit::Connected { conn, session_id, .. } if created.contains(&session_id) => {
+                    self.conn_sessions.remove(&conn);
+                    self.items.push(Commit::Close { conn });
+                }
+                other => self.items.push(other),
+            }
+        }
+        self.tree = durable.clone();
+        self.records.clear();
     }
 
     /// Deletes empty containers that once had a child, and expired empty TTL nodes (a TTL
@@ -496,6 +546,10 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
 
     let mut snapshots = Snapshots::new(now.mono_ms, stats.clone());
+    // The tree as of the last txn the log holds (what a full disk rolls the prep tree back
+    // to), and whether the last append found the disk full.
+    let mut durable = p.tree.clone();
+    let mut disk_full = false;
     let mut last_reap_ms = now.mono_ms;
     let batch_max = config.batch_txns_max.max(1);
     loop {
@@ -521,14 +575,32 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
             }
         }
         if !p.records.is_empty() {
-            if let Err(e) = log.append(&p.records).await {
-                tracing::error!("txn log write failed: {e}; stopping (nothing more can be made durable)");
-                senders.shutdown().await;
-                return Err(format!("txn log write failed: {e}"));
+            match log.append(&p.records).await {
+                Ok(()) => {
+                    stats.count_log_batch(p.records.len());
+                    p.records.clear();
+                    stats.publish_syncs(log.sync_times());
+                    durable = p.tree.clone();
+                    if std::mem::take(&mut disk_full) {
+                        tracing::info!("the txn log takes writes again (zxid {:#x})", p.tree.last_zxid());
+                    }
+                }
+                Err(e) if is_disk_full(&e) => {
+                    if !std::mem::replace(&mut disk_full, true) {
+                        tracing::error!(
+                            "txn log write failed: {e}; refusing writes (ZSYSTEMERROR) while reads go on, and \
+                             trying again with each new write: free space in {}",
+                            config.data_log_dir.display()
+                        );
+                    }
+                    p.undo_unlogged(&durable, now.mono_ms);
+                }
+                Err(e) => {
+                    tracing::error!("txn log write failed: {e}; stopping (nothing more can be made durable)");
+                    senders.shutdown().await;
+                    return Err(format!("txn log write failed: {e}"));
+                }
             }
-            stats.count_log_batch(p.records.len());
-            p.records.clear();
-            stats.publish_syncs(log.sync_times());
         }
         if !p.items.is_empty() {
             let batch = Arc::new(CommitBatch { items: std::mem::take(&mut p.items), last_zxid: p.tree.last_zxid() });

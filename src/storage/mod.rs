@@ -1,5 +1,5 @@
-//! Durable storage: the txn log format (block-aligned, crc-checked batches in preallocated
-//! segments), snapshots of the DataTree, recovery (newest valid snapshot + log replay), a
+//! Durable storage: the txn log format (crc-checked batches packed into crc-sealed 512-byte
+//! sectors of preallocated segments), snapshots of the DataTree, recovery (newest valid snapshot + log replay), a
 //! server's myid and ZAB epochs, and the small-file / listing / purge helpers. Formats are documented in docs/storage-format.md.
 //! Rules: sans-IO where there is logic (formats and validation take and return bytes); std::fs
 //! only for recovery (before executors start), small atomic files and purge; glommio only in

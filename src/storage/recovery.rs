@@ -1,9 +1,11 @@
 //! Recovery at startup: find the newest snapshot whose checksum verifies, read every log
-//! record after it, cut (and zero on disk) a torn batch at the tail of the last segment, and
+//! record after it, cut (and clear on disk) a torn batch at the tail of the last segment, and
 //! tell the log writer where to continue. Runs on the main thread before executors start, so
 //! it uses blocking std::fs. Rules: a damaged snapshot is skipped for an older one (with a
-//! warning); a torn tail is cut with a warning; any other damage, a zxid gap, or logs that do
-//! not reach back to the chosen snapshot stop the server with an error naming the file.
+//! warning); a torn tail (a write never acknowledged, `storage::log`'s sector rule) is cut with
+//! a warning; any other damage, a zxid gap, or logs that do not reach back to the chosen
+//! snapshot stop the server with an error naming the file and byte, and the file is left as it
+//! is (the operator decides: `ringkeeper log-truncate`).
 
 use super::files::{fsync_dir, list_segments, list_snapshots, segment_index_for};
 use super::log::{scan_segment_file, zxid_follows, LogError};
@@ -21,7 +23,8 @@ use std::path::{Path, PathBuf};
 pub struct LogTail {
     /// The segment to append to; None: start a new segment named by the next zxid.
     pub segment: Option<PathBuf>,
-    /// Block-aligned offset of the next batch in `segment` (0 when `segment` is None).
+    /// Logical-stream offset of the next batch in `segment` (0 when `segment` is None); the
+    /// writer reads the block holding it back (`log::AppendPoint`).
     pub next_offset: u64,
 }
 
@@ -111,6 +114,14 @@ fn remove_stale_temps(data_dir: &Path, warnings: &mut Vec<String>) -> Result<(),
     Ok(())
 }
 
+/// Overwrites `path` at `offset` with `bytes` and syncs it.
+fn write_range(path: &Path, offset: u64, bytes: &[u8]) -> Result<(), RecoveryError> {
+    let mut f = fs::OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
+    f.seek(SeekFrom::Start(offset)).map_err(io_err(path))?;
+    f.write_all(bytes).map_err(io_err(path))?;
+    f.sync_data().map_err(io_err(path))
+}
+
 /// Overwrites `[from, to)` of `path` with zeroes and syncs it.
 fn zero_range(path: &Path, from: u64, to: u64) -> Result<(), RecoveryError> {
     let mut f = fs::OpenOptions::new().write(true).open(path).map_err(io_err(path))?;
@@ -186,22 +197,22 @@ pub fn recover(data_dir: &Path, log_dir: &Path) -> Result<Recovered, RecoveryErr
                     detail: format!("segment {file} starts at {first:#x}"),
                 });
             }
-            let mut raw = fs::read(p).map_err(io_err(p))?;
-            // Drop the preallocated zeroes: the records keep the buffer alive.
-            let used = raw.iter().rposition(|b| *b != 0).map_or(0, |i| super::log::align_up(i + 1)).min(raw.len());
-            raw.truncate(used);
-            raw.shrink_to_fit();
-            let data = Bytes::from(raw);
-            let scan = scan_segment_file(&file, data, is_last, Some(*first))?;
+            let raw = fs::read(p).map_err(io_err(p))?;
+            let scan = scan_segment_file(&file, &raw, is_last, Some(*first))?;
+            drop(raw);
             if let Some(torn) = &scan.torn {
                 warn(
                     &mut warnings,
                     format!(
-                        "txn log {file}: cut a torn write at byte {} ({}); zeroing bytes {}..{}",
-                        torn.offset, torn.reason, torn.offset, torn.garbage_end
+                        "txn log {file}: cut a torn write (never acknowledged) at byte {} ({}); clearing bytes {}..{}",
+                        torn.file_offset, torn.reason, torn.file_offset, torn.garbage_end
                     ),
                 );
-                zero_range(p, torn.offset, torn.garbage_end)?;
+                let (reseal, zero_from) = torn.clearing(&scan.end_sector_head);
+                if let Some((off, sector)) = reseal {
+                    write_range(p, off, &sector)?;
+                }
+                zero_range(p, zero_from, torn.garbage_end)?;
             }
             next = first + scan.records.len() as i64;
             for r in scan.records {
@@ -257,7 +268,9 @@ pub fn rebuild_tree(rec: &Recovered) -> Result<DataTree, RecoveryError> {
 mod tests {
     use super::*;
     use crate::storage::files::write_atomic;
-    use crate::storage::log::{encode_batch, segment_name, LOG_BLOCK_BYTES};
+    use crate::storage::log::{
+        encode_batch, file_len_for, sectorize, segment_name, LOG_BLOCK_BYTES, SECTOR_PAYLOAD_BYTES,
+    };
     use crate::storage::snapshot::{encode_snapshot, snapshot_name};
     use crate::txn::{Txn, TxnHeader, TxnOp};
     use bytes::BytesMut;
@@ -290,6 +303,7 @@ mod tests {
         for b in batches {
             out.extend(encode_batch(&b.clone().map(txn).collect::<Vec<_>>()));
         }
+        let mut out = sectorize(&out);
         if out.len() < prealloc {
             out.resize(prealloc, 0);
         }
@@ -320,19 +334,21 @@ mod tests {
         fs::create_dir_all(&data).unwrap();
         fs::create_dir_all(&logs).unwrap();
         write_segment(&logs, &[1..4, 4..10], 0);
-        let seg2 = write_segment(&logs, &[10..12, 12..20, 20..25], 16 * LOG_BLOCK_BYTES);
+        let seg2 = write_segment(&logs, &[10..12, 12..20, 20..60], 16 * LOG_BLOCK_BYTES);
         write_atomic(&data.join(snapshot_name(6)), &encode_snapshot(&tree_at(6))).unwrap();
         // A newer snapshot that is damaged is skipped.
         let mut bad = encode_snapshot(&tree_at(12));
         bad[30] ^= 1;
         fs::write(data.join(snapshot_name(12)), bad).unwrap();
         fs::write(data.join(snapshot_name(13) + ".tmp"), b"partial").unwrap();
-        // Tear the last batch (20..25) in the middle.
-        let mut bytes = fs::read(&seg2).unwrap();
+        // Tear the last batch (20..60): only its first two sectors reached the disk.
         let b1 = encode_batch(&(10..12).map(txn).collect::<Vec<_>>()).len();
         let b2 = encode_batch(&(12..20).map(txn).collect::<Vec<_>>()).len();
         let torn_at = b1 + b2;
-        bytes[torn_at + 100] ^= 0xff;
+        let mut bytes = fs::read(&seg2).unwrap();
+        let kept_sectors = torn_at / SECTOR_PAYLOAD_BYTES + 2;
+        bytes[kept_sectors * 512..].fill(0);
+        assert!(kept_sectors * 512 < 3 * LOG_BLOCK_BYTES, "the torn batch spans more sectors than were kept");
         fs::write(&seg2, &bytes).unwrap();
 
         let r = recover(&data, &logs).unwrap();
@@ -344,9 +360,16 @@ mod tests {
         assert!(r.warnings.iter().any(|w| w.contains("cut a torn write")), "{:?}", r.warnings);
         assert!(r.warnings.iter().any(|w| w.contains("skipping snapshot")), "{:?}", r.warnings);
         assert!(!data.join(snapshot_name(13) + ".tmp").exists());
-        // The torn bytes were zeroed: a second recovery sees a clean tail.
+        // The torn bytes were cleared: nothing but zeroes after the sector holding the cut, and
+        // that sector holds only the bytes before it; a second recovery sees a clean tail.
         let on_disk = fs::read(&seg2).unwrap();
-        assert!(on_disk[torn_at..].iter().all(|b| *b == 0));
+        assert!(on_disk[file_len_for(torn_at as u64) as usize..].iter().all(|b| *b == 0));
+        let mut expected = Vec::new();
+        for b in [10..12, 12..20] {
+            expected.extend(encode_batch(&b.map(txn).collect::<Vec<_>>()));
+        }
+        let expected = sectorize(&expected);
+        assert_eq!(&on_disk[..expected.len()], &expected[..]);
         let again = recover(&data, &logs).unwrap();
         assert!(again.warnings.iter().all(|w| !w.contains("cut a torn write")), "{:?}", again.warnings);
         assert_eq!(again.last_zxid, 19);

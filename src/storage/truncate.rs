@@ -8,9 +8,17 @@
 //! - The segment holding the cut is rewritten into `<segment>.trunc`, fsynced, renamed over the
 //!   original and the directory fsynced; a stale `.trunc` file is removed by recovery.
 //! - Only records after `after` go; the caller guarantees none of them is committed.
+//!
+//! The operator's cut of a damaged segment (`cut_damaged_segment`, `ringkeeper log-truncate`)
+//! is the one way acknowledged txns leave the log: only when the operator asks, it keeps the
+//! valid batches before the damage, and it deletes nothing: a copy of the damaged segment and
+//! every later segment are moved into a `damaged.<time>/` directory of the log dir.
 
 use super::files::{fsync_dir, list_segments, segment_index_for};
-use super::log::{align_up, scan_segment_file, BatchEncoder, LogError};
+use super::log::{
+    file_offset_of, scan_segment_file, scan_valid_prefix, sectorize, BadBatch, BatchEncoder, BatchSpan, LogError,
+    SECTOR_BYTES, SECTOR_PAYLOAD_BYTES,
+};
 use super::recovery::LogTail;
 use crate::txn::codec::record_zxid;
 use bytes::Bytes;
@@ -58,7 +66,7 @@ pub fn truncate_log(log_dir: &Path, after: i64) -> Result<LogTail, TruncateError
     let (first, path) = &segments[i];
     let name = path.display().to_string();
     let data = fs::read(path).map_err(io_err(path))?;
-    let scan = scan_segment_file(&name, Bytes::from(data), true, Some(*first)).map_err(TruncateError::Log)?;
+    let scan = scan_segment_file(&name, &data, true, Some(*first)).map_err(TruncateError::Log)?;
     let total = scan.records.len();
     let kept: Vec<Bytes> =
         scan.records.into_iter().take_while(|r| record_zxid(r).is_some_and(|z| z <= after)).collect();
@@ -70,7 +78,15 @@ pub fn truncate_log(log_dir: &Path, after: i64) -> Result<LogTail, TruncateError
         fsync_dir(log_dir).map_err(io_err(log_dir))?;
         return Ok(LogTail { segment: None, next_offset: 0 });
     }
-    let bytes = encode_batches(kept);
+    let next_offset = rewrite_segment(log_dir, path, &encode_batches(kept))?;
+    Ok(LogTail { segment: Some(path.clone()), next_offset })
+}
+
+/// Replaces the segment at `path` with `logical` (a stream of whole batches) in sectors:
+/// written to `<path>.trunc`, fsynced, renamed over `path`, directory fsynced. Returns the
+/// logical offset where the next batch goes.
+fn rewrite_segment(log_dir: &Path, path: &Path, logical: &[u8]) -> Result<u64, TruncateError> {
+    let bytes = sectorize(logical);
     let tmp = PathBuf::from(format!("{}{TRUNC_TMP_SUFFIX}", path.display()));
     {
         let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).map_err(io_err(&tmp))?;
@@ -79,30 +95,149 @@ pub fn truncate_log(log_dir: &Path, after: i64) -> Result<LogTail, TruncateError
     }
     fs::rename(&tmp, path).map_err(io_err(path))?;
     fsync_dir(log_dir).map_err(io_err(log_dir))?;
-    Ok(LogTail { segment: Some(path.clone()), next_offset: bytes.len() as u64 })
+    Ok(logical.len() as u64)
 }
 
-/// `records` as block-aligned batches of at most `REWRITE_BATCH_BYTES_MAX` body bytes.
+/// `records` as a logical stream of packed batches of at most `REWRITE_BATCH_BYTES_MAX` body
+/// bytes.
 fn encode_batches(records: Vec<Bytes>) -> Vec<u8> {
     let mut out = Vec::new();
     let mut enc = BatchEncoder::new();
     for r in records {
         if !enc.is_empty() && enc.encoded_len() + r.len() > REWRITE_BATCH_BYTES_MAX {
-            flush(&mut out, std::mem::replace(&mut enc, BatchEncoder::new()));
+            out.extend(std::mem::replace(&mut enc, BatchEncoder::new()).finish().to_vec());
         }
         enc.push(r);
     }
     if !enc.is_empty() {
-        flush(&mut out, enc);
+        out.extend(enc.finish().to_vec());
     }
     out
 }
 
-fn flush(out: &mut Vec<u8>, enc: BatchEncoder) {
-    let batch = enc.finish().to_vec();
-    let padded = align_up(batch.len());
-    out.extend_from_slice(&batch);
-    out.resize(out.len() + padded - batch.len(), 0);
+/// What the operator's cut of a damaged segment (`ringkeeper log-truncate`) does or did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamageCut {
+    /// The damaged segment.
+    pub segment: PathBuf,
+    /// Its valid batches before the damage, which stay: their last zxid and txn count.
+    pub kept_last_zxid: Option<i64>,
+    pub kept_txns: usize,
+    /// File offset the segment is cut at (the end of the last batch kept).
+    pub cut_at: u64,
+    /// Txns of the damaged segment after the cut that can still be read (dropped), as a
+    /// zxid range; the damaged part itself cannot be read.
+    pub dropped_readable: Option<(i64, i64)>,
+    /// Why the valid prefix stops where it does (None: it reaches the end of the data).
+    pub stop: Option<(u64, BadBatch)>,
+    /// Later segments, moved aside: their path and the zxid range their valid prefix holds.
+    pub later: Vec<(PathBuf, Option<(i64, i64)>)>,
+    /// Where the original segment (copied) and the later ones go.
+    pub aside_dir: PathBuf,
+    /// The damage is after the end of the segment's data: no txn is dropped.
+    pub loses_no_txn: bool,
+}
+
+/// Name of the directory a cut moves damaged and later segments into.
+pub fn damaged_dir_name(unix_secs: u64) -> String {
+    let (y, mo, d) = crate::offline::civil_date((unix_secs / 86_400) as i64);
+    let t = unix_secs % 86_400;
+    format!("damaged.{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z", t / 3600, t / 60 % 60, t % 60)
+}
+
+/// Plans (and with `apply`, performs) the operator's cut of the segment `file_name` in
+/// `log_dir` at the damage at file offset `offset`: the segment keeps its valid batches that
+/// end at or before `offset` (and before any other damage); a copy of the original and every
+/// later segment go into `log_dir/<aside_name>/`, so nothing is deleted. Damage after the end
+/// of the segment's data drops no txn and moves no later segment.
+pub fn cut_damaged_segment(
+    log_dir: &Path,
+    file_name: &str,
+    offset: u64,
+    aside_name: &str,
+    apply: bool,
+) -> Result<DamageCut, TruncateError> {
+    let segments = list_segments(log_dir).map_err(io_err(log_dir))?;
+    let Some(i) = segments.iter().position(|(_, p)| p.file_name().and_then(|n| n.to_str()) == Some(file_name)) else {
+        return Err(TruncateError::Io {
+            path: log_dir.join(file_name),
+            err: io::Error::new(io::ErrorKind::NotFound, "no such txn log segment (log.<16 hex digits>)"),
+        });
+    };
+    let (first, path) = segments[i].clone();
+    let data = fs::read(&path).map_err(io_err(&path))?;
+    let (prefix, stop) = scan_valid_prefix(&data, Some(first));
+    let kept: Vec<BatchSpan> = prefix.batches.iter().copied().filter(|b| b.file_end() <= offset).collect();
+    let kept_txns = kept.iter().map(|b| (b.last_zxid - b.first_zxid + 1) as usize).sum();
+    let cut_logical = kept.last().map_or(0, |b| b.offset + b.len);
+    let dropped_readable = prefix
+        .batches
+        .get(kept.len())
+        .map(|b| (b.first_zxid, prefix.batches.last().map_or(b.last_zxid, |l| l.last_zxid)));
+    // Damage after the end of the segment's data (in its zero-filled space) loses no txn:
+    // later segments still follow on, so they stay.
+    let damage_after_data = stop.is_none() && kept.len() == prefix.batches.len();
+    let mut later = Vec::new();
+    for (f, p) in segments[i + 1..].iter().filter(|_| !damage_after_data) {
+        let range = match fs::read(p) {
+            Ok(d) => {
+                let (s, _) = scan_valid_prefix(&d, Some(*f));
+                s.batches.first().zip(s.batches.last()).map(|(a, b)| (a.first_zxid, b.last_zxid))
+            }
+            Err(_) => None,
+        };
+        later.push((p.clone(), range));
+    }
+    let aside_dir = log_dir.join(aside_name);
+    let cut = DamageCut {
+        segment: path.clone(),
+        kept_last_zxid: kept.last().map(|b| b.last_zxid),
+        kept_txns,
+        cut_at: file_offset_of(cut_logical),
+        dropped_readable,
+        stop,
+        later,
+        aside_dir: aside_dir.clone(),
+        loses_no_txn: damage_after_data,
+    };
+    if !apply {
+        return Ok(cut);
+    }
+    fs::create_dir(&aside_dir).map_err(io_err(&aside_dir))?;
+    let copy = aside_dir.join(file_name);
+    fs::copy(&path, &copy).map_err(io_err(&copy))?;
+    fs::File::open(&copy).and_then(|f| f.sync_all()).map_err(io_err(&copy))?;
+    fsync_dir(&aside_dir).map_err(io_err(&aside_dir))?;
+    fsync_dir(log_dir).map_err(io_err(log_dir))?;
+    // Newest first, like TRUNC: a crash leaves a log that is a prefix of the old one.
+    for (p, _) in cut.later.iter().rev() {
+        let to = aside_dir.join(p.file_name().unwrap_or_default());
+        fs::rename(p, &to).map_err(io_err(p))?;
+        fsync_dir(&aside_dir).map_err(io_err(&aside_dir))?;
+        fsync_dir(log_dir).map_err(io_err(log_dir))?;
+    }
+    if kept.is_empty() {
+        fs::remove_file(&path).map_err(io_err(&path))?;
+        fsync_dir(log_dir).map_err(io_err(log_dir))?;
+    } else {
+        let logical = &prefix_logical(&data, cut_logical);
+        rewrite_segment(log_dir, &path, logical)?;
+    }
+    Ok(cut)
+}
+
+/// The first `len` bytes of a segment's logical stream (sectors before them verified by the
+/// caller's scan).
+fn prefix_logical(data: &[u8], len: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len as usize);
+    for sector in data.chunks(SECTOR_BYTES) {
+        if out.len() as u64 >= len {
+            break;
+        }
+        let n = ((len - out.len() as u64) as usize).min(SECTOR_PAYLOAD_BYTES).min(sector.len());
+        out.extend_from_slice(&sector[..n]);
+    }
+    out
 }
 
 /// Removes `log.*.trunc` files a crash left behind (before any writer runs).
@@ -135,14 +270,22 @@ mod tests {
 
     /// A segment file holding batches of the given zxid runs.
     fn write_segment(dir: &Path, batches: &[std::ops::RangeInclusive<i64>]) {
+        write_segment_sized(dir, batches, 5)
+    }
+
+    /// The same with records of `size` bytes after their zxid.
+    fn write_segment_sized(dir: &Path, batches: &[std::ops::RangeInclusive<i64>], size: usize) {
         let mut out = Vec::new();
         for b in batches {
             let mut enc = BatchEncoder::new();
             for z in b.clone() {
-                enc.push(rec(z));
+                let mut r = rec(z).to_vec();
+                r.resize(8 + size, z as u8);
+                enc.push(Bytes::from(r));
             }
-            flush(&mut out, enc);
+            out.extend(enc.finish().to_vec());
         }
+        let mut out = sectorize(&out);
         out.resize(out.len() + 3 * 4096, 0); // preallocated space
         fs::write(dir.join(segment_name(*batches[0].start())), out).unwrap();
     }
@@ -152,8 +295,7 @@ mod tests {
         let segs = list_segments(dir).unwrap();
         let mut out = Vec::new();
         for (i, (first, p)) in segs.iter().enumerate() {
-            let scan =
-                scan_segment_file("t", Bytes::from(fs::read(p).unwrap()), i + 1 == segs.len(), Some(*first)).unwrap();
+            let scan = scan_segment_file("t", &fs::read(p).unwrap(), i + 1 == segs.len(), Some(*first)).unwrap();
             assert!(scan.torn.is_none());
             out.extend(scan.records.iter().map(|r| record_zxid(r).unwrap()));
         }
@@ -173,8 +315,9 @@ mod tests {
         let tail = truncate_log(&d.0, 10).unwrap();
         assert_eq!(zxids(&d.0), (1..=10).collect::<Vec<_>>());
         assert_eq!(tail.segment, Some(d.0.join(segment_name(8))));
-        assert_eq!(tail.next_offset % 4096, 0);
-        assert_eq!(tail.next_offset, fs::metadata(d.0.join(segment_name(8))).unwrap().len());
+        let seg = fs::read(d.0.join(segment_name(8))).unwrap();
+        assert_eq!(tail.next_offset, scan_segment_file("t", &seg, true, Some(8)).unwrap().end_offset);
+        assert_eq!(seg.len() % 4096, 0);
     }
 
     #[test]
@@ -186,7 +329,7 @@ mod tests {
         let tail = truncate_log(&d.0, 20).unwrap();
         assert_eq!(zxids(&d.0), (1..=20).collect::<Vec<_>>());
         assert_eq!(fs::read(d.0.join(segment_name(13))).unwrap(), before);
-        assert_eq!(tail.next_offset, 4096);
+        assert_eq!(tail.next_offset, scan_segment_file("t", &before, true, Some(13)).unwrap().end_offset);
         // At the end of a segment: the later one goes, this one stays as it was.
         truncate_log(&d.0, 12).unwrap();
         assert_eq!(zxids(&d.0), (1..=12).collect::<Vec<_>>());
@@ -207,5 +350,56 @@ mod tests {
         assert_eq!(zxids(&d.0), (1..=20).collect::<Vec<_>>());
         assert_eq!(remove_stale_truncations(&d.0).unwrap(), vec![stale.clone()]);
         assert!(!stale.exists());
+    }
+
+    /// The operator's cut: the damaged segment keeps its batches before the damage, a copy of
+    /// it and every later segment are moved aside (nothing deleted), and the log then reads
+    /// clean up to the cut.
+    #[test]
+    fn hardening_3_operator_cut_keeps_the_valid_prefix_and_moves_the_rest_aside() {
+        let d = TempDir::new("trunc-damaged");
+        three_segments(&d.0);
+        write_segment_sized(&d.0, &[8..=8, 9..=12], 600);
+        let path = d.0.join(segment_name(8));
+        let mut data = fs::read(&path).unwrap();
+        let scan = scan_segment_file("t", &data, false, Some(8)).unwrap();
+        // Damage inside the second batch (9..=12), past the sector the first one ends in.
+        let damage = scan.batches[1].file_offset() + 1000;
+        data[damage as usize] ^= 0x20;
+        fs::write(&path, &data).unwrap();
+        let err = scan_segment_file(&path.display().to_string(), &data, false, Some(8)).unwrap_err();
+        let LogError::Corrupt { offset, .. } = err.clone();
+        assert_eq!(offset, damage / 512 * 512);
+        // A dry run changes nothing.
+        let plan = cut_damaged_segment(&d.0, &segment_name(8), offset, "damaged.test", false).unwrap();
+        assert_eq!((plan.kept_last_zxid, plan.kept_txns), (Some(8), 1));
+        assert_eq!(plan.later.len(), 1);
+        assert_eq!(plan.later[0].1, Some((13, 20)));
+        assert_eq!(fs::read(&path).unwrap(), data);
+        assert!(!d.0.join("damaged.test").exists());
+        let done = cut_damaged_segment(&d.0, &segment_name(8), offset, "damaged.test", true).unwrap();
+        assert_eq!(done, plan);
+        assert_eq!(zxids(&d.0), (1..=8).collect::<Vec<_>>());
+        assert_eq!(fs::read(d.0.join("damaged.test").join(segment_name(8))).unwrap(), data, "the evidence is kept");
+        assert!(d.0.join("damaged.test").join(segment_name(13)).exists());
+        // Damage in the zero-filled space after a segment's data: no txn is lost and the later
+        // segment stays.
+        let first = d.0.join(segment_name(1));
+        let mut data = fs::read(&first).unwrap();
+        let len = data.len();
+        data[len - 100] ^= 1;
+        fs::write(&first, &data).unwrap();
+        let cut = cut_damaged_segment(&d.0, &segment_name(1), (len - 512) as u64, "damaged.tail", true).unwrap();
+        assert_eq!((cut.kept_txns, cut.later.len(), cut.dropped_readable), (7, 0, None));
+        assert_eq!(zxids(&d.0), (1..=8).collect::<Vec<_>>());
+        // Damage in the first batch of a segment: the whole segment goes aside.
+        let first = d.0.join(segment_name(1));
+        let mut data = fs::read(&first).unwrap();
+        data[100] ^= 1;
+        fs::write(&first, &data).unwrap();
+        let cut = cut_damaged_segment(&d.0, &segment_name(1), 0, &damaged_dir_name(0), true).unwrap();
+        assert_eq!((cut.kept_txns, cut.later.len()), (0, 1));
+        assert!(zxids(&d.0).is_empty());
+        assert!(d.0.join("damaged.19700101T000000Z").join(segment_name(8)).exists());
     }
 }

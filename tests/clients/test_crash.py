@@ -161,20 +161,52 @@ def assert_same_tree(a, b):
     assert not diffs, f"{len(diffs)} nodes differ, e.g. {diffs[:3]}"
 
 
+SECTOR, PAYLOAD = 512, 508
+
+
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli), as the txn log uses it."""
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def seal(index, payload):
+    """Sector `index` holding `payload` (docs/storage-format.md: payload, then the CRC-32C of
+    the sector's file offset as u64 BE followed by the payload)."""
+    payload = payload.ljust(PAYLOAD, b"\0")
+    return payload + crc32c((index * SECTOR).to_bytes(8, "big") + payload).to_bytes(4, "big")
+
+
 def log_batches(log_dir):
-    """(segment path, [offsets of batch headers]) of the newest txn log segment."""
+    """(segment path, logical stream, [logical offsets of batches]) of the newest txn log
+    segment: the sectors' payloads laid end to end, walked batch by batch."""
     import os
     segs = sorted(n for n in os.listdir(log_dir) if n.startswith("log.") and n != "log.spare")
     path = os.path.join(log_dir, segs[-1])
     with open(path, "rb") as f:
         data = f.read()
-    return path, [o for o in range(0, len(data), 4096) if data[o:o + 4] == b"RKLB"]
+    stream = b"".join(data[o:o + PAYLOAD] for o in range(0, len(data), SECTOR))
+    batches, off = [], 0
+    while stream[off:off + 4] == b"RKLB":
+        batches.append(off)
+        body_len = int.from_bytes(stream[off + 12:off + 16], "big")
+        off += (40 + body_len + 7) // 8 * 8
+    return path, stream, batches
+
+
+def file_offset(logical):
+    return logical // PAYLOAD * SECTOR + logical % PAYLOAD
 
 
 def test_damaged_log_refuses_to_start_and_torn_tail_is_cut(make_server):
-    """A flipped byte in a batch that has valid batches after it is corruption: the server
-    refuses to start and names the file and byte. Garbage after the last batch is a torn
-    write: the server starts, keeps every acknowledged write, and goes on writing."""
+    """A flipped bit anywhere in a written sector is corruption: the server refuses to start
+    and names the file and byte. A batch whose write never completed (its sectors valid or
+    never written, at the end of the log) is a torn write: the server starts, keeps every
+    acknowledged write, and goes on writing."""
     s = make_server()
     if s.kind != "ringkeeper":
         pytest.skip("ringkeeper's own log format")
@@ -182,13 +214,18 @@ def test_damaged_log_refuses_to_start_and_torn_tail_is_cut(make_server):
         for i in range(5):
             c.create(f"/d{i}", f"v{i}".encode())
     s.kill9()
-    path, batches = log_batches(s.log_dir)
+    path, stream, batches = log_batches(s.log_dir)
     assert len(batches) >= 5, batches
 
-    # torn tail: a half-written batch at the next block boundary after the last one
+    # torn tail: the first sector of a batch after the last one reached the disk, the rest
+    # did not (its header promises a 5000-byte body)
+    end = batches[-1] + (40 + int.from_bytes(stream[batches[-1] + 12:batches[-1] + 16], "big") + 7) // 8 * 8
+    index = end // PAYLOAD
+    head = stream[index * PAYLOAD:end] + b"RKLB" + (2).to_bytes(4, "big") + b"\0" * 4 + \
+        (5000).to_bytes(4, "big") + b"\x5a" * 200
     with open(path, "r+b") as f:
-        f.seek(batches[-1] + 4096)
-        f.write(b"RKLB" + b"\x5a" * 100)
+        f.seek(index * SECTOR)
+        f.write(seal(index, head[:PAYLOAD]))
     s.start()
     with rawzk.RawConn(s.hostport) as c:
         assert [c.get_data(f"/d{i}")[0] for i in range(5)] == [f"v{i}".encode() for i in range(5)]
@@ -197,14 +234,15 @@ def test_damaged_log_refuses_to_start_and_torn_tail_is_cut(make_server):
     s.kill9()
 
     # corruption: a flipped byte inside the first client write's batch, valid batches after it
-    path, batches = log_batches(s.log_dir)
+    path, stream, batches = log_batches(s.log_dir)
+    at = file_offset(batches[1] + 40)
     with open(path, "r+b") as f:
-        f.seek(batches[1] + 40)
+        f.seek(at)
         b = f.read(1)
-        f.seek(batches[1] + 40)
+        f.seek(at)
         f.write(bytes([b[0] ^ 0xff]))
     with pytest.raises(RuntimeError) as failed:
         s.start()
     msg = str(failed.value)
-    assert "corrupt" in msg and path.rsplit("/", 1)[1] in msg and f"byte {batches[1]}" in msg, msg
+    assert "corrupt" in msg and path.rsplit("/", 1)[1] in msg and f"byte {at // SECTOR * SECTOR}" in msg, msg
     assert "panicked" not in msg

@@ -1,0 +1,223 @@
+"""Hardening of the txn log (issue 14, items 3 and 8), ringkeeper only.
+
+Item 3: a flipped bit in the last log batch is corruption, not a torn write: the server
+refuses to start naming the file and byte, and leaves the file as it was; the operator's
+`ringkeeper log-truncate` cuts the log before the damage, and the server then starts with the
+txns before it.
+
+Item 8: a small volume as dataDir with the default preAllocSize: the server starts and serves,
+a full disk refuses writes with an error while reads go on, every acknowledged write survives
+(a kill -9 and restart while full too), and writes resume once space is freed, with no restart
+and no file deleted by hand."""
+
+import glob
+import hashlib
+import os
+import re
+import subprocess
+
+import pytest
+
+from helpers import RK_BIN, wait_until
+
+pytestmark = pytest.mark.ringkeeper_only
+
+
+def rk(*args):
+    return subprocess.run([RK_BIN, *args], capture_output=True, text=True, timeout=60)
+
+
+def segments(log_dir):
+    return sorted(p for p in glob.glob(os.path.join(log_dir, "log.*")) if re.search(r"log\.[0-9a-f]{16}$", p))
+
+
+def exit_code_within(proc, seconds):
+    """The process's exit code, or None if it still runs after `seconds`."""
+    try:
+        return proc.wait(seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_hardening_3_flipped_bit_in_the_last_batch_refuses_start(make_server, kazoo_factory):
+    s = make_server()
+    zk = kazoo_factory(s.hostport)
+    zk.create("/h3", b"")
+    for i in range(5):
+        zk.create(f"/h3/n{i}", b"before-%d" % i)
+    # The last write: its batch is the last one in the log (the server stops before the
+    # client, so no closeSession follows it).
+    # (1.5 KB, so that the flipped bit below is in a sector that holds nothing else)
+    zk.create("/h3/last", b"THE-LAST-ACKNOWLEDGED-WRITE" + b"." * 1500)
+    assert s.stop() == 0
+    zk.stop()
+
+    seg = segments(s.log_dir)[-1]
+    data = bytearray(open(seg, "rb").read())
+    at = data.index(b"THE-LAST-ACKNOWLEDGED-WRITE") + 1000
+    data[at] ^= 0x04
+    open(seg, "wb").write(bytes(data))
+    before = sha(seg)
+
+    # Refuses to start, naming the file and the byte, and suggests the operator's command.
+    s.spawn()
+    code = exit_code_within(s.proc, 30)
+    assert code not in (None, 0), f"a server with a damaged last batch must not start:\n{s.log_tail()}"
+    log = s.log_text()
+    name = os.path.basename(seg)
+    m = re.search(r"txn log (\S+) is corrupt at byte (\d+)", log)
+    assert m, log[-3000:]
+    assert m.group(1).endswith(name)
+    offset = int(m.group(2))
+    assert offset <= at < offset + 512, (offset, at)
+    assert "log-truncate" in log and f"--offset {offset}" in log
+    assert sha(seg) == before, "the damaged file was rewritten"
+    # Twice: still refused, still untouched.
+    s.spawn()
+    assert exit_code_within(s.proc, 30) not in (None, 0)
+    assert sha(seg) == before
+
+    # log-dump says where, and fails.
+    r = rk("log-dump", seg)
+    assert r.returncode == 1 and "DAMAGED" in r.stdout, r.stdout
+    # A dry run changes nothing; --yes cuts and keeps the evidence.
+    r = rk("log-truncate", "--log-dir", s.log_dir, "--file", name, "--offset", str(offset))
+    assert r.returncode == 0 and "dry run" in r.stdout, r.stdout + r.stderr
+    assert sha(seg) == before
+    r = rk("log-truncate", "--log-dir", s.log_dir, "--file", name, "--offset", str(offset), "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "dropped every txn after zxid" in r.stdout, r.stdout
+    kept = glob.glob(os.path.join(s.log_dir, "damaged.*", name))
+    assert len(kept) == 1 and sha(kept[0]) == before, "a copy of the damaged segment is kept"
+
+    s.start()
+    zk = kazoo_factory(s.hostport)
+    for i in range(5):
+        assert zk.get(f"/h3/n{i}")[0] == b"before-%d" % i
+    assert zk.exists("/h3/last") is None
+    zk.create("/h3/after", b"x")
+    s.restart()
+    zk = kazoo_factory(s.hostport)
+    assert zk.get("/h3/after")[0] == b"x"
+
+
+@pytest.fixture
+def small_volume(tmp_path):
+    """A 64 MB ext4 volume, loop-mounted (root only); unmounted at teardown."""
+    img, mnt = tmp_path / "vol.img", tmp_path / "vol"
+    mnt.mkdir()
+    try:
+        subprocess.run(["truncate", "-s", "64M", str(img)], check=True, capture_output=True)
+        subprocess.run(["mkfs.ext4", "-q", str(img)], check=True, capture_output=True)
+        subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"cannot loop-mount a small ext4 volume here: {getattr(e, 'stderr', b'') or e}")
+    try:
+        yield str(mnt)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def test_hardening_8_a_full_disk_refuses_writes_keeps_reads_and_recovers(make_server, kazoo_factory, small_volume):
+    from kazoo.exceptions import SystemZookeeperError
+
+    # Frequent snapshots, so that some are due while the disk is full.
+    s = make_server(start=False, snapCount=10)
+    s.data_dir = os.path.join(small_volume, "data")
+    s.log_dir = os.path.join(small_volume, "log")
+    os.makedirs(s.data_dir)
+    os.makedirs(s.log_dir)
+    free_at_start = free_bytes(small_volume)
+    s.start()  # the default preAllocSize (64 MiB) on a volume with less free than that
+    try:
+        zk = kazoo_factory(s.hostport)
+        zk.create("/full", b"")
+        spare = os.path.join(s.log_dir, "log.spare")
+        assert free_bytes(small_volume) > 8 << 20, "the spare left room"
+
+        # Leave ~6 MB free with a ballast file, then write until the log refuses.
+        ballast = os.path.join(small_volume, "ballast")
+        with open(ballast, "wb") as f:
+            f.write(b"\1" * max(0, free_bytes(small_volume) - (6 << 20)))
+            os.fsync(f.fileno())
+        value = lambda i: (b"%06d" % i) * (200_000 // 6)  # noqa: E731
+        acked, refused = [], []
+        for i in range(2000):
+            try:
+                zk.create(f"/full/n{i:05d}", value(i))
+                acked.append(i)
+            except SystemZookeeperError:
+                refused.append(i)
+                if len(refused) >= 3:
+                    break
+        assert len(refused) == 3, f"writes never refused ({len(acked)} acknowledged)"
+        print(f"free at start {free_at_start}, {len(acked)} creates of 200 KB acknowledged, "
+              f"refused: {refused}, free now {free_bytes(small_volume)}")
+        # Reads go on, the refused creates left nothing, and nothing acknowledged is lost.
+        for i in refused:
+            assert zk.exists(f"/full/n{i:05d}") is None
+        for i in acked:
+            assert zk.get(f"/full/n{i:05d}")[0] == value(i)
+        assert "panicked" not in s.log_text()
+        assert s.alive()
+        assert "refusing writes" in s.log_text()
+        # A new session cannot be logged either: the connection is closed (the client tries
+        # again), the server goes on.
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+        newcomer = KazooClient(hosts=s.hostport)
+        with pytest.raises(KazooTimeoutError):
+            newcomer.start(timeout=3)
+        newcomer.stop()
+        newcomer.close()
+        assert s.alive()
+        assert zk.get("/full")[1].numChildren == len(acked)
+        assert not glob.glob(os.path.join(s.data_dir, "snapshot.*.tmp")), "a failed snapshot's .tmp is removed"
+
+        # kill -9 and restart while full: it starts (no spare taking the last space), every
+        # acknowledged write is there, and writes are still refused.
+        s.kill9()
+        s.start()
+        zk = kazoo_factory(s.hostport)
+        assert sorted(int(c[1:]) for c in zk.get_children("/full")) == acked
+        for i in acked[-5:]:
+            assert zk.get(f"/full/n{i:05d}")[0] == value(i)
+        with pytest.raises(SystemZookeeperError):
+            zk.create("/full/n09999", value(9999))
+        assert zk.exists("/full/n09999") is None
+
+        # Free the space: writes resume without a restart and without touching the log dir.
+        os.remove(ballast)
+        more = []
+
+        def write_more():
+            j = 10_000 + len(more)
+            try:
+                zk.create(f"/full/n{j:05d}", b"after")
+            except SystemZookeeperError:
+                return False
+            more.append(j)
+            return len(more) >= 5
+
+        wait_until(write_more, timeout=60, interval=0.2, what="writes resume after space is freed")
+        assert "the txn log takes writes again" in s.log_text()
+        assert not glob.glob(os.path.join(s.data_dir, "snapshot.*.tmp")), "a failed snapshot's .tmp is removed"
+        s.restart()
+        zk = kazoo_factory(s.hostport)
+        assert sorted(int(c[1:]) for c in zk.get_children("/full")) == acked + more
+        failed_snapshots = s.log_text().count("failed: No space left on device")
+        print(f"{len(more)} creates after space was freed; snapshots that failed for space: {failed_snapshots}; "
+              f"log segments: {[os.path.basename(p) for p in segments(s.log_dir)]}")
+        assert os.path.exists(spare) or free_bytes(small_volume) < (17 << 20), "a spare once there is room"
+    finally:
+        s.stop()
