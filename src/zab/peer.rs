@@ -49,9 +49,10 @@ pub enum Input {
     Propose {
         data: Bytes,
     },
-    /// The transport saw the connection from `sid` close (its process died, say): a follower
-    /// of `sid` elects again at once instead of waiting out syncLimit. Only a hint: a live
-    /// leader is found again by the election.
+    /// The transport saw a connection with `sid` close (its process died, or the transport
+    /// closed a connection to a peer too far behind): a follower of `sid` elects again at once
+    /// instead of waiting out syncLimit (a live leader is found again by the election); a
+    /// leader ends its link to follower `sid`, which re-syncs on a new link.
     PeerLost {
         sid: Sid,
     },
@@ -331,12 +332,22 @@ impl Peer {
             Input::Persisted => self.on_persisted(out),
             Input::Propose { data } => self.on_propose(data, out),
             Input::Forward { data } => self.on_forward(data, out),
-            Input::PeerLost { sid } => {
-                if matches!(&self.state, RoleState::Following(f) if f.leader == sid) {
-                    tracing::info!("peer {}: the connection from leader {sid} closed; electing", self.cfg.my_id);
+            Input::PeerLost { sid } => match &mut self.state {
+                RoleState::Following(f) if f.leader == sid => {
+                    tracing::info!("peer {}: a connection with leader {sid} closed; electing", self.cfg.my_id);
                     self.enter_looking(out);
                 }
-            }
+                RoleState::Leading(l) => {
+                    // What the link carried may be lost with the connection: the link ends, and
+                    // the follower (which sees the connection close too) re-syncs on a new one.
+                    if let Some(v) = l.followers.remove(&sid) {
+                        tracing::info!("peer {}: a connection with follower {sid} closed; dropping it", self.cfg.my_id);
+                        l.newleader_acks.remove(&sid);
+                        l.dead_links.insert((sid, v.link.id));
+                    }
+                }
+                _ => {}
+            },
             Input::Reply { to, data } => self.on_reply(to, data, out),
             Input::SnapshotTaken { zxid } => self.on_snapshot_taken(zxid),
             Input::Message { from, msg } => self.on_message(from, msg, out),
