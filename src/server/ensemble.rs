@@ -644,6 +644,10 @@ async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) ->
                 tracing::info!("peer {}: truncating the txn log after {after:#x} (TRUNC)", m.me);
                 log.truncate(after).await.map_err(|e| format!("txn log truncation failed: {e}"))?;
             }
+            PersistOp::Rejoined => {
+                storage::peer_state::clear_rejoin_pending(&m.config.data_dir)
+                    .map_err(|e| format!("clearing the rejoin mark: {e}"))?;
+            }
             PersistOp::InstallSnapshot { zxid, state } => {
                 tracing::info!("peer {}: installing the leader's snapshot at {zxid:#x} (SNAP)", m.me);
                 let path = m.config.data_dir.join(storage::snapshot::snapshot_name(zxid));
@@ -752,7 +756,16 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         let zxid = codec::record_zxid(r).ok_or("a recovered log record is shorter than its zxid")?;
         log_txns.push(zab::Txn { zxid, data: r.clone() });
     }
-    let durable = zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns };
+    let lost_log =
+        storage::peer_state::rejoin_pending(&config.data_dir).map_err(|e| format!("reading the rejoin mark: {e}"))?;
+    if lost_log {
+        tracing::warn!(
+            "peer {my_id}: this member lost logged txns; it counts toward no quorum until it has synced with an \
+             established leader"
+        );
+    }
+    let durable =
+        zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns, lost_log };
     // The state machine starts at the snapshot; ZAB delivers the log once it is committed.
     let snapshot_only = Recovered { records: Vec::new(), last_zxid: recovered.snapshot_zxid, ..(*recovered).clone() };
     let committed = storage::recovery::rebuild_tree(&snapshot_only).map_err(|e| format!("rebuilding the tree: {e}"))?;

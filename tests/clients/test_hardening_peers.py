@@ -7,6 +7,7 @@ keeps the damaged files), item 10 (the admin HTTP server under idle connections)
 import hashlib
 import os
 import signal
+import struct
 import threading
 import time
 
@@ -116,3 +117,81 @@ def test_hardening_6_write_burst_over_64mib_keeps_every_follower(ensemble):
             for n in range(BURST_CONNECTIONS):
                 _, r = c.call(rawzk.OP_GETDATA, rawzk.encode_path_watch(f"/burst/n{n:03d}"))
                 assert r.buffer() == values[n], f"server {i}: /burst/n{n:03d} lacks its write"
+
+
+# ---- item 3, ensemble part: a member with a damaged log rejoins from the quorum ----
+
+LOG_BLOCK_BYTES = 4096
+BATCH_MAGIC = b"RKLB"
+BATCH_HEADER_BYTES = 32
+
+
+def _segments(data_dir):
+    return sorted((int(n[4:], 16), os.path.join(data_dir, n)) for n in os.listdir(data_dir)
+                  if n.startswith("log.") and not n.endswith(".spare") and all(c in "0123456789abcdefABCDEF" for c in n[4:]))
+
+
+def _batches(data):
+    """(offset, body_len) of each batch that starts at a block boundary, in order."""
+    out, off = [], 0
+    while off + BATCH_HEADER_BYTES <= len(data) and data[off:off + 4] == BATCH_MAGIC:
+        (body_len,) = struct.unpack(">I", data[off + 8:off + 12])
+        out.append((off, body_len))
+        off += (BATCH_HEADER_BYTES + body_len + LOG_BLOCK_BYTES - 1) // LOG_BLOCK_BYTES * LOG_BLOCK_BYTES
+    return out
+
+
+@pytest.mark.ringkeeper_only
+def test_hardening_3_ensemble_member_with_a_damaged_log_rejoins_from_the_quorum(ensemble):
+    """A follower's last log segment has a flipped byte in the records of a batch it had
+    acknowledged (followed by more batches, so the batch crc tells it from a torn write). On
+    restart it used to stop for good; now it moves the damaged segment aside unchanged, logs an
+    ERROR naming file and offset, rejoins from the quorum and holds every write."""
+    e = ensemble(3)
+    leader = e.wait_serving([1, 2, 3])
+    f = next(i for i in (1, 2, 3) if i != leader)
+    written = {}
+    with rawzk.RawConn(e.hostport(leader)) as c:
+        c.call(rawzk.OP_CREATE, rawzk.encode_create("/dmg"))
+        for n in range(60):  # one by one: one batch each
+            path, data = f"/dmg/n{n:03d}", b"before %d" % n
+            c.call(rawzk.OP_CREATE, rawzk.encode_create(path, data))
+            written[path] = data
+    with rawzk.RawConn(e.hostport(f)) as c:  # f has them all before it stops
+        c.call(rawzk.OP_SYNC, rawzk.Writer().ustring("/dmg").bytes())
+        assert c.call(rawzk.OP_GETDATA, rawzk.encode_path_watch("/dmg/n059"))[1].buffer() == b"before 59"
+    pid = e.pid(f)
+    e.signal(f, signal.SIGTERM)
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}"), timeout=20, what=f"server {f} to stop")
+    data_dir = os.path.join(e.dir, str(f), "data")
+    _, seg = _segments(data_dir)[-1]
+    with open(seg, "rb") as fh:
+        original = fh.read()
+    batches = _batches(original)
+    assert len(batches) >= 3, f"{seg} has {len(batches)} batches"
+    off, body_len = batches[-2]  # acknowledged, and a valid batch follows it
+    at = off + BATCH_HEADER_BYTES + body_len // 2
+    damaged = bytearray(original)
+    damaged[at] ^= 0x40
+    with open(seg, "r+b") as fh:
+        fh.seek(at)
+        fh.write(damaged[at:at + 1])
+    e.restart(f)
+    wait_until(lambda: e.roles().get(f) == "follower", timeout=60, what=f"server {f} to follow again")
+    log = e.log(f)
+    assert "ERROR" in log and os.path.basename(seg) in log and f"byte {off}" in log, e.tail(f)
+    # The damaged segment sits unchanged in damaged.<time>/ under the log directory.
+    aside = [d for d in os.listdir(data_dir) if d.startswith("damaged.")]
+    assert len(aside) == 1, os.listdir(data_dir)
+    with open(os.path.join(data_dir, aside[0], os.path.basename(seg)), "rb") as fh:
+        assert fh.read() == bytes(damaged), "the damaged segment was rewritten"
+    assert not os.path.exists(os.path.join(data_dir, "rejoin.pending")), "synced, it counts again"
+    with rawzk.RawConn(e.hostport(leader)) as c:
+        for n in range(60, 80):
+            path, data = f"/dmg/n{n:03d}", b"after %d" % n
+            c.call(rawzk.OP_CREATE, rawzk.encode_create(path, data))
+            written[path] = data
+    with rawzk.RawConn(e.hostport(f)) as c:
+        c.call(rawzk.OP_SYNC, rawzk.Writer().ustring("/dmg").bytes())
+        for path, data in written.items():
+            assert c.call(rawzk.OP_GETDATA, rawzk.encode_path_watch(path))[1].buffer() == data, path
