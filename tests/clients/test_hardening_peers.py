@@ -195,3 +195,99 @@ def test_hardening_3_ensemble_member_with_a_damaged_log_rejoins_from_the_quorum(
         c.call(rawzk.OP_SYNC, rawzk.Writer().ustring("/dmg").bytes())
         for path, data in written.items():
             assert c.call(rawzk.OP_GETDATA, rawzk.encode_path_watch(path))[1].buffer() == data, path
+
+
+# ---- item 11: smaller divergences from Apache 3.8 (the reference: every test runs on both) ----
+
+NO_NODE, BAD_VERSION, MARSHALLING_ERROR, RECONFIG_DISABLED, INVALID_ACL = -101, -103, -5, -123, -114
+OP_CREATE_SESSION = -10
+
+
+def _still_usable(c):
+    assert c.call_err(rawzk.OP_EXISTS, rawzk.encode_path_watch("/")) == 0
+
+
+def test_hardening_11_top_level_check_answers_nonode_and_badversion(raw, base, kind):
+    """Opcode 13 outside a multi: NoNode for a missing node, BadVersion for a wrong version,
+    and the connection continues (the old build answered Unimplemented and closed). Apache 3.8
+    answers nothing on success (it fails to serialize its reply), so success is not compared."""
+    c = raw()
+    c.call(rawzk.OP_CREATE, rawzk.encode_create(f"{base}/n"))
+    check = lambda path, version: rawzk.Writer().ustring(path).int(version).bytes()  # noqa: E731
+    assert c.call_err(rawzk.OP_CHECK, check(f"{base}/missing", -1)) == NO_NODE
+    assert c.call_err(rawzk.OP_CHECK, check(f"{base}/n", 5)) == BAD_VERSION
+    assert c.call_err(rawzk.OP_CHECK, b"") == MARSHALLING_ERROR
+    _still_usable(c)
+
+
+def test_hardening_11_reconfig_is_disabled(raw, kind):
+    """Opcode 16: ReconfigDisabled (reconfigEnabled=false is the default), MarshallingError for
+    a body that does not decode; the connection continues (the old build: Unimplemented)."""
+    c = raw()
+    body = rawzk.Writer().ustring("").ustring("").ustring("").long(-1).bytes()
+    assert c.call_err(rawzk.OP_RECONFIG, body) == RECONFIG_DISABLED
+    assert c.call_err(rawzk.OP_RECONFIG, b"") == MARSHALLING_ERROR
+    _still_usable(c)
+
+
+def test_hardening_11_sasl_gets_a_null_token_and_the_connection_continues(raw, kind):
+    """Opcode 102 without a SASL server: err 0 and a null token, the connection continuing
+    (the old build answered AuthFailed and closed); a body that does not decode closes it."""
+    c = raw()
+    x = c.send_request(rawzk.OP_SASL, rawzk.Writer().buffer(b"token").bytes())
+    hdr, r = c.read_reply(x)
+    assert hdr.err == 0 and r.buffer() is None
+    _still_usable(c)
+    c.send_request(rawzk.OP_SASL, b"")
+    closed, frames = c.wait_closed(timeout=10)
+    assert closed and not frames
+
+
+def test_hardening_11_create_session_from_a_client(raw, kind):
+    """Opcode -10 is the server's own: a body too short for its timeout is MarshallingError
+    and the connection continues (the old build: Unimplemented and close). (With a timeout in
+    the body Apache opens a second session on the connection; ringkeeper closes it.)"""
+    c = raw()
+    assert c.call_err(OP_CREATE_SESSION, b"") == MARSHALLING_ERROR
+    _still_usable(c)
+
+
+@pytest.mark.parametrize("scheme,auth", [("digest", b"nocolon"), ("ip", b"127.0.0.1"), ("ip", b"")])
+def test_hardening_11_addauth_digest_without_colon_and_ip_are_accepted(raw, kind, scheme, auth):
+    """`addauth digest nocolon` and `addauth ip ...` succeed and the connection continues (the
+    old build answered AuthFailed and closed). A digest without a colon authenticates the
+    whole text as the user."""
+    c = raw()
+    assert c.add_auth(scheme, auth) == 0
+    _still_usable(c)
+    ids = c.whoami()
+    if scheme == "digest":
+        assert ("digest", "nocolon") in ids, ids
+    assert ("ip", "127.0.0.1") in ids, ids
+
+
+@pytest.mark.parametrize("ident,ok", [
+    ("127.0.0.1", True), ("10.0.0.0/8", True), ("1.2.3.4/32", True), ("010.1.1.1", True),
+    ("::1", False), ("::1/128", False), ("fe80::1", False), ("1.2.3", False), ("256.1.1.1", False),
+    ("1.2.3.4/33", False), ("1.2.3.4/", False), ("a.b.c.d", False),
+])
+def test_hardening_11_ip_acl_ids_are_validated_as_apache_does(raw, base, kind, ident, ok):
+    """ZooKeeper 3.8's ip scheme is IPv4 only: `ip:::1` is InvalidACL (the old build accepted it)."""
+    c = raw()
+    acl = [rawzk.ACL(31, "ip", ident)]
+    err = c.call_err(rawzk.OP_CREATE, rawzk.encode_create(f"{base}/n", acl=acl))
+    assert err == (0 if ok else INVALID_ACL)
+
+
+def test_hardening_11_dirs_off_the_whitelist_reads_no_directory(make_server, kind):
+    """`dirs` refused by the whitelist must not size the directories first. Seen through the
+    directories' access times (relatime updates an access time older than the modification
+    time when the directory is read): they stay as set."""
+    s = make_server(**{"4lw.commands.whitelist": "ruok,srvr"})
+    old = 1_000_000_000
+    dirs = [s.data_dir, s.log_dir]
+    for d in dirs:
+        os.utime(d, (old, os.stat(d).st_mtime))
+    assert rawzk.four_letter(s.hostport, "dirs") == "dirs is not executed because it is not in the whitelist.\n"
+    for d in dirs:
+        assert os.stat(d).st_atime == old, f"{d} was read"
