@@ -291,3 +291,39 @@ def test_hardening_11_dirs_off_the_whitelist_reads_no_directory(make_server, kin
     assert rawzk.four_letter(s.hostport, "dirs") == "dirs is not executed because it is not in the whitelist.\n"
     for d in dirs:
         assert os.stat(d).st_atime == old, f"{d} was read"
+
+
+# ---- item 10: the admin HTTP server under idle connections ----
+
+IDLE_ADMIN_CONNECTIONS = 48
+
+
+@pytest.mark.ringkeeper_only
+def test_hardening_10_idle_admin_connections_starve_no_request(make_server, kind):
+    """48 connections open to the admin port and send nothing (or half a request head), and
+    stay open; GETs meanwhile are all answered, each well within a generous deadline (the
+    old server had 16 connection threads and closed every further connection unanswered)."""
+    import urllib.request
+    from helpers import free_port
+    port = free_port()
+    make_server(**{"admin.enableServer": "true", "admin.serverAddress": "127.0.0.1", "admin.serverPort": port})
+    url = f"http://127.0.0.1:{port}/commands/ruok"
+    wait_until(lambda: urllib.request.urlopen(url, timeout=10).status == 200, what="the admin server")
+    idle = [socket_connect(port) for _ in range(IDLE_ADMIN_CONNECTIONS)]
+    try:
+        for i, c in enumerate(idle):
+            if i % 2:
+                c.sendall(b"GET /metrics HTTP/1.1\r\n")  # and never the rest
+        for _ in range(20):
+            with urllib.request.urlopen(url, timeout=10) as r:
+                assert r.status == 200 and b'"ruok"' in r.read()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                assert r.status == 200 and b"znode_count" in r.read()
+    finally:
+        for c in idle:
+            c.close()
+
+
+def socket_connect(port):
+    import socket
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
