@@ -84,6 +84,8 @@ pub struct PeerNet {
     tasks: Vec<glommio::task::JoinHandle<()>>,
     dropped: Cell<u64>,
     resets: Cell<u64>,
+    /// `PEER_OUTBOUND_BYTES_MAX` (smaller in tests).
+    outbound_bytes_max: usize,
 }
 
 /// Pending peer connections the kernel queues.
@@ -119,7 +121,15 @@ impl PeerNet {
             tasks.push(glommio::spawn_local(dial_loop(me, sid, addr, o.clone(), tx.clone())).detach());
             out.insert(sid, o);
         }
-        Ok((PeerNet { me, out, tasks, dropped: Cell::new(0), resets: Cell::new(0) }, rx))
+        let net = PeerNet {
+            me,
+            out,
+            tasks,
+            dropped: Cell::new(0),
+            resets: Cell::new(0),
+            outbound_bytes_max: PEER_OUTBOUND_BYTES_MAX,
+        };
+        Ok((net, rx))
     }
 
     /// Queues `msg` for `to`, unless `to` is down, or too far behind (then it is disconnected).
@@ -129,7 +139,7 @@ impl PeerNet {
             self.dropped.set(self.dropped.get() + 1);
             return Sent::Down;
         }
-        if o.queued() >= PEER_OUTBOUND_BYTES_MAX && !msg.is_catch_up() {
+        if o.queued() >= self.outbound_bytes_max && !msg.is_catch_up() {
             tracing::warn!(
                 "peer {}: peer {to} is {} bytes behind; disconnecting it (it re-syncs)",
                 self.me,
@@ -328,7 +338,7 @@ async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<PeerIn>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::zab::message::{FollowerMsg, PeerState, Vote};
+    use crate::zab::message::{FollowerMsg, LeaderMsg, PeerState, Vote};
     use glommio::LocalExecutorBuilder;
 
     fn free_addr() -> SocketAddr {
@@ -358,6 +368,75 @@ mod tests {
             glommio::timer::sleep(Duration::from_millis(20)).await;
         }
         panic!("never connected to peer {to}");
+    }
+
+    /// A peer that stops reading: sends queue up (never dropped) until the cap, then the
+    /// connection is closed and the shell hears of it; a catch-up is queued whatever the size.
+    #[test]
+    fn a_peer_too_far_behind_is_disconnected_never_sent_a_gap() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let (a, b) = (free_addr(), free_addr());
+                let stuck = std::net::TcpListener::bind(b).unwrap();
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+                let (mut net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
+                net1.outbound_bytes_max = 4 * 1024 * 1024;
+                let big = |seq| Message::ToFollower {
+                    link: 1,
+                    leader_nonce: 1,
+                    seq,
+                    body: LeaderMsg::Proposal(crate::zab::Txn {
+                        zxid: seq as i64,
+                        data: bytes::Bytes::from(vec![7u8; 256 * 1024]),
+                    }),
+                };
+                send_until_connected(&net1, 2, &big(0)).await;
+                let (mut conn, _) = stuck.accept().unwrap(); // accepted, never read
+                let mut sent = 1u64;
+                let outcome = loop {
+                    match net1.send(2, &big(sent)) {
+                        Sent::Queued => sent += 1,
+                        other => break other,
+                    }
+                    if sent % 16 == 0 {
+                        glommio::timer::sleep(Duration::from_millis(1)).await;
+                    }
+                    assert!(sent < 10_000, "never reached the cap");
+                };
+                assert_eq!(outcome, Sent::Reset);
+                assert!(sent as usize * 256 * 1024 >= 4 * 1024 * 1024, "nothing was dropped before the cap");
+                assert_eq!(net1.resets(), 1);
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, None)), "the shell hears of it");
+                // The stuck peer sees its connection end (after what was written).
+                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut sink = vec![0u8; 1 << 20];
+                loop {
+                    match std::io::Read::read(&mut conn, &mut sink) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                }
+                // A follower's catch-up is never refused for its size.
+                let catch_up = |seq| Message::ToFollower {
+                    link: 2,
+                    leader_nonce: 1,
+                    seq,
+                    body: LeaderMsg::Sync {
+                        trunc_to: None,
+                        txns: vec![crate::zab::Txn { zxid: 1, data: bytes::Bytes::from(vec![1u8; 1 << 20]) }],
+                    },
+                };
+                send_until_connected(&net1, 2, &catch_up(0)).await;
+                let (_conn2, _) = stuck.accept().unwrap();
+                for seq in 1..16 {
+                    assert_eq!(net1.send(2, &catch_up(seq)), Sent::Queued);
+                }
+                assert!(net1.queued(2) >= 4 * 1024 * 1024, "past the cap, and still queued");
+                drop(net1);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]
