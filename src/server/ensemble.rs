@@ -115,6 +115,8 @@ struct Member {
     held: VecDeque<(Sid, Bytes)>,
     /// Proposal and forward bytes taken in during this pass of the loop.
     intake_bytes: usize,
+    /// Whether intake was closed at the end of the last pass (for the log line on a change).
+    intake_closed: bool,
     /// The other voters, and how many voters make a quorum.
     other_voters: Vec<Sid>,
     quorum: usize,
@@ -798,6 +800,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         forwarded_bytes: 0,
         held: VecDeque::new(),
         intake_bytes: 0,
+        intake_closed: false,
         other_voters: zab_cfg_voters.iter().copied().filter(|&v| v != my_id).collect(),
         quorum: zab_cfg_voters.len() / 2 + 1,
         next_request: 0,
@@ -912,8 +915,16 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
             };
             senders.send_all(msg).await;
         }
+        let open = m.intake_open(&net);
+        if open == m.intake_closed {
+            m.intake_closed = !open;
+            tracing::debug!(
+                "peer {my_id}: {}",
+                if open { "peers caught up; taking requests again" } else { "peers behind; holding new requests" }
+            );
+        }
         // Held-back work waits for the peers' acks (peer messages) or the ticker, not a spin.
-        let intake_waits = (!inbox.is_empty() || !m.held.is_empty()) && m.intake_open(&net);
+        let intake_waits = (!inbox.is_empty() || !m.held.is_empty()) && open;
         if !m.out.is_empty() || intake_waits || !peer_inbox.borrow().is_empty() {
             wake.signal(1);
         }
