@@ -1,5 +1,6 @@
 //! Reads answered from a replica: exists, getData, getChildren(2), getACL, getEphemerals,
-//! getAllChildrenNumber and multiRead, with ZooKeeper's permission checks and error codes.
+//! getAllChildrenNumber, multiRead and a top-level check (13, a read as in ZooKeeper 3.9),
+//! with ZooKeeper's permission checks and error codes.
 //! Rules: pure (a tree and a request in, a response and the watch to register out); reads do
 //! no path validation beyond ZooKeeper's (an invalid path is simply NoNode, except exists with
 //! a NUL); a watch is registered only where ZooKeeper registers one.
@@ -68,6 +69,12 @@ pub fn read(tree: &DataTree, req: &Request, auth: &[Id], session_id: i64) -> Opt
             None => Err(ErrorCode::NoNode),
             Some(n) if !acl::check(&n.acl, perms::READ, auth) => Err(ErrorCode::NoAuth),
             Some(_) => Ok(Response::AllChildrenNumber(tree.descendant_count(path) as i32)),
+        }),
+        Request::Check { path, version } => outcome(match tree.get(path) {
+            None => Err(ErrorCode::NoNode),
+            Some(n) if !acl::check(&n.acl, perms::READ, auth) => Err(ErrorCode::NoAuth),
+            Some(n) if *version != -1 && n.stat().version != *version => Err(ErrorCode::BadVersion),
+            Some(_) => Ok(Response::None),
         }),
         Request::GetEphemerals { prefix } => {
             let paths: Vec<String> = tree

@@ -811,7 +811,8 @@ impl<C> Session<C> {
             | Request::CloseSession
             | Request::Auth { .. }
             | Request::SetWatches { .. }
-            | Request::SetWatches2 { .. } => return Err(KeeperError::BadArguments),
+            | Request::SetWatches2 { .. }
+            | Request::Sasl { .. } => return Err(KeeperError::BadArguments),
         })
     }
 

@@ -80,6 +80,8 @@ pub enum Response {
     WhoAmI(Vec<(String, String)>),
     /// ErrorResponse{int err}: the 4-byte body addWatch answers with (err 0) on success.
     ErrorResponse(i32),
+    /// SetSASLResponse{buffer token}.
+    Sasl(Option<Bytes>),
 }
 
 /// One result of a multi (op 14).
@@ -163,6 +165,7 @@ fn write_response(out: &mut BytesMut, body: &Response) {
             MultiHeader::END.write(out);
         }
         Response::AllChildrenNumber(n) | Response::ErrorResponse(n) => write_int(out, *n),
+        Response::Sasl(token) => write_buffer(out, token.as_deref()),
         Response::WhoAmI(infos) => {
             write_int(out, jute::wire_len(infos.len()));
             for (scheme, user) in infos {

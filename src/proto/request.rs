@@ -8,16 +8,20 @@
 //! What a bad frame gets (`RequestError`), following the fact sheet (§3, §4, §13):
 //! - header shorter than 8 bytes: close without a reply (Java fails to read the header and
 //!   drops the connection);
-//! - unknown opcode, including 0 (notification), -10 (createSession), -1 (error) and
-//!   20 (deleteContainer, which only the server's own reaper issues): Unimplemented, then close;
-//! - top-level check (13): Unimplemented, then close (the 3.9+ behaviour the sheet recommends);
-//! - reconfig (16): Unimplemented and the connection continues. The sheet lists Unimplemented
-//!   for "reconfig on a standalone server", and reconfig is an ordinary failed request there,
-//!   not a protocol violation. (A stock ZooKeeper with reconfigEnabled=false, the default,
-//!   checks that first and answers ReconfigDisabled -123; we model a standalone server.)
-//! - sasl (102): AuthFailed, then close. SASL is not offered here; AuthFailed then close is
-//!   how ZooKeeper ends a failed authentication, so a SASL-configured client reports an auth
-//!   failure instead of retrying an op it thinks is merely unsupported;
+//! - unknown opcode, including 0 (notification), -1 (error) and 20 (deleteContainer, which
+//!   only the server's own reaper issues; answered BadArguments as Apache 3.8 does):
+//!   Unimplemented, then close;
+//! - top-level check (13): a read, as Apache 3.9 answers it: NoNode, NoAuth (READ),
+//!   BadVersion, else err 0 with no body. (Apache 3.8 answers the same errors; on success it
+//!   fails to serialize its reply and answers nothing.)
+//! - reconfig (16): ReconfigDisabled (-123), as Apache 3.8 with reconfigEnabled=false (the
+//!   default) answers; MarshallingError if the body does not decode; the connection continues;
+//! - sasl (102): err 0 with a null token, the connection continuing, as Apache 3.8 answers
+//!   when no SASL server is configured (the client's SASL exchange then goes nowhere); a body
+//!   that does not decode closes the connection without a reply, as in Apache;
+//! - createSession (-10), which only a server issues: MarshallingError if the body is shorter
+//!   than its timeout int (the connection continues), else close without a reply (Apache
+//!   would open a second session on the connection);
 //! - a readable header with a malformed body: MarshallingError and the connection continues
 //!   (Java deserializes bodies in the request processors and turns the failure into a
 //!   MarshallingError reply). Exception: a malformed AuthPacket closes the connection, since
@@ -140,6 +144,10 @@ pub enum Request {
         path: String,
     },
     WhoAmI,
+    /// GetSASLRequest: a SASL token (no SASL server here: answered with a null token).
+    Sasl {
+        token: Option<Bytes>,
+    },
 }
 
 impl Request {
@@ -170,6 +178,7 @@ impl Request {
             Request::GetEphemerals { .. } => OpCode::GetEphemerals,
             Request::GetAllChildrenNumber { .. } => OpCode::GetAllChildrenNumber,
             Request::WhoAmI => OpCode::WhoAmI,
+            Request::Sasl { .. } => OpCode::Sasl,
         }
     }
 
@@ -241,13 +250,30 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), RequestE
                 Err(_) => Err(RequestError::Close { reason: "malformed AuthPacket" }),
             }
         }
-        OpCode::Check => return Err(unimplemented_close),
-        OpCode::Reconfig => return Err(RequestError::Reply { xid, err: ErrorCode::Unimplemented }),
-        OpCode::Sasl => return Err(RequestError::ReplyAndClose { xid, err: ErrorCode::AuthFailed }),
+        OpCode::Check => Request::Check {
+            path: r.read_string().map_err(|_| marshalling)?,
+            version: r.read_int().map_err(|_| marshalling)?,
+        },
+        OpCode::Reconfig => {
+            return Err(match read_reconfig(&mut r) {
+                Ok(()) => RequestError::Reply { xid, err: ErrorCode::ReconfigDisabled },
+                Err(_) => marshalling,
+            })
+        }
+        OpCode::Sasl => match r.read_buffer() {
+            Ok(token) => Request::Sasl { token },
+            Err(_) => return Err(RequestError::Close { reason: "malformed GetSASLRequest" }),
+        },
+        OpCode::CreateSession => {
+            return Err(match r.read_int() {
+                Ok(_) => RequestError::Close { reason: "createSession from a client" },
+                Err(_) => marshalling,
+            })
+        }
         // Only the server's own reaper deletes containers. Apache 3.8 reads a client's op 20
         // body raw as the path, which then fails validation: BadArguments, connection kept.
         OpCode::DeleteContainer => return Err(RequestError::Reply { xid, err: ErrorCode::BadArguments }),
-        OpCode::Notification | OpCode::CreateSession | OpCode::Error => return Err(unimplemented_close),
+        OpCode::Notification | OpCode::Error => return Err(unimplemented_close),
         OpCode::Multi => Request::Multi(read_multi(&mut r, is_multi_op).map_err(|_| marshalling)?),
         OpCode::MultiRead => Request::MultiRead(read_multi(&mut r, is_multi_read_op).map_err(|_| marshalling)?),
         other => match read_body(other, &mut r) {
@@ -257,6 +283,15 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), RequestE
         },
     };
     Ok((hdr, req))
+}
+
+/// ReconfigRequest: joiningServers, leavingServers, newMembers (ustrings), curConfigId (long).
+fn read_reconfig(r: &mut JuteReader) -> Result<(), JuteError> {
+    for _ in 0..3 {
+        r.read_opt_string()?;
+    }
+    r.read_long()?;
+    Ok(())
 }
 
 fn read_auth(r: &mut JuteReader) -> Result<Request, JuteError> {
@@ -402,6 +437,7 @@ fn write_body(out: &mut BytesMut, req: &Request) {
             write_string(out, path)
         }
         Request::GetEphemerals { prefix } => write_string(out, prefix),
+        Request::Sasl { token } => write_buffer(out, token.as_deref()),
         Request::SetAcl { path, acl, version } => {
             write_string(out, path);
             match acl {
@@ -663,20 +699,34 @@ mod tests {
             Err(RequestError::Close { reason: "truncated request header" })
         );
         assert_eq!(decode_request(Bytes::new()), Err(RequestError::Close { reason: "truncated request header" }));
-        for op in [0, 10, 23, 99, 108, -10, -1, -12, i32::MAX, i32::MIN] {
+        for op in [0, 10, 23, 99, 108, -1, -12, i32::MAX, i32::MIN] {
             assert_eq!(decode_request(raw(8, op, &[])), reply_close(8, ErrorCode::Unimplemented), "opcode {op}");
         }
+        // Top-level check: a read (answered by the core); reconfig: disabled; createSession.
         assert_eq!(
             decode_request(raw(8, 13, &[0, 0, 0, 1, b'/', 0, 0, 0, 0])),
-            reply_close(8, ErrorCode::Unimplemented)
+            Ok((RequestHeader { xid: 8, opcode: 13 }, Request::Check { path: "/".into(), version: 0 }))
         );
-        assert_eq!(decode_request(raw(8, 16, &[])), Err(RequestError::Reply { xid: 8, err: ErrorCode::Unimplemented }));
+        let marshalling = Err(RequestError::Reply { xid: 8, err: ErrorCode::MarshallingError });
+        assert_eq!(decode_request(raw(8, 13, &[])), marshalling);
+        assert_eq!(decode_request(raw(8, 16, &[])), marshalling);
+        let reconfig = [0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+        assert_eq!(
+            decode_request(raw(8, 16, &reconfig)),
+            Err(RequestError::Reply { xid: 8, err: ErrorCode::ReconfigDisabled })
+        );
+        assert_eq!(decode_request(raw(8, -10, &[0, 0])), marshalling);
+        assert!(matches!(decode_request(raw(8, -10, &[0, 0, 39, 16])), Err(RequestError::Close { .. })));
         // deleteContainer from a client: BadArguments, as Apache 3.8 answers it.
         assert_eq!(
             decode_request(raw(8, 20, &[0, 0, 0, 2, b'/', b'a'])),
             Err(RequestError::Reply { xid: 8, err: ErrorCode::BadArguments })
         );
-        assert_eq!(decode_request(raw(8, 102, &[0, 0, 0, 0])), reply_close(8, ErrorCode::AuthFailed));
+        assert_eq!(
+            decode_request(raw(8, 102, &[0, 0, 0, 0])),
+            Ok((RequestHeader { xid: 8, opcode: 102 }, Request::Sasl { token: Some(Bytes::new()) }))
+        );
+        assert!(matches!(decode_request(raw(8, 102, &[0, 0])), Err(RequestError::Close { .. })));
         // Malformed bodies.
         assert_eq!(
             decode_request(raw(9, 4, &[0, 0, 0, 1, b'/'])),

@@ -1,15 +1,18 @@
 //! The HTTP admin server (`admin.enableServer`, `admin.serverAddress`, `admin.serverPort`):
 //! `/commands` and `/commands/<name>` with JSON as ZooKeeper's AdminServer gives it, and
 //! `/metrics` in Prometheus text format with ZooKeeper's metric names plus per-core ones.
-//! It runs on threads of its own with blocking std sockets (an accept thread, and a short-lived
-//! thread per connection, at most `ADMIN_CONNECTIONS_MAX`), and reads the statistics the
-//! cores publish (`stats.rs`); the commands that list connections, watches or sessions ask
-//! client core 0 over a bridge (a bounded queue and a doorbell socket), which collects them
-//! like a four-letter word does (`inspect.rs`). Nothing else reaches the request path.
-//! Rules: GET only; a request head over `ADMIN_REQUEST_BYTES_MAX`, or not complete within
-//! `ADMIN_READ_TIMEOUT_MS` in all, is refused; connections over the limit are closed at once;
-//! shutdown waits only for the accept thread; nothing here changes data (like ZooKeeper's,
-//! the only command with an effect is `stat_reset`).
+//! HTTP is hyper's (HTTP/1, one request per connection) on a current-thread tokio runtime of
+//! its own thread (never a glommio core): idle or slow connections cost no thread, and the
+//! commands run on a bounded pool of blocking threads (`ADMIN_BLOCKING_THREADS_MAX`). It reads
+//! the statistics the cores publish (`stats.rs`); the commands that list connections, watches
+//! or sessions ask client core 0 over a bridge (a bounded queue and a doorbell socket), which
+//! collects them like a four-letter word does (`inspect.rs`). Nothing else reaches the
+//! request path.
+//! Rules: GET only (else 405); a request head over `ADMIN_REQUEST_BYTES_MAX` gets 431, one not
+//! complete within `ADMIN_READ_TIMEOUT_MS` 408; a connection lives `ADMIN_CONNECTION_MS_MAX`
+//! at most; connections over `ADMIN_CONNECTIONS_MAX` are closed at once; shutdown waits only
+//! for the accept loop; nothing here changes data (like ZooKeeper's, the only command with an
+//! effect is `stat_reset`).
 
 use super::four_letter::{version, ZOOKEEPER_COMPAT_VERSION};
 use super::inspect::{ConnInfo, Inspect, Inspected};
@@ -18,20 +21,25 @@ use super::stats::{dir_bytes, CoreStats, Stats};
 use crate::config::Config;
 use crate::json::json_string;
 use std::fmt::Write as _;
-use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// The largest request head (request line and headers) the admin server reads.
+/// The largest request head (request line and headers) the admin server reads (hyper's
+/// smallest buffer limit; a larger head gets 431).
 pub const ADMIN_REQUEST_BYTES_MAX: usize = 8 * 1024;
-/// How long a client may take to send its whole request head, and to take the reply.
+/// How long a client may take to send its whole request head (then 408).
 pub const ADMIN_READ_TIMEOUT_MS: u64 = 2_000;
-/// Admin connections served at once; more are closed unanswered.
-pub const ADMIN_CONNECTIONS_MAX: usize = 16;
+/// How long one connection may last in all (its request, the command, taking the reply).
+pub const ADMIN_CONNECTION_MS_MAX: u64 = 10_000;
+/// Admin connections open at once; more are closed unanswered. An open connection costs
+/// a few KiB and no thread, and lives `ADMIN_CONNECTION_MS_MAX` at most.
+pub const ADMIN_CONNECTIONS_MAX: usize = 1024;
+/// Threads running commands (they read files, and may wait for the client cores).
+pub const ADMIN_BLOCKING_THREADS_MAX: usize = 4;
 /// How often the accept loop looks at the shutdown flag.
 const ADMIN_POLL_MS: u64 = 100;
 
@@ -103,7 +111,7 @@ pub fn start(
     shutdown: Arc<AtomicBool>,
 ) -> Option<std::thread::JoinHandle<()>> {
     let inspector = inspector.map(Arc::new);
-    let listener = match TcpListener::bind(config.admin_addr) {
+    let listener = match std::net::TcpListener::bind(config.admin_addr) {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!(
@@ -118,105 +126,167 @@ pub fn start(
         tracing::warn!("admin server: {e}; continuing without it");
         return None;
     }
-    tracing::info!("admin server on http://{}/commands and /metrics", config.admin_addr);
-    let active = Arc::new(AtomicUsize::new(0));
-    let spawned = std::thread::Builder::new().name("rk-admin".into()).spawn(move || {
-        while !shutdown.load(Relaxed) {
-            match listener.accept() {
-                Ok((stream, peer)) => {
-                    if active.fetch_add(1, Relaxed) >= ADMIN_CONNECTIONS_MAX {
-                        active.fetch_sub(1, Relaxed);
-                        tracing::debug!(
-                            "admin server: {ADMIN_CONNECTIONS_MAX} connections busy; closing one from {peer}"
-                        );
-                        continue;
-                    }
-                    let (config, stats, done) = (config.clone(), stats.clone(), active.clone());
-                    let inspector = inspector.clone();
-                    let worker = std::thread::Builder::new().name("rk-admin-conn".into()).spawn(move || {
-                        if let Err(e) = handle(stream, &config, &stats, inspector.as_deref()) {
-                            tracing::debug!("admin request from {peer} failed: {e}");
-                        }
-                        done.fetch_sub(1, Relaxed);
-                    });
-                    if let Err(e) = worker {
-                        active.fetch_sub(1, Relaxed);
-                        tracing::warn!("admin server: cannot start a connection thread: {e}");
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(ADMIN_POLL_MS))
-                }
-                Err(e) => {
-                    tracing::warn!("admin server: accept failed: {e}");
-                    std::thread::sleep(Duration::from_millis(ADMIN_POLL_MS));
-                }
-            }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(ADMIN_BLOCKING_THREADS_MAX)
+        .thread_name("rk-admin-work")
+        .build();
+    let runtime = match runtime {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("admin server: cannot start its runtime: {e}; continuing without it");
+            return None;
         }
+    };
+    tracing::info!("admin server on http://{}/commands and /metrics", config.admin_addr);
+    let app = Arc::new(App { config, stats, inspector });
+    let spawned = std::thread::Builder::new().name("rk-admin".into()).spawn(move || {
+        runtime.block_on(accept_loop(listener, app, shutdown));
+        // Connections still open and commands still running are abandoned, not awaited.
+        runtime.shutdown_background();
     });
     spawned.map_err(|e| tracing::warn!("admin server: cannot start its thread: {e}")).ok()
 }
 
-fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) -> io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())
+/// What a request needs.
+struct App {
+    config: Arc<Config>,
+    stats: Arc<Stats>,
+    inspector: Option<Arc<Inspector>>,
 }
 
-/// Reads one request head; None if it is too large (the reply is already sent).
-fn read_head(stream: &mut TcpStream) -> io::Result<Option<String>> {
-    stream.set_nonblocking(false)?;
-    stream.set_write_timeout(Some(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)))?;
-    let deadline = Instant::now() + Duration::from_millis(ADMIN_READ_TIMEOUT_MS);
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() > ADMIN_REQUEST_BYTES_MAX {
-            respond(stream, "431 Request Header Fields Too Large", "text/plain", "request too large\n")?;
-            return Ok(None);
+async fn accept_loop(listener: std::net::TcpListener, app: Arc<App>, shutdown: Arc<AtomicBool>) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("admin server: {e}; continuing without it");
+            return;
         }
-        // One deadline for the whole head: a client trickling bytes gets no more time.
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            respond(stream, "408 Request Timeout", "text/plain", "request too slow\n")?;
-            return Ok(None);
-        }
-        stream.set_read_timeout(Some(left))?;
-        let n = match stream.read(&mut chunk) {
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                respond(stream, "408 Request Timeout", "text/plain", "request too slow\n")?;
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
+    };
+    let active = Arc::new(AtomicUsize::new(0));
+    while !shutdown.load(Relaxed) {
+        let poll = async {
+            tokio::time::sleep(Duration::from_millis(ADMIN_POLL_MS)).await;
+            None
         };
-        if n == 0 {
-            break;
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, poll).await;
+        match accepted {
+            None => {}
+            Some(Ok((stream, peer))) => {
+                if active.fetch_add(1, Relaxed) >= ADMIN_CONNECTIONS_MAX {
+                    active.fetch_sub(1, Relaxed);
+                    tracing::debug!("admin server: {ADMIN_CONNECTIONS_MAX} connections open; closing one from {peer}");
+                    continue;
+                }
+                let (app, active) = (app.clone(), active.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = serve_connection(stream, app).await {
+                        tracing::debug!("admin connection from {peer}: {e}");
+                    }
+                    active.fetch_sub(1, Relaxed);
+                });
+            }
+            Some(Err(e)) => {
+                tracing::warn!("admin server: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(ADMIN_POLL_MS)).await;
+            }
         }
-        head.extend_from_slice(&chunk[..n]);
     }
-    Ok(Some(String::from_utf8_lossy(&head).into_owned()))
 }
 
-fn handle(mut stream: TcpStream, config: &Config, stats: &Stats, inspector: Option<&Inspector>) -> io::Result<()> {
-    let Some(head) = read_head(&mut stream)? else { return Ok(()) };
-    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    if method != "GET" {
-        return respond(&mut stream, "405 Method Not Allowed", "text/plain", "only GET is served\n");
+/// How a connection ended.
+enum Ended {
+    Served,
+    HeadTimeout,
+    Timeout,
+}
+
+/// Serves one connection (one request: no keep-alive) with hyper, within the deadlines: the
+/// request head within `ADMIN_READ_TIMEOUT_MS` (else 408, written on a second handle of the
+/// socket since hyper owns the first), the whole exchange within `ADMIN_CONNECTION_MS_MAX`.
+async fn serve_connection(stream: tokio::net::TcpStream, app: Arc<App>) -> io::Result<()> {
+    let std_stream = stream.into_std()?;
+    let spare = std_stream.try_clone()?;
+    let stream = tokio::net::TcpStream::from_std(std_stream)?;
+    let arrived = Arc::new(AtomicBool::new(false));
+    let service = {
+        let arrived = arrived.clone();
+        hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            arrived.store(true, Relaxed);
+            let app = app.clone();
+            async move { Ok::<_, std::convert::Infallible>(respond(app, req).await) }
+        })
+    };
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(false)
+        .max_buf_size(ADMIN_REQUEST_BYTES_MAX)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    let served = async {
+        let r = conn.await;
+        (Ended::Served, r.err())
+    };
+    let deadlines = async {
+        tokio::time::sleep(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)).await;
+        if !arrived.load(Relaxed) {
+            return (Ended::HeadTimeout, None);
+        }
+        tokio::time::sleep(Duration::from_millis(ADMIN_CONNECTION_MS_MAX - ADMIN_READ_TIMEOUT_MS)).await;
+        (Ended::Timeout, None)
+    };
+    match futures_lite::future::or(served, deadlines).await {
+        (Ended::Served, None) => Ok(()),
+        (Ended::Served, Some(e)) => Err(io::Error::other(e)),
+        (Ended::HeadTimeout, _) => {
+            // Best effort: the socket is non-blocking and this reply is small.
+            let _ = (&spare).write_all(&plain_reply("408 Request Timeout", "request too slow\n"));
+            Err(io::Error::new(io::ErrorKind::TimedOut, "request head not complete in time"))
+        }
+        (Ended::Timeout, _) => Err(io::Error::new(io::ErrorKind::TimedOut, "exchange not complete in time")),
     }
-    let path = target.split('?').next().unwrap_or("");
+}
+
+/// A whole HTTP/1.1 reply with a plain-text body, for when hyper no longer holds the socket.
+fn plain_reply(status: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn reply(status: u16, content_type: &str, body: String) -> hyper::Response<String> {
+    let mut r = hyper::Response::new(body);
+    *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// The reply to one request. Commands read files and may wait for the client cores, so they
+/// run on the runtime's bounded pool of blocking threads, never on its event loop.
+async fn respond(app: Arc<App>, req: hyper::Request<hyper::body::Incoming>) -> hyper::Response<String> {
+    if req.method() != hyper::Method::GET {
+        return reply(405, "text/plain", "only GET is served\n".into());
+    }
+    let path = req.uri().path().to_string();
+    let answer = tokio::task::spawn_blocking(move || route(&app, &path)).await;
+    match answer {
+        Ok((status, content_type, body)) => reply(status, content_type, body),
+        Err(e) => reply(500, "text/plain", format!("{e}\n")),
+    }
+}
+
+fn route(app: &App, path: &str) -> (u16, &'static str, String) {
+    let (config, stats, inspector) = (&*app.config, &*app.stats, app.inspector.as_deref());
     match path.trim_end_matches('/') {
-        "/metrics" => respond(&mut stream, "200 OK", "text/plain; version=0.0.4", &metrics(stats, config)),
-        "/commands" => respond(&mut stream, "200 OK", "text/html", &command_list()),
+        "/metrics" => (200, "text/plain; version=0.0.4", metrics(stats, config)),
+        "/commands" => (200, "text/html", command_list()),
         p => match p.strip_prefix("/commands/").and_then(|name| command(name, config, stats, inspector)) {
-            Some(json) => respond(&mut stream, "200 OK", "application/json", &json),
+            Some(json) => (200, "application/json", json),
             None => {
                 let body = format!("{{\"error\":{}}}\n", json_string(&format!("Unknown path or command: {path}")));
-                respond(&mut stream, "404 Not Found", "application/json", &body)
+                (404, "application/json", body)
             }
         },
     }

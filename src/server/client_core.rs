@@ -484,13 +484,14 @@ impl Core {
         }
     }
 
-    /// An AuthPacket: adds the ids it proves to the connection; false if it proves nothing
-    /// (an unknown scheme or a malformed digest credential).
+    /// An AuthPacket: adds the ids it proves to the connection; false for a scheme this
+    /// server does not offer. As in ZooKeeper, `ip` proves the connection's own address
+    /// (which every connection holds from the start), whatever its bytes.
     fn authenticate(&self, conn: &Rc<Conn>, scheme: &str, auth: &[u8]) -> bool {
-        let ids = if scheme == acl::SCHEME_DIGEST {
-            acl::digest_auth_ids(auth, self.config.super_digest.as_deref())
-        } else {
-            None
+        let ids = match scheme {
+            acl::SCHEME_DIGEST => Some(acl::digest_auth_ids(auth, self.config.super_digest.as_deref())),
+            acl::SCHEME_IP => Some(Vec::new()),
+            _ => None,
         };
         let Some(ids) = ids else {
             tracing::warn!("auth failed for scheme '{scheme}' from {}", conn.peer);
@@ -622,6 +623,8 @@ impl Core {
                     Err(WatchError::UnknownWatcherType(_)) => err(ErrorCode::MarshallingError),
                 }
             }
+            // No SASL server here: a null token, as Apache 3.8 answers without one.
+            Request::Sasl { .. } => ok(Response::Sasl(None)),
             Request::WhoAmI => {
                 let infos = auth
                     .iter()

@@ -203,9 +203,9 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
 /// the connection closes (`four_letter` holds the formats and the whitelist rule).
 async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
     use std::sync::atomic::Ordering::Relaxed;
-    // Sizing the directories reads every file's metadata: only for `dirs`, and on a thread of
-    // glommio's blocking pool, never on this core's event loop.
-    let (data_dir_bytes, log_dir_bytes) = if cmd == "dirs" {
+    // Sizing the directories reads every file's metadata: only for a whitelisted `dirs`, and
+    // on a thread of glommio's blocking pool, never on this core's event loop.
+    let (data_dir_bytes, log_dir_bytes) = if cmd == "dirs" && four_letter::whitelisted(&core.config, cmd) {
         let (d, l) = (core.config.data_dir.clone(), core.config.data_log_dir.clone());
         glommio::executor().spawn_blocking(move || (super::stats::dir_bytes(&d), super::stats::dir_bytes(&l))).await
     } else {

@@ -18,6 +18,13 @@
 //! - A member serves clients only while its peer is an established leader or a synced
 //!   follower; on losing that it closes every client connection (clients move elsewhere).
 //! - Snapshots are of the committed tree, never of the leader's prep tree.
+//! - Backpressure, never drops: the member takes no new work (client requests, and a
+//!   leader's forwarded requests, which wait in order in `held`) while the peers it needs are
+//!   behind (`PeerNet::keeping_up`): a leader while fewer than a quorum of voters (itself
+//!   included) keep up, a follower while its leader does not or while its forwarded writes
+//!   not yet proposed pass `FORWARDED_BYTES_MAX`. One pass takes at most
+//!   `PASS_INTAKE_BYTES_MAX` of proposals and forwards. A leader expires no session while it
+//!   holds requests back (their touches are among them).
 
 use super::clock::Now;
 use super::inspect::Collections;
@@ -55,6 +62,12 @@ pub const ZXID_COUNTER_MAX: u32 = 0xffff_fffe;
 pub const SYNC_CHUNK_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// Peer messages waiting for the pipeline before the transport's reader waits.
 pub const PEER_INBOX_MESSAGES_MAX: usize = 16 * 1024;
+/// Proposal and forward bytes one pass of the loop takes in at most (then it sends them, so the
+/// peers' queues tell whether to take more).
+pub const PASS_INTAKE_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// A follower's forwarded writes the leader has not yet proposed, in bytes, past which it
+/// takes no new client requests (bounds what the leader holds for it).
+pub const FORWARDED_BYTES_MAX: usize = 32 * 1024 * 1024;
 /// Rounds of ZAB outputs handled in one pass before the loop goes back to its inputs.
 const OUTPUT_ROUNDS_MAX: usize = 64;
 
@@ -95,8 +108,20 @@ struct Member {
     connecting: HashMap<i64, (ConnRef, i32)>,
     /// Resumes waiting for the leader's verdict: token → conn, session, timeout.
     revalidating: HashMap<u64, (ConnRef, i64, i32)>,
-    /// Follower: forwarded writes waiting for the leader to name their zxid, by request id.
-    forwarded: HashMap<u64, Origin>,
+    /// Follower: forwarded writes waiting for the leader to name their zxid, by request id,
+    /// with their size.
+    forwarded: HashMap<u64, (Origin, usize)>,
+    /// Follower: the bytes of `forwarded`.
+    forwarded_bytes: usize,
+    /// Leader: requests forwarded by followers while intake was closed, in arrival order.
+    held: VecDeque<(Sid, Bytes)>,
+    /// Proposal and forward bytes taken in during this pass of the loop.
+    intake_bytes: usize,
+    /// Whether intake was closed at the end of the last pass (for the log line on a change).
+    intake_closed: bool,
+    /// The other voters, and how many voters make a quorum.
+    other_voters: Vec<Sid>,
+    quorum: usize,
     next_request: u64,
     /// The local request each proposed zxid answers (until it is delivered).
     answers: HashMap<Zxid, Origin>,
@@ -159,9 +184,40 @@ impl Member {
         }
     }
 
-    fn forward(&mut self, f: &Forward) {
+    /// Forwards `f` to the leader; returns its size.
+    fn forward(&mut self, f: &Forward) -> usize {
         let data = forward::encode_forward(f);
+        let len = data.len();
+        self.intake_bytes += len;
         self.step(Input::Forward { data });
+        len
+    }
+
+    /// Whether this member takes new work now (see the rules above).
+    fn intake_open(&self, net: &PeerNet) -> bool {
+        match self.serving {
+            Some(Role::Leading { .. }) => {
+                1 + self.other_voters.iter().filter(|&&v| net.keeping_up(v)).count() >= self.quorum
+            }
+            Some(Role::Following { leader, .. }) => {
+                net.keeping_up(leader) && self.forwarded_bytes < FORWARDED_BYTES_MAX
+            }
+            // Not serving: what arrives is refused at once; nothing to hold back.
+            _ => true,
+        }
+    }
+
+    /// Whether this pass may take in more.
+    fn pass_has_room(&self) -> bool {
+        self.intake_bytes < PASS_INTAKE_BYTES_MAX
+    }
+
+    /// Leader: takes in held forwarded requests while intake is open and the pass has room.
+    fn release_held(&mut self, net: &PeerNet, now: Now) {
+        while self.pass_has_room() && self.intake_open(net) {
+            let Some((from, data)) = self.held.pop_front() else { break };
+            self.on_forwarded(from, data, now);
+        }
     }
 
     // ---- client requests (from the client cores of this member) ----
@@ -227,8 +283,9 @@ impl Member {
                 } else {
                     self.next_request += 1;
                     let request = self.next_request;
-                    self.forwarded.insert(request, (conn, xid));
-                    self.forward(&Forward::Write { request, session_id, cxid: xid, auth: auth.to_vec(), op });
+                    let len = self.forward(&Forward::Write { request, session_id, cxid: xid, auth: auth.to_vec(), op });
+                    self.forwarded.insert(request, ((conn, xid), len));
+                    self.forwarded_bytes += len;
                 }
             }
             ToPipeline::Sync { conn, xid, path } => {
@@ -304,6 +361,7 @@ impl Member {
         codec::encode(&txn, &mut self.encode_buf);
         let data = self.encode_buf.split().freeze();
         self.stats.count_proposal(data.len());
+        self.intake_bytes += data.len();
         self.step(Input::Propose { data });
         Some(zxid)
     }
@@ -423,7 +481,8 @@ impl Member {
     fn on_leader_reply(&mut self, data: Bytes) {
         match forward::decode_reply(data) {
             Ok(LeaderReply::Proposed { request, zxid }) => {
-                if let Some(origin) = self.forwarded.remove(&request) {
+                if let Some((origin, len)) = self.forwarded.remove(&request) {
+                    self.forwarded_bytes -= len;
                     self.answers.insert(zxid, origin);
                 }
             }
@@ -530,6 +589,8 @@ impl Member {
             self.connecting.clear();
             self.revalidating.clear();
             self.forwarded.clear();
+            self.forwarded_bytes = 0;
+            self.held.clear();
             self.answers.clear();
             self.sync_tokens.clear();
             self.syncs.clear();
@@ -611,6 +672,10 @@ async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) ->
                 tracing::info!("peer {}: truncating the txn log after {after:#x} (TRUNC)", m.me);
                 log.truncate(after).await.map_err(|e| format!("txn log truncation failed: {e}"))?;
             }
+            PersistOp::Rejoined => {
+                storage::peer_state::clear_rejoin_pending(&m.config.data_dir)
+                    .map_err(|e| format!("clearing the rejoin mark: {e}"))?;
+            }
             PersistOp::InstallSnapshot { zxid, state } => {
                 tracing::info!("peer {}: installing the leader's snapshot at {zxid:#x} (SNAP)", m.me);
                 let path = m.config.data_dir.join(storage::snapshot::snapshot_name(zxid));
@@ -636,13 +701,7 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
             match o {
                 Output::Send(env) => {
                     let sent = net.send(env.to, &env.msg);
-                    tracing::trace!(
-                        "peer {} → {}: {:?}{}",
-                        m.me,
-                        env.to,
-                        env.msg,
-                        if sent { "" } else { " (dropped)" }
-                    );
+                    tracing::trace!("peer {} → {}: {:?} ({sent:?})", m.me, env.to, env.msg);
                 }
                 Output::Persist(op) => persists.push(op),
                 Output::Deliver(t) => m.deliver(t)?,
@@ -670,7 +729,13 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
                     let body = LeaderMsg::Snap { zxid, state };
                     net.send(to, &Message::ToFollower { link, leader_nonce, seq, body });
                 }
-                Output::Forwarded { from, data } => m.on_forwarded(from, data, now),
+                Output::Forwarded { from, data } => {
+                    if m.held.is_empty() && m.pass_has_room() && m.intake_open(net) {
+                        m.on_forwarded(from, data, now);
+                    } else {
+                        m.held.push_back((from, data));
+                    }
+                }
                 Output::FromLeader { data } => m.on_leader_reply(data),
             }
         }
@@ -719,13 +784,23 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         let zxid = codec::record_zxid(r).ok_or("a recovered log record is shorter than its zxid")?;
         log_txns.push(zab::Txn { zxid, data: r.clone() });
     }
-    let durable = zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns };
+    let lost_log =
+        storage::peer_state::rejoin_pending(&config.data_dir).map_err(|e| format!("reading the rejoin mark: {e}"))?;
+    if lost_log {
+        tracing::warn!(
+            "peer {my_id}: this member lost logged txns; it counts toward no quorum until it has synced with an \
+             established leader"
+        );
+    }
+    let durable =
+        zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns, lost_log };
     // The state machine starts at the snapshot; ZAB delivers the log once it is committed.
     let snapshot_only = Recovered { records: Vec::new(), last_zxid: recovered.snapshot_zxid, ..(*recovered).clone() };
     let committed = storage::recovery::rebuild_tree(&snapshot_only).map_err(|e| format!("rebuilding the tree: {e}"))?;
     let now = Now::read();
     // A date, not a timeout: it only has to differ from this member's earlier runs.
     let incarnation = (now.wall_ms as u64) << 8 | my_id;
+    let zab_cfg_voters = zab_cfg.voters.clone();
     let peer = Peer::new(zab_cfg, durable, incarnation);
     let mut log = open_log(&config, &recovered.tail, recovered.last_zxid + 1).await?;
     drop(recovered);
@@ -749,6 +824,12 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         connecting: HashMap::new(),
         revalidating: HashMap::new(),
         forwarded: HashMap::new(),
+        forwarded_bytes: 0,
+        held: VecDeque::new(),
+        intake_bytes: 0,
+        intake_closed: false,
+        other_voters: zab_cfg_voters.iter().copied().filter(|&v| v != my_id).collect(),
+        quorum: zab_cfg_voters.len() / 2 + 1,
         next_request: 0,
         answers: HashMap::new(),
         sync_tokens: HashMap::new(),
@@ -799,7 +880,10 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         }
         let now = Now::read();
         let stopping = shutdown.load(Ordering::Relaxed);
-        while let Some(msg) = inbox.pop() {
+        m.intake_bytes = 0;
+        m.release_held(&net, now);
+        while m.held.is_empty() && m.pass_has_room() && m.intake_open(&net) {
+            let Some(msg) = inbox.pop() else { break };
             m.on_client(msg, now);
         }
         inbox.made_room();
@@ -821,7 +905,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         if ticked.replace(false) && now.mono_ms - last_peer_tick_ms >= config.tick_time_ms as i64 {
             last_peer_tick_ms = now.mono_ms;
             m.step(Input::Tick);
-            if m.leading() {
+            // A leader holding requests back holds their touches too: no expiry meanwhile.
+            if m.leading() && m.held.is_empty() && m.intake_open(&net) {
                 let reap = now.mono_ms - last_reap_ms >= config.container_check_interval_ms as i64;
                 if reap {
                     last_reap_ms = now.mono_ms;
@@ -855,7 +940,17 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
             };
             senders.send_all(msg).await;
         }
-        if !m.out.is_empty() || !inbox.is_empty() || !peer_inbox.borrow().is_empty() {
+        let open = m.intake_open(&net);
+        if open == m.intake_closed {
+            m.intake_closed = !open;
+            tracing::debug!(
+                "peer {my_id}: {}",
+                if open { "peers caught up; taking requests again" } else { "peers behind; holding new requests" }
+            );
+        }
+        // Held-back work waits for the peers' acks (peer messages) or the ticker, not a spin.
+        let intake_waits = (!inbox.is_empty() || !m.held.is_empty()) && open;
+        if !m.out.is_empty() || intake_waits || !peer_inbox.borrow().is_empty() {
             wake.signal(1);
         }
         if m.delivered_since_snapshot >= config.snap_count && snapshots.idle() {

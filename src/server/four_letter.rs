@@ -48,7 +48,7 @@ pub fn version() -> String {
     format!("{ZOOKEEPER_COMPAT_VERSION}-ringkeeper-{}", env!("CARGO_PKG_VERSION"))
 }
 
-fn whitelisted(config: &Config, cmd: &str) -> bool {
+pub fn whitelisted(config: &Config, cmd: &str) -> bool {
     config.four_letter_words.iter().any(|w| w == cmd || w == "*")
 }
 

@@ -80,7 +80,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
 
-    let recovered = storage::recovery::recover(&config.data_dir, &config.data_log_dir).map_err(|e| e.to_string())?;
+    let recovered = recover(&config)?;
     tracing::info!(
         "recovered zxid {:#x} (snapshot at {:#x} + {} log records)",
         recovered.last_zxid,
@@ -290,4 +290,34 @@ pub fn run(mut config: Config) -> Result<(), String> {
 
 fn num_cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Corrupt log segments an ensemble member sets aside at most, one at a time, before giving up.
+const DAMAGED_SEGMENTS_SET_ASIDE_MAX: usize = 64;
+
+/// Recovers the data directory. A standalone server refuses to start on corruption (the
+/// operator decides). An ensemble member instead records that it is losing logged txns
+/// (`rejoin.pending`: it counts toward no quorum until it has synced with an established
+/// leader), moves the damaged segment and every later one aside unchanged, and recovers from
+/// what remains; ZAB then brings it back to the quorum's history (TRUNC/DIFF/SNAP).
+fn recover(config: &Config) -> Result<storage::recovery::Recovered, String> {
+    use storage::log::LogError;
+    use storage::recovery::RecoveryError;
+    for _ in 0..DAMAGED_SEGMENTS_SET_ASIDE_MAX {
+        match storage::recovery::recover(&config.data_dir, &config.data_log_dir) {
+            Err(RecoveryError::Log(LogError::Corrupt { file, offset, reason })) if config.is_ensemble() => {
+                tracing::error!(
+                    "txn log {file} is corrupt at byte {offset} ({reason}); this ensemble member moves it and \
+                     every later segment aside, unchanged, and rejoins from the quorum"
+                );
+                let why = format!("txn log {file} corrupt at byte {offset}: {reason}");
+                storage::peer_state::mark_rejoin_pending(&config.data_dir, &why).map_err(|e| e.to_string())?;
+                let dir = storage::recovery::set_aside_damaged(&config.data_log_dir, std::path::Path::new(&file))
+                    .map_err(|e| e.to_string())?;
+                tracing::warn!("moved txn log {file} and every later segment to {}", dir.display());
+            }
+            other => return other.map_err(|e| e.to_string()),
+        }
+    }
+    Err(format!("more than {DAMAGED_SEGMENTS_SET_ASIDE_MAX} corrupt txn log segments; the server will not start"))
 }

@@ -3,9 +3,18 @@
 //! Rules:
 //! - Each server dials every peer and sends only on the connections it opened; it receives only
 //!   on connections peers opened to it. Both start with the hello naming the sender.
-//! - A send to a peer whose connection is down, or whose outbound bytes are over
-//!   `PEER_OUTBOUND_BYTES_MAX`, is dropped: ZAB tolerates loss (its links see the gap, its
-//!   periodic messages are resent), and a slow peer must never stall the pipeline.
+//! - A message queued for a connected peer is never dropped: what it queues is written in
+//!   order or the connection is closed. A send to a peer whose connection is down is dropped
+//!   (the peer saw that connection close, so no ZAB link spans it).
+//! - Flow control: `queued` tells the shell how far behind each peer is, so it stops taking
+//!   new work while a quorum is behind (`PEER_OUTBOUND_BYTES_BEHIND`). A peer whose queue still
+//!   passes `PEER_OUTBOUND_BYTES_MAX` is disconnected cleanly: its queue is discarded, the
+//!   connection closed (the peer sees it close) and dialed again, and the shell hears of it as
+//!   a lost peer, so its ZAB link ends and the peer re-syncs on a new one. A follower's
+//!   catch-up (SNAP and DIFF, `Message::is_catch_up`) is queued whatever its size: it is bounded
+//!   by the history it carries and must arrive whole.
+//! - The loss of a connection either way (the one from a peer closing, or the one to it
+//!   failing or being closed here) reaches the shell as (sid, None).
 //! - Every queue is bounded; a bad hello or frame closes that one connection with a log line.
 
 use crate::proto::peer::{decode_hello, decode_message, encode_frame, encode_hello, next_frame};
@@ -27,8 +36,11 @@ use std::time::Duration;
 /// from that peer closed.
 pub type PeerIn = (Sid, Option<Message>);
 
-/// Encoded bytes waiting for one peer before further sends to it are dropped.
-pub const PEER_OUTBOUND_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Encoded bytes waiting for one peer past which it counts as behind: the shell takes no new
+/// work while a quorum is behind.
+pub const PEER_OUTBOUND_BYTES_BEHIND: usize = 64 * 1024 * 1024;
+/// Encoded bytes waiting for one peer past which a further send disconnects it (it re-syncs).
+pub const PEER_OUTBOUND_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// Received messages waiting for the pipeline before readers stop reading.
 pub const PEER_INBOUND_MESSAGES_MAX: usize = 4096;
 /// Wait between attempts to reach a peer.
@@ -40,8 +52,29 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// The sending side towards one peer.
 struct Outbound {
     buf: RefCell<BytesMut>,
+    /// Bytes taken by the writer and not yet written.
+    writing: Cell<usize>,
     connected: Cell<bool>,
     wake: Semaphore,
+    /// Signalled to make the writer drop the connection at once (even mid-write).
+    reset: Semaphore,
+}
+
+impl Outbound {
+    fn queued(&self) -> usize {
+        self.buf.borrow().len() + self.writing.get()
+    }
+}
+
+/// What became of a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    Queued,
+    /// Not queued: no connection to that peer (or no such peer).
+    Down,
+    /// The peer was too far behind: its connection is being closed and its queue discarded
+    /// (the shell hears of it as a lost peer).
+    Reset,
 }
 
 /// A running transport. Dropping it stops its tasks.
@@ -50,6 +83,9 @@ pub struct PeerNet {
     out: BTreeMap<Sid, Rc<Outbound>>,
     tasks: Vec<glommio::task::JoinHandle<()>>,
     dropped: Cell<u64>,
+    resets: Cell<u64>,
+    /// `PEER_OUTBOUND_BYTES_MAX` (smaller in tests).
+    outbound_bytes_max: usize,
 }
 
 /// Pending peer connections the kernel queues.
@@ -69,7 +105,7 @@ impl PeerNet {
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
         let tx = Rc::new(tx);
         let mut tasks = Vec::new();
-        tasks.push(glommio::spawn_local(accept_loop(listener, tx)).detach());
+        tasks.push(glommio::spawn_local(accept_loop(listener, tx.clone())).detach());
         let mut out = BTreeMap::new();
         for (&sid, &addr) in peers {
             if sid == me {
@@ -77,25 +113,63 @@ impl PeerNet {
             }
             let o = Rc::new(Outbound {
                 buf: RefCell::new(BytesMut::new()),
+                writing: Cell::new(0),
                 connected: Cell::new(false),
                 wake: Semaphore::new(0),
+                reset: Semaphore::new(0),
             });
-            tasks.push(glommio::spawn_local(dial_loop(me, sid, addr, o.clone())).detach());
+            tasks.push(glommio::spawn_local(dial_loop(me, sid, addr, o.clone(), tx.clone())).detach());
             out.insert(sid, o);
         }
-        Ok((PeerNet { me, out, tasks, dropped: Cell::new(0) }, rx))
+        let net = PeerNet {
+            me,
+            out,
+            tasks,
+            dropped: Cell::new(0),
+            resets: Cell::new(0),
+            outbound_bytes_max: PEER_OUTBOUND_BYTES_MAX,
+        };
+        Ok((net, rx))
     }
 
-    /// Queues `msg` for `to`; false if it was dropped (peer unknown, down or too far behind).
-    pub fn send(&self, to: Sid, msg: &Message) -> bool {
-        let Some(o) = self.out.get(&to) else { return false };
-        if !o.connected.get() || o.buf.borrow().len() >= PEER_OUTBOUND_BYTES_MAX {
+    /// Queues `msg` for `to`, unless `to` is down, or too far behind (then it is disconnected).
+    pub fn send(&self, to: Sid, msg: &Message) -> Sent {
+        let Some(o) = self.out.get(&to) else { return Sent::Down };
+        if !o.connected.get() {
             self.dropped.set(self.dropped.get() + 1);
-            return false;
+            return Sent::Down;
+        }
+        if o.queued() >= self.outbound_bytes_max && !msg.is_catch_up() {
+            tracing::warn!(
+                "peer {}: peer {to} is {} bytes behind; disconnecting it (it re-syncs)",
+                self.me,
+                o.queued()
+            );
+            o.connected.set(false);
+            o.buf.borrow_mut().clear();
+            o.reset.signal(1);
+            o.wake.signal(1);
+            self.resets.set(self.resets.get() + 1);
+            return Sent::Reset;
         }
         encode_frame(&mut o.buf.borrow_mut(), msg);
         o.wake.signal(1);
-        true
+        Sent::Queued
+    }
+
+    /// Bytes queued for `to` and not yet written to its connection.
+    pub fn queued(&self, to: Sid) -> usize {
+        self.out.get(&to).map_or(0, |o| o.queued())
+    }
+
+    /// Whether `to` is connected and not behind (under `PEER_OUTBOUND_BYTES_BEHIND` queued).
+    pub fn keeping_up(&self, to: Sid) -> bool {
+        self.out.get(&to).is_some_and(|o| o.connected.get() && o.queued() < PEER_OUTBOUND_BYTES_BEHIND)
+    }
+
+    /// Peers disconnected so far for being too far behind.
+    pub fn resets(&self) -> u64 {
+        self.resets.get()
     }
 
     /// Whether the connection this server opened to `to` is up.
@@ -120,12 +194,14 @@ impl Drop for PeerNet {
         }
         for o in self.out.values() {
             o.wake.close();
+            o.reset.close();
         }
     }
 }
 
-/// Keeps one outgoing connection to `to` up and writes what is queued for it.
-async fn dial_loop(me: Sid, to: Sid, addr: SocketAddr, o: Rc<Outbound>) {
+/// Keeps one outgoing connection to `to` up and writes what is queued for it; tells the shell
+/// (`to`, None) when a connection that was up is lost.
+async fn dial_loop(me: Sid, to: Sid, addr: SocketAddr, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
     loop {
         match TcpStream::connect_timeout(addr, Duration::from_millis(PEER_CONNECT_TIMEOUT_MS)).await {
             Ok(mut stream) => {
@@ -134,13 +210,23 @@ async fn dial_loop(me: Sid, to: Sid, addr: SocketAddr, o: Rc<Outbound>) {
                 encode_hello(&mut hello, me);
                 if stream.write_all(&hello).await.is_ok() {
                     o.buf.borrow_mut().clear();
+                    // A reset asked for before this connection concerns the previous one.
+                    while matches!(o.reset.try_acquire(1), Ok(true)) {}
                     o.connected.set(true);
                     tracing::info!("peer {me}: connected to peer {to} at {addr}");
                     let err = write_loop(&mut stream, &o).await;
                     o.connected.set(false);
                     o.buf.borrow_mut().clear();
+                    o.writing.set(0);
                     match err {
-                        Some(e) => tracing::info!("peer {me}: connection to peer {to} lost: {e}"),
+                        Some(e) => {
+                            tracing::info!("peer {me}: connection to peer {to} lost: {e}");
+                            drop(stream);
+                            // What was queued on it is gone: the shell ends the link it carried.
+                            if tx.send((to, None)).await.is_err() {
+                                return;
+                            }
+                        }
                         None => return, // the transport was dropped
                     }
                 }
@@ -151,18 +237,33 @@ async fn dial_loop(me: Sid, to: Sid, addr: SocketAddr, o: Rc<Outbound>) {
     }
 }
 
-/// Writes queued bytes until an error (returned) or the transport is dropped (None).
+/// Writes queued bytes until an error or a reset (returned) or the transport is dropped (None).
 async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
+    let reset = || io::Error::other("too far behind; closed to re-sync");
     loop {
         if o.wake.acquire(1).await.is_err() {
             return None;
+        }
+        if !o.connected.get() {
+            return Some(reset());
         }
         let data = o.buf.borrow_mut().split();
         if data.is_empty() {
             continue;
         }
-        if let Err(e) = stream.write_all(&data).await {
-            return Some(e);
+        o.writing.set(data.len());
+        let write = async { stream.write_all(&data).await.err().map(Some) };
+        let reset_asked = async {
+            match o.reset.acquire(1).await {
+                Ok(()) => Some(Some(reset())),
+                Err(_) => Some(None),
+            }
+        };
+        let outcome = futures_lite::future::or(write, reset_asked).await;
+        o.writing.set(0);
+        match outcome {
+            None => {}
+            Some(e) => return e,
         }
     }
 }
@@ -237,7 +338,7 @@ async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<PeerIn>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::zab::message::{FollowerMsg, PeerState, Vote};
+    use crate::zab::message::{FollowerMsg, LeaderMsg, PeerState, Vote};
     use glommio::LocalExecutorBuilder;
 
     fn free_addr() -> SocketAddr {
@@ -261,12 +362,81 @@ mod tests {
     /// Sends `msg` until it gets through (the dialer connects in the background).
     async fn send_until_connected(net: &PeerNet, to: Sid, msg: &Message) {
         for _ in 0..100 {
-            if net.connected(to) && net.send(to, msg) {
+            if net.connected(to) && net.send(to, msg) == Sent::Queued {
                 return;
             }
             glommio::timer::sleep(Duration::from_millis(20)).await;
         }
         panic!("never connected to peer {to}");
+    }
+
+    /// A peer that stops reading: sends queue up (never dropped) until the cap, then the
+    /// connection is closed and the shell hears of it; a catch-up is queued whatever the size.
+    #[test]
+    fn a_peer_too_far_behind_is_disconnected_never_sent_a_gap() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let (a, b) = (free_addr(), free_addr());
+                let stuck = std::net::TcpListener::bind(b).unwrap();
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+                let (mut net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
+                net1.outbound_bytes_max = 4 * 1024 * 1024;
+                let big = |seq| Message::ToFollower {
+                    link: 1,
+                    leader_nonce: 1,
+                    seq,
+                    body: LeaderMsg::Proposal(crate::zab::Txn {
+                        zxid: seq as i64,
+                        data: bytes::Bytes::from(vec![7u8; 256 * 1024]),
+                    }),
+                };
+                send_until_connected(&net1, 2, &big(0)).await;
+                let (mut conn, _) = stuck.accept().unwrap(); // accepted, never read
+                let mut sent = 1u64;
+                let outcome = loop {
+                    match net1.send(2, &big(sent)) {
+                        Sent::Queued => sent += 1,
+                        other => break other,
+                    }
+                    if sent % 16 == 0 {
+                        glommio::timer::sleep(Duration::from_millis(1)).await;
+                    }
+                    assert!(sent < 10_000, "never reached the cap");
+                };
+                assert_eq!(outcome, Sent::Reset);
+                assert!(sent as usize * 256 * 1024 >= 4 * 1024 * 1024, "nothing was dropped before the cap");
+                assert_eq!(net1.resets(), 1);
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, None)), "the shell hears of it");
+                // The stuck peer sees its connection end (after what was written).
+                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut sink = vec![0u8; 1 << 20];
+                loop {
+                    match std::io::Read::read(&mut conn, &mut sink) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                }
+                // A follower's catch-up is never refused for its size.
+                let catch_up = |seq| Message::ToFollower {
+                    link: 2,
+                    leader_nonce: 1,
+                    seq,
+                    body: LeaderMsg::Sync {
+                        trunc_to: None,
+                        txns: vec![crate::zab::Txn { zxid: 1, data: bytes::Bytes::from(vec![1u8; 1 << 20]) }],
+                    },
+                };
+                send_until_connected(&net1, 2, &catch_up(0)).await;
+                let (_conn2, _) = stuck.accept().unwrap();
+                for seq in 1..16 {
+                    assert_eq!(net1.send(2, &catch_up(seq)), Sent::Queued);
+                }
+                assert!(net1.queued(2) >= 4 * 1024 * 1024, "past the cap, and still queued");
+                drop(net1);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]
@@ -289,7 +459,7 @@ mod tests {
                 assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(big))));
                 // Order is kept on a connection.
                 for r in 10..20 {
-                    assert!(net1.send(2, &note(r)));
+                    assert_eq!(net1.send(2, &note(r)), Sent::Queued);
                 }
                 for r in 10..20 {
                     assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(r)))));
@@ -299,7 +469,7 @@ mod tests {
                 junk.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
                 let mut sink = [0u8; 16];
                 assert_eq!(junk.read(&mut sink).await.unwrap_or(0), 0, "the server closes a bad connection");
-                assert!(net1.send(2, &note(30)));
+                assert_eq!(net1.send(2, &note(30)), Sent::Queued);
                 assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(30)))));
                 // Peer 2 goes away: sends are dropped; it comes back: they flow again.
                 drop(net2);

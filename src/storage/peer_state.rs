@@ -1,8 +1,12 @@
 //! A server's small durable identity and ZAB state: `myid` (its sid, as ZooKeeper keeps it:
-//! the decimal number alone in `dataDir/myid`) and `epochs` (the accepted and the current epoch,
-//! written together so they can never disagree with each other after a crash).
+//! the decimal number alone in `dataDir/myid`), `epochs` (the accepted and the current epoch,
+//! written together so they can never disagree with each other after a crash), and
+//! `rejoin.pending` (this member set damaged log segments aside and has not synced with an
+//! established leader since: it must not count toward a quorum until it has).
 //! Rules: `epochs` is replaced atomically (`write_atomic`) and carries a crc32c; a damaged or
 //! impossible file (accepted below current) is an error naming the file, never a silent reset.
+//! `rejoin.pending` is written durably before any log data is set aside, and removed only
+//! after the sync.
 
 use super::files::write_atomic;
 use std::fmt;
@@ -12,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 pub const MYID_FILE: &str = "myid";
 pub const EPOCHS_FILE: &str = "epochs";
+pub const REJOIN_PENDING_FILE: &str = "rejoin.pending";
 /// `epochs`: magic, version, accepted u32, current u32, crc32c of the 12 bytes before it.
 const EPOCHS_MAGIC: [u8; 4] = *b"RKEP";
 const EPOCHS_VERSION: u32 = 1;
@@ -78,6 +83,32 @@ pub fn write_epochs(dir: &Path, accepted: u32, current: u32) -> Result<(), PeerS
     assert!(accepted >= current, "accepted epoch {accepted} below current epoch {current}");
     let path = dir.join(EPOCHS_FILE);
     write_atomic(&path, &encode_epochs(accepted, current)).map_err(|err| PeerStateError::Io { path, err })
+}
+
+/// Records (durably) that this member is about to lose logged txns: `why` says which.
+pub fn mark_rejoin_pending(dir: &Path, why: &str) -> Result<(), PeerStateError> {
+    let path = dir.join(REJOIN_PENDING_FILE);
+    write_atomic(&path, format!("{why}\n").as_bytes()).map_err(|err| PeerStateError::Io { path, err })
+}
+
+/// Whether this member lost logged txns and has not synced with an established leader since.
+pub fn rejoin_pending(dir: &Path) -> Result<bool, PeerStateError> {
+    let path = dir.join(REJOIN_PENDING_FILE);
+    match fs::metadata(&path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(PeerStateError::Io { path, err }),
+    }
+}
+
+/// This member synced with an established leader: it counts toward quorums again.
+pub fn clear_rejoin_pending(dir: &Path) -> Result<(), PeerStateError> {
+    let path = dir.join(REJOIN_PENDING_FILE);
+    match fs::remove_file(&path) {
+        Ok(()) => super::files::fsync_dir(dir).map_err(|err| PeerStateError::Io { path, err }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(PeerStateError::Io { path, err }),
+    }
 }
 
 fn encode_epochs(accepted: u32, current: u32) -> [u8; EPOCHS_FILE_BYTES] {

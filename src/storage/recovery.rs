@@ -5,7 +5,8 @@
 //! warning); a torn tail (a write never acknowledged, `storage::log`'s sector rule) is cut with
 //! a warning; any other damage, a zxid gap, or logs that do not reach back to the chosen
 //! snapshot stop the server with an error naming the file and byte, and the file is left as it
-//! is (the operator decides: `ringkeeper log-truncate`).
+//! is (the operator decides: `ringkeeper log-truncate`); an ensemble member moves the damaged
+//! segment and later ones aside instead (`set_aside_damaged`) and rejoins from the quorum.
 
 use super::files::{fsync_dir, list_segments, list_snapshots, segment_index_for};
 use super::log::{scan_segment_file, zxid_follows, LogError};
@@ -244,6 +245,38 @@ pub fn recover(data_dir: &Path, log_dir: &Path) -> Result<Recovered, RecoveryErr
     }
     fsync_dir(data_dir).map_err(io_err(data_dir))?;
     Ok(Recovered { snapshot, snapshot_zxid, records, last_zxid, tail, warnings })
+}
+
+/// Name prefix of the directories damaged log segments are moved into.
+pub const DAMAGED_DIR_PREFIX: &str = "damaged.";
+
+/// Moves the log segment `file` (a path `recover` named in `LogError::Corrupt`) and every later
+/// segment of `log_dir` into a new `log_dir/damaged.<unix ms>/`, renamed, never rewritten (the
+/// evidence is kept); returns that directory. For an ensemble member, which then rejoins from
+/// the quorum; the caller records that first (`peer_state::mark_rejoin_pending`).
+pub fn set_aside_damaged(log_dir: &Path, file: &Path) -> Result<PathBuf, RecoveryError> {
+    let segments = list_segments(log_dir).map_err(io_err(log_dir))?;
+    let Some(from) = segments.iter().position(|(_, p)| p == file) else {
+        return Err(RecoveryError::Io {
+            path: file.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::NotFound, "not a log segment of this log directory"),
+        });
+    };
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let mut dir = log_dir.join(format!("{DAMAGED_DIR_PREFIX}{stamp}"));
+    let mut n = 0;
+    while dir.exists() {
+        n += 1;
+        dir = log_dir.join(format!("{DAMAGED_DIR_PREFIX}{stamp}.{n}"));
+    }
+    fs::create_dir(&dir).map_err(io_err(&dir))?;
+    for (_, p) in &segments[from..] {
+        let Some(name) = p.file_name() else { continue };
+        fs::rename(p, dir.join(name)).map_err(io_err(p))?;
+    }
+    fsync_dir(&dir).map_err(io_err(&dir))?;
+    fsync_dir(log_dir).map_err(io_err(log_dir))?;
+    Ok(dir)
 }
 
 /// Builds a core's DataTree from what recover() found: the snapshot, then every record

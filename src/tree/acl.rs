@@ -1,4 +1,5 @@
-//! ACL schemes and checks (wire-protocol §5): world, auth, digest, ip (with CIDR) and super.
+//! ACL schemes and checks (wire-protocol §5): world, auth, digest, ip (IPv4 with CIDR, as
+//! ZooKeeper 3.8 validates and matches it) and super.
 //! Rules: pure; a check passes if the ACL is empty, the caller holds `super`, or an entry with
 //! the needed bit matches one of the caller's ids; ACLs written by clients are validated and
 //! fixed up (auth expanded, duplicates dropped) before they reach a txn.
@@ -7,7 +8,6 @@ use crate::proto::opcode::perms;
 use crate::proto::{Acl, ErrorCode, Id};
 use base64::Engine;
 use sha1::{Digest, Sha1};
-use std::net::IpAddr;
 
 pub const SCHEME_WORLD: &str = "world";
 pub const SCHEME_AUTH: &str = "auth";
@@ -37,51 +37,60 @@ pub fn digest_of(user_password: &str) -> String {
 }
 
 /// The ids a digest AuthPacket grants: `digest:<digest>`, plus `super:` when it matches the
-/// configured super digest. `None` when the auth bytes are not a valid `user:password`.
-pub fn digest_auth_ids(auth: &[u8], super_digest: Option<&str>) -> Option<Vec<Id>> {
-    let text = std::str::from_utf8(auth).ok()?;
-    if !text.contains(':') {
-        return None;
-    }
-    let digest = digest_of(text);
+/// configured super digest. As in ZooKeeper, any bytes are accepted (decoded as Java decodes
+/// them, bad UTF-8 as U+FFFD): without a colon the whole text is the user name
+/// (`nocolon:BASE64(SHA1("nocolon"))`).
+pub fn digest_auth_ids(auth: &[u8], super_digest: Option<&str>) -> Vec<Id> {
+    let text = String::from_utf8_lossy(auth);
+    let digest = digest_of(&text);
     let mut ids = Vec::with_capacity(2);
     if super_digest == Some(digest.as_str()) {
         ids.push(Id { scheme: SCHEME_SUPER.to_string(), id: String::new() });
     }
     ids.push(Id { scheme: SCHEME_DIGEST.to_string(), id: digest });
-    Some(ids)
+    ids
 }
 
-/// Parses `addr` or `addr/bits` of the ip scheme.
-fn parse_ip_cidr(id: &str) -> Option<(IpAddr, u8)> {
+/// Java's `Integer.parseInt` for the small numbers of an ip id: an optional sign, then
+/// decimal digits (leading zeros allowed).
+fn java_int(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    if digits.is_empty() || digits.len() > 10 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<i64>().ok()
+}
+
+/// Parses `a.b.c.d` or `a.b.c.d/bits` as ZooKeeper 3.8's IPAuthenticationProvider does:
+/// IPv4 only (it has no IPv6 support: `ip:::1` is InvalidACL there), four dot-separated
+/// Java ints of 0..=255, bits 0..=32.
+fn parse_ip_cidr(id: &str) -> Option<(u32, u32)> {
     let (addr, bits) = match id.split_once('/') {
         Some((a, b)) => (a, Some(b)),
         None => (id, None),
     };
-    let addr: IpAddr = addr.parse().ok()?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let parts: Vec<&str> = addr.split('.').collect();
+    if parts.len() != 4 {
+        return None;
+    }
+    let mut ip = 0u32;
+    for p in parts {
+        let v = java_int(p).filter(|v| (0..=255).contains(v))?;
+        ip = ip << 8 | v as u32;
+    }
     let bits = match bits {
-        Some(b) => b.parse::<u8>().ok().filter(|b| *b <= max)?,
-        None => max,
+        Some(b) => java_int(b).filter(|b| (0..=32).contains(b))? as u32,
+        None => 32,
     };
-    Some((addr, bits))
+    Some((ip, bits))
 }
 
 fn ip_matches(acl_id: &str, caller: &str) -> bool {
-    let (Some((net, bits)), Ok(addr)) = (parse_ip_cidr(acl_id), caller.parse::<IpAddr>()) else {
+    let (Some((net, bits)), Some((addr, _))) = (parse_ip_cidr(acl_id), parse_ip_cidr(caller)) else {
         return false;
     };
-    match (net, addr) {
-        (IpAddr::V4(n), IpAddr::V4(a)) => {
-            let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits as u32) };
-            (u32::from(n) & mask) == (u32::from(a) & mask)
-        }
-        (IpAddr::V6(n), IpAddr::V6(a)) => {
-            let mask = if bits == 0 { 0 } else { u128::MAX << (128 - bits as u32) };
-            (u128::from(n) & mask) == (u128::from(a) & mask)
-        }
-        _ => false,
-    }
+    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+    (net & mask) == (addr & mask)
 }
 
 fn id_is_valid(id: &Id) -> bool {
@@ -192,7 +201,17 @@ mod tests {
         assert_eq!(fixup(Some(&auth), &alice[..1]), Err(ErrorCode::InvalidAcl));
         assert_eq!(fixup(Some(&[]), &alice), Err(ErrorCode::InvalidAcl));
         assert_eq!(fixup(None, &alice), Err(ErrorCode::InvalidAcl));
-        for bad in [id("world", "x"), id("nope", "x"), id("digest", "nocolon"), id("ip", "1.2.3.4/40")] {
+        for bad in [
+            id("world", "x"),
+            id("nope", "x"),
+            id("digest", "nocolon"),
+            id("ip", "1.2.3.4/40"),
+            id("ip", "::1"),
+            id("ip", "fe80::1/64"),
+            id("ip", "1.2.3"),
+            id("ip", "1.2.3.256"),
+            id("ip", "1.2.3.4/"),
+        ] {
             assert_eq!(fixup(Some(&[Acl { perms: 1, id: bad }]), &alice), Err(ErrorCode::InvalidAcl));
         }
         let dup = vec![Acl { perms: 1, id: id("world", "anyone") }; 2];
@@ -202,9 +221,12 @@ mod tests {
     #[test]
     fn digest_auth_grants_super_when_configured() {
         let sup = digest_of("super:secret");
-        let ids = digest_auth_ids(b"super:secret", Some(&sup)).unwrap();
+        let ids = digest_auth_ids(b"super:secret", Some(&sup));
         assert!(ids.iter().any(|i| i.scheme == "super"));
-        assert!(digest_auth_ids(b"nocolon", None).is_none());
+        // ZooKeeper takes a credential without a colon too: the whole text is the user.
+        let nocolon = digest_auth_ids(b"nocolon", None);
+        assert_eq!(nocolon.len(), 1);
+        assert!(nocolon[0].id.starts_with("nocolon:"), "{:?}", nocolon);
         assert_eq!(redact_digests(&[Acl { perms: 1, id: id("digest", "bob:abc=") }])[0].id.id, "bob:x");
     }
 }

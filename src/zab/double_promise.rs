@@ -30,7 +30,8 @@ struct Net {
 impl Net {
     fn new() -> Net {
         let t1 = Txn { zxid: make_zxid(1, 1), data: Bytes::from_static(b"t1") };
-        let d = Durable { accepted_epoch: 1, current_epoch: 1, snapshot_zxid: 0, log: vec![t1.clone()] };
+        let d =
+            Durable { accepted_epoch: 1, current_epoch: 1, snapshot_zxid: 0, log: vec![t1.clone()], lost_log: false };
         let mut n = Net {
             peers: BTreeMap::new(),
             durable: BTreeMap::new(),
@@ -106,6 +107,7 @@ impl Net {
                 }
                 PersistOp::Truncate { after } => d.log.retain(|t| t.zxid <= after),
                 PersistOp::InstallSnapshot { .. } => unreachable!(),
+                PersistOp::Rejoined => d.lost_log = false,
             }
             self.step(id, Input::Persisted);
         }

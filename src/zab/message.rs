@@ -53,6 +53,14 @@ pub enum Message {
     },
 }
 
+impl Message {
+    /// A leader's SNAP or DIFF for a follower catching up: bounded by the history it carries,
+    /// and worthless unless it arrives whole (the transport never refuses it for size).
+    pub fn is_catch_up(&self) -> bool {
+        matches!(self, Message::ToFollower { body: LeaderMsg::Snap { .. } | LeaderMsg::Sync { .. }, .. })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaderMsg {
     /// The epoch the leader proposes (discovery).

@@ -50,6 +50,10 @@ pub struct Durable {
     pub snapshot_zxid: Zxid,
     /// Every txn this peer logged after the snapshot, in zxid order.
     pub log: Vec<Txn>,
+    /// This peer lost txns it had logged (its shell set a damaged log aside), so it may have
+    /// acknowledged txns it no longer holds: until it has synced with an established leader it
+    /// counts toward no quorum (see `peer`). Cleared by `PersistOp::Rejoined`.
+    pub lost_log: bool,
 }
 
 /// Ensemble membership and timing, in ticks.

@@ -9,6 +9,11 @@
 //! - Role changes bump `term`: completions of persists issued in an older term do nothing.
 //! - Committed txns are delivered once each per incarnation, in zxid order, never past what
 //!   a quorum has logged; a leader that would cut a delivered txn is an impossible state.
+//! - A peer that lost logged txns (`Durable::lost_log`) may have acknowledged some of them, so
+//!   until an established leader has synced it (UPTODATE) it counts toward no quorum: its
+//!   notifications carry `NON_VOTE` and say LOOKING (no vote, no FOLLOWING backing), it never
+//!   leads, and its ACKEPOCH is never fresh (so no leader counts it in the discovery quorum
+//!   whose histories a new leader must cover). Then it persists `Rejoined` and votes again.
 
 use super::election::{Election, Outcome};
 use super::message::{Envelope, FollowerMsg, LeaderMsg, LinkId, Message, PeerState, Vote};
@@ -34,7 +39,14 @@ pub enum PersistOp {
         zxid: Zxid,
         state: Bytes,
     },
+    /// A peer that had lost logged txns (`Durable::lost_log`) is synced with an established
+    /// leader: record that it counts toward quorums again.
+    Rejoined,
 }
+
+/// What a peer that lost logged txns announces instead of a vote: itself, with a history
+/// behind every real one, so no peer adopts it and it counts for no candidate.
+pub const NON_VOTE_ZXID: Zxid = -1;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
@@ -49,9 +61,10 @@ pub enum Input {
     Propose {
         data: Bytes,
     },
-    /// The transport saw the connection from `sid` close (its process died, say): a follower
-    /// of `sid` elects again at once instead of waiting out syncLimit. Only a hint: a live
-    /// leader is found again by the election.
+    /// The transport saw a connection with `sid` close (its process died, or the transport
+    /// closed a connection to a peer too far behind): a follower of `sid` elects again at once
+    /// instead of waiting out syncLimit (a live leader is found again by the election); a
+    /// leader ends its link to follower `sid`, which re-syncs on a new link.
     PeerLost {
         sid: Sid,
     },
@@ -258,6 +271,8 @@ pub struct Peer {
     round: u64,
     incarnation: u64,
     links_opened: u64,
+    /// See `Durable::lost_log`.
+    lost_log: bool,
 }
 
 impl Peer {
@@ -286,6 +301,7 @@ impl Peer {
             round: 0,
             incarnation,
             links_opened: 0,
+            lost_log: durable.lost_log,
         }
     }
 
@@ -331,12 +347,22 @@ impl Peer {
             Input::Persisted => self.on_persisted(out),
             Input::Propose { data } => self.on_propose(data, out),
             Input::Forward { data } => self.on_forward(data, out),
-            Input::PeerLost { sid } => {
-                if matches!(&self.state, RoleState::Following(f) if f.leader == sid) {
-                    tracing::info!("peer {}: the connection from leader {sid} closed; electing", self.cfg.my_id);
+            Input::PeerLost { sid } => match &mut self.state {
+                RoleState::Following(f) if f.leader == sid => {
+                    tracing::info!("peer {}: a connection with leader {sid} closed; electing", self.cfg.my_id);
                     self.enter_looking(out);
                 }
-            }
+                RoleState::Leading(l) => {
+                    // What the link carried may be lost with the connection: the link ends, and
+                    // the follower (which sees the connection close too) re-syncs on a new one.
+                    if let Some(v) = l.followers.remove(&sid) {
+                        tracing::info!("peer {}: a connection with follower {sid} closed; dropping it", self.cfg.my_id);
+                        l.newleader_acks.remove(&sid);
+                        l.dead_links.insert((sid, v.link.id));
+                    }
+                }
+                _ => {}
+            },
             Input::Reply { to, data } => self.on_reply(to, data, out),
             Input::SnapshotTaken { zxid } => self.on_snapshot_taken(zxid),
             Input::Message { from, msg } => self.on_message(from, msg, out),
@@ -356,6 +382,21 @@ impl Peer {
 
     fn own_vote(&self) -> Vote {
         Vote { leader: self.cfg.my_id, zxid: self.last_zxid(), peer_epoch: self.current_epoch }
+    }
+
+    /// A notification from this peer: `vote` in `state`, unless it lost logged txns and has
+    /// not synced since (then it neither votes nor backs a leader: `NON_VOTE_ZXID`, LOOKING).
+    fn notification(&self, vote: Vote, round: u64, state: PeerState) -> Message {
+        if self.lost_log {
+            let vote = Vote { leader: self.cfg.my_id, zxid: NON_VOTE_ZXID, peer_epoch: 0 };
+            return Message::Notification { vote, round, state: PeerState::Looking };
+        }
+        Message::Notification { vote, round, state }
+    }
+
+    /// Whether this peer may vote, lead, and count toward quorums.
+    fn counts(&self) -> bool {
+        self.cfg.is_voter(self.cfg.my_id) && !self.lost_log
     }
 
     fn has_zxid(&self, z: Zxid) -> bool {
@@ -411,7 +452,7 @@ impl Peer {
         self.term += 1;
         self.round += 1;
         let own = self.own_vote();
-        let voting = self.cfg.is_voter(self.cfg.my_id);
+        let voting = self.counts();
         self.state = RoleState::Looking(Election::new(self.cfg.my_id, self.round, own, voting));
         self.broadcast_vote(out);
         // A lone voter (with observers, say) is its own quorum: nobody else's vote will come.
@@ -422,13 +463,10 @@ impl Peer {
 
     fn broadcast_vote(&self, out: &mut Vec<Output>) {
         if let RoleState::Looking(e) = &self.state {
+            let note = self.notification(e.vote, e.round, PeerState::Looking);
             for &v in &self.cfg.voters {
                 if v != self.cfg.my_id {
-                    self.send(
-                        v,
-                        Message::Notification { vote: e.vote, round: e.round, state: PeerState::Looking },
-                        out,
-                    );
+                    self.send(v, note.clone(), out);
                 }
             }
         }
@@ -450,12 +488,12 @@ impl Peer {
                 if changed {
                     self.broadcast_vote(out);
                 } else if reply_stale {
-                    let msg = Message::Notification { vote: my_vote, round: my_round, state: PeerState::Looking };
+                    let msg = self.notification(my_vote, my_round, PeerState::Looking);
                     self.send(from, msg, out);
                 }
                 if let Outcome::Elected(leader) = outcome {
                     if leader == me {
-                        if self.cfg.is_voter(me) {
+                        if self.counts() {
                             self.become_leader(out);
                         }
                     } else if self.cfg.is_voter(leader) {
@@ -482,7 +520,7 @@ impl Peer {
                 }
                 if state == PeerState::Looking {
                     let v = Vote { leader: f.leader, zxid: self.last_zxid(), peer_epoch: self.current_epoch };
-                    let msg = Message::Notification { vote: v, round: self.round, state: PeerState::Following };
+                    let msg = self.notification(v, self.round, PeerState::Following);
                     self.send(from, msg, out);
                 }
             }
@@ -608,6 +646,12 @@ impl Peer {
                 f.leader_committed = f.leader_committed.max(committed);
                 let c = f.leader_committed;
                 self.commit_to(c, out);
+                if self.lost_log {
+                    // An established leader synced this peer: it holds every committed txn again.
+                    tracing::info!("peer {}: synced with an established leader; it votes again", self.cfg.my_id);
+                    self.lost_log = false;
+                    self.persist(PersistOp::Rejoined, AfterPersist::Nothing, out);
+                }
             }
             LeaderMsg::Proposal(txn) => {
                 if !matches!(phase, FollowPhase::AwaitUpToDate | FollowPhase::Broadcast) || txn.zxid <= self.last_zxid()
@@ -632,6 +676,8 @@ impl Peer {
     }
 
     fn send_ack_epoch(&mut self, fresh: bool, out: &mut Vec<Output>) {
+        // A peer that lost logged txns promises nothing a leader may count on.
+        let fresh = fresh && !self.lost_log;
         let body = FollowerMsg::AckEpoch { current_epoch: self.current_epoch, last_zxid: self.last_zxid(), fresh };
         self.send_to_leader(body, out);
     }
@@ -1032,12 +1078,12 @@ impl Peer {
                 RoleState::Leading(_) => self.on_follower_info(from, link, accepted_epoch, out),
                 // Not leading: say so, so the sender elects again instead of waiting.
                 RoleState::Looking(e) => {
-                    let msg = Message::Notification { vote: e.vote, round: e.round, state: PeerState::Looking };
+                    let msg = self.notification(e.vote, e.round, PeerState::Looking);
                     self.send(from, msg, out);
                 }
                 RoleState::Following(f) => {
                     let vote = Vote { leader: f.leader, zxid: self.last_zxid(), peer_epoch: self.current_epoch };
-                    let msg = Message::Notification { vote, round: self.round, state: PeerState::Following };
+                    let msg = self.notification(vote, self.round, PeerState::Following);
                     self.send(from, msg, out);
                 }
             },

@@ -240,3 +240,31 @@ fn a_lone_voter_with_observers_leads() {
     assert!(sim.history_has_write(w), "a write through an observer commits");
     sim.heal_and_check();
 }
+
+#[test]
+fn hardening_3_member_that_lost_logged_txns_helps_elect_no_leader_until_synced() {
+    // Follower a's log is damaged: its shell sets the damaged segments aside and a restarts
+    // without txns it acknowledged. The leader and a alone committed them (b was cut off).
+    // With the leader down, a and b are a majority of three: if a voted, or counted in
+    // discovery, a leader without those committed txns could be established and they would
+    // be lost. a counts toward no quorum until an established leader has synced it.
+    let (mut sim, leader, followers) = ensemble(5);
+    let (a, b) = (followers[0], followers[1]);
+    sim.isolate(b);
+    let before = sim.durable(a).log.last().map_or(0, |t| t.zxid);
+    let writes: Vec<u64> = (0..5).map(|_| sim.write_via(leader)).collect();
+    sim.run_for(1_000);
+    assert!(writes.iter().all(|w| sim.history_has_write(*w)), "the leader and a committed the writes");
+    assert!(sim.durable(a).log.last().is_some_and(|t| t.zxid > before), "a logged them");
+    sim.crash_now(leader);
+    sim.crash_now(a);
+    sim.lose_logged_txns(a, before);
+    sim.restart_now(a);
+    sim.rejoin(b);
+    sim.run_for(10_000);
+    assert_eq!(sim.leader(), None, "a and b established a leader that lacks committed txns");
+    assert!(sim.durable(a).lost_log, "a has not synced yet");
+    // The old leader comes back: it holds the txns, leads, and syncs a.
+    sim.heal_and_check();
+    assert!(!sim.durable(a).lost_log, "a synced with an established leader and counts again");
+}

@@ -502,6 +502,7 @@ impl Sim {
                 }
             }
             PersistOp::Truncate { after } => node.durable.log.retain(|t| t.zxid <= *after),
+            PersistOp::Rejoined => node.durable.lost_log = false,
         }
         if let PersistOp::Append(txns) = op {
             for t in txns {
@@ -808,6 +809,15 @@ impl Sim {
 
     pub fn restart_now(&mut self, id: Sid) {
         self.restart(id);
+    }
+
+    /// While `id` is down: its disk loses every logged txn after `after` (its shell found the
+    /// log damaged and set it aside), and it knows it did (`Durable::lost_log`).
+    pub fn lose_logged_txns(&mut self, id: Sid, after: Zxid) {
+        let node = self.nodes.get_mut(&id).expect("node");
+        assert!(node.peer.is_none(), "peer {id} must be down to lose its log");
+        node.durable.log.retain(|t| t.zxid <= after);
+        node.durable.lost_log = true;
     }
 
     pub fn durable(&self, id: Sid) -> &Durable {
