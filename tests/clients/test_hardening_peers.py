@@ -7,7 +7,6 @@ keeps the damaged files), item 10 (the admin HTTP server under idle connections)
 import hashlib
 import os
 import signal
-import struct
 import threading
 import time
 
