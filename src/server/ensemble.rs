@@ -27,6 +27,7 @@ use super::pipeline::{
     TICK_INTERVAL_MS_MAX,
 };
 use crate::config::Config;
+use crate::proto::peer::PEER_FORWARD_BYTES_MAX;
 use crate::proto::{ErrorCode, Id};
 use crate::session::{self, ConnRef, SessionTracker};
 use crate::storage::{self, recovery::Recovered};
@@ -214,8 +215,20 @@ impl Member {
                 } else {
                     self.next_request += 1;
                     let request = self.next_request;
+                    let f = Forward::Write { request, session_id, cxid: xid, auth: auth.to_vec(), op };
+                    let data = forward::encode_forward(&f);
+                    if data.len() > PEER_FORWARD_BYTES_MAX {
+                        // Only a connection with an absurd number of auth ids gets here (the
+                        // op itself is bounded by jute.maxbuffer): the leader could not read it.
+                        tracing::warn!(
+                            "a write of session {session_id:#x} is too large to forward ({} bytes)",
+                            data.len()
+                        );
+                        self.items.push(Commit::Rejected { conn, xid, err: ErrorCode::MarshallingError.code() });
+                        return;
+                    }
                     self.forwarded.insert(request, (conn, xid));
-                    self.forward(&Forward::Write { request, session_id, cxid: xid, auth: auth.to_vec(), op });
+                    self.step(Input::Forward { data });
                 }
             }
             ToPipeline::Sync { conn, xid, path } => {
@@ -326,8 +339,12 @@ impl Member {
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
         } else {
-            let ctx =
-                PrepContext { session_id, auth_ids: auth, extended_types_enabled: self.config.extended_types_enabled };
+            let ctx = PrepContext {
+                session_id,
+                auth_ids: auth,
+                extended_types_enabled: self.config.extended_types_enabled,
+                txn_bytes_max: self.config.txn_bytes_max(),
+            };
             prep(tree, op, &ctx)
         };
         if matches!(txn_op, TxnOp::CloseSession) {
@@ -391,7 +408,12 @@ impl Member {
         }
         if reap {
             let Some(tree) = self.prep.as_ref() else { return };
-            let ctx = PrepContext { session_id: 0, auth_ids: &[], extended_types_enabled: true };
+            let ctx = PrepContext {
+                session_id: 0,
+                auth_ids: &[],
+                extended_types_enabled: true,
+                txn_bytes_max: self.config.txn_bytes_max(),
+            };
             let mut ops = Vec::new();
             for p in doomed_nodes(tree, now) {
                 let op = prep(tree, &WriteOp::DeleteContainer { path: p }, &ctx);
@@ -559,19 +581,24 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 /// Makes one run of persists durable, in order, and reports each to the peer.
 async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) -> Result<(), String> {
     let mut records: Vec<Bytes> = Vec::new();
+    let mut record_bytes = 0usize;
     let mut appends = 0usize;
     let mut ops = ops.into_iter().peekable();
     while let Some(op) = ops.next() {
         match op {
             PersistOp::Append(txns) => {
+                record_bytes += txns.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum::<usize>();
                 records.extend(txns.into_iter().map(|t| t.data));
                 appends += 1;
-                if matches!(ops.peek(), Some(PersistOp::Append(_))) {
+                // Appends in a row share a write and fdatasync up to ringkeeper.batchBytesMax
+                // (the log writer splits a larger write into batches under the cap, too).
+                if matches!(ops.peek(), Some(PersistOp::Append(_))) && record_bytes < m.config.batch_bytes_max {
                     continue;
                 }
                 log.append(&records).await.map_err(|e| format!("txn log write failed: {e}"))?;
                 m.stats.count_log_batch(records.len());
                 records.clear();
+                record_bytes = 0;
                 for _ in 0..std::mem::take(&mut appends) {
                     m.step(Input::Persisted);
                 }
@@ -801,7 +828,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
                 m.on_tick_leader(now, reap);
             } else if m.serving.is_some() && !m.touched.is_empty() {
                 let sessions: Vec<i64> = m.touched.drain().collect();
-                m.forward(&Forward::Touch { sessions });
+                for chunk in sessions.chunks(forward::TOUCH_SESSIONS_MAX) {
+                    m.forward(&Forward::Touch { sessions: chunk.to_vec() });
+                }
             }
         }
         if let Err(e) = drain_outputs(&mut m, &mut log, &net, now).await {

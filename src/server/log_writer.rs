@@ -15,7 +15,8 @@
 //! batch, ~60 µs here), and the pipeline waits for it anyway.
 
 use crate::storage::log::{
-    parse_segment_name, segment_name, zxid_follows, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME,
+    parse_segment_name, segment_name, zxid_follows, BatchEncoder, EncodedBatch, BATCH_BODY_BYTES_MAX, LOG_BLOCK_BYTES,
+    SPARE_SEGMENT_NAME,
 };
 use crate::storage::recovery::LogTail;
 use crate::txn::codec::record_zxid;
@@ -23,6 +24,35 @@ use bytes::Bytes;
 use glommio::io::{Directory, DmaFile, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
+
+/// Splits `records` (zxids from `next_zxid` on) into batches: a batch closes before the record
+/// that would take its body past `body_bytes_max`, and at a new epoch (whose first record
+/// starts a new segment). A record larger than the cap (a leader's, configured with a larger
+/// jute.maxbuffer) is a batch of its own; one too large for the format
+/// (`BATCH_BODY_BYTES_MAX`), or out of order, is InvalidInput.
+pub fn plan_batches(records: &[Bytes], next_zxid: i64, body_bytes_max: usize) -> io::Result<Vec<BatchEncoder>> {
+    let mut runs: Vec<BatchEncoder> = Vec::new();
+    let mut expected = next_zxid;
+    for r in records {
+        let found = record_zxid(r);
+        let Some(z) = found.filter(|&z| z == expected || zxid_follows(expected - 1, z)) else {
+            return Err(invalid(format!("log append out of order: expected zxid {expected:#x}, got {found:?}")));
+        };
+        if !BatchEncoder::new().has_room(r.len(), BATCH_BODY_BYTES_MAX) {
+            return Err(invalid(format!("log record {z:#x} of {} bytes is over any batch's size", r.len())));
+        }
+        match runs.last_mut() {
+            Some(run) if z == expected && run.has_room(r.len(), body_bytes_max) => run.push(r.clone()),
+            _ => {
+                let mut run = BatchEncoder::new();
+                run.push(r.clone());
+                runs.push(run);
+            }
+        }
+        expected = z + 1;
+    }
+    Ok(runs)
+}
 
 /// Largest single DMA write (and DMA buffer) the writer makes.
 pub const LOG_WRITE_BYTES_MAX: usize = 1024 * 1024;
@@ -48,6 +78,7 @@ pub struct TxnLogWriter {
     /// (a retry could rewrite a partly written block); the server must stop and recover.
     failed: bool,
     fsync_warning_ms: u64,
+    batch_bytes_max: usize,
     slow_syncs: u64,
     /// Every fdatasync: how many, their total and the longest, in µs (fsynctime).
     sync_count: u64,
@@ -92,6 +123,7 @@ impl TxnLogWriter {
             force_sync,
             failed: false,
             fsync_warning_ms: crate::config::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
+            batch_bytes_max: crate::config::BATCH_BYTES_DEFAULT,
             slow_syncs: 0,
             sync_count: 0,
             sync_total_us: 0,
@@ -115,6 +147,12 @@ impl TxnLogWriter {
     /// Log a warning for every fdatasync of `ms` or more (fsync.warningthresholdms).
     pub fn set_fsync_warning_ms(&mut self, ms: u64) {
         self.fsync_warning_ms = ms;
+    }
+
+    /// Caps a batch's body (`ringkeeper.batchBytesMax`): an append larger than this goes out
+    /// as several batches.
+    pub fn set_batch_bytes_max(&mut self, bytes: usize) {
+        self.batch_bytes_max = bytes;
     }
 
     /// fdatasyncs that took at least the warning threshold so far.
@@ -146,23 +184,7 @@ impl TxnLogWriter {
         if self.failed {
             return Err(io::Error::other("the txn log writer failed earlier; restart to recover the log"));
         }
-        let mut runs: Vec<BatchEncoder> = Vec::new();
-        let mut expected = self.next_zxid;
-        for r in records {
-            let found = record_zxid(r);
-            let Some(z) = found.filter(|&z| z == expected || zxid_follows(expected - 1, z)) else {
-                return Err(invalid(format!("log append out of order: expected zxid {expected:#x}, got {found:?}")));
-            };
-            match runs.last_mut() {
-                Some(run) if z == expected => run.push(r.clone()),
-                _ => {
-                    let mut run = BatchEncoder::new();
-                    run.push(r.clone());
-                    runs.push(run);
-                }
-            }
-            expected = z + 1;
-        }
+        let runs = plan_batches(records, self.next_zxid, self.batch_bytes_max)?;
         for run in runs {
             let batch = run.finish();
             if batch.first_zxid() != self.next_zxid {
