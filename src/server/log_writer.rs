@@ -1,6 +1,7 @@
 //! The txn log writer (glommio shell over src/storage/log.rs): appends one batch at a time to
 //! the current segment with O_DIRECT writes and one fdatasync per batch (group commit), so a
-//! returned append is durable. Rules: batches are block aligned and never rewritten; zxids
+//! returned append is durable; an append of more than `ringkeeper.batchBytesMax` goes out as
+//! several batches under it (`plan_batches`). Rules: batches are block aligned and never rewritten; zxids
 //! must follow on without gaps (checked, an error otherwise); a DMA buffer is at most
 //! `LOG_WRITE_BYTES_MAX` (RLIMIT_MEMLOCK is small), a larger batch goes out in several writes;
 //! a new segment is created (named by its first zxid), preallocated and made durable in its
