@@ -376,6 +376,17 @@ mod tests {
         }
     }
 
+    /// What a follower's client cores accept, the leader reads: no count caps (before, more
+    /// than 1,024 auth ids or 65,536 multi ops made the forward unreadable and the write was
+    /// dropped by the leader).
+    #[test]
+    fn hardening_1_forwards_past_the_old_count_caps_decode() {
+        let auth = (0..2000).map(|i| Id { scheme: "digest".into(), id: format!("u{i}:h") }).collect();
+        let op = WriteOp::Multi(vec![WriteOp::Check { path: "/".into(), version: -1 }; 70_000]);
+        let f = Forward::Write { request: 1, session_id: 2, cxid: 3, auth, op };
+        assert_eq!(decode_forward(encode_forward(&f)).unwrap(), f);
+    }
+
     /// A peer's bytes are untrusted: every truncation, and trailing garbage, is an error.
     #[test]
     fn truncated_or_padded_input_is_an_error_never_a_panic() {
