@@ -72,6 +72,16 @@ pub const CHANNEL_DEPTH_MAX: usize = 1 << 20;
 /// ringkeeper.batchTxnsMax: default and bound, in txns per log batch.
 pub const BATCH_TXNS_DEFAULT: usize = 1024;
 pub const BATCH_TXNS_LIMIT: usize = 1 << 16;
+/// ringkeeper.batchBytesMax: default and bounds, in record bytes per log batch. A batch closes
+/// before the txn that would take it past this. The largest txn a server makes
+/// (`txn_record_bytes_max`) must fit an empty batch: the default is raised to that, a smaller
+/// setting is an error. The format's `BATCH_BODY_BYTES_MAX` holds the largest txn of any
+/// jute.maxbuffer (checked below at compile time).
+pub const BATCH_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+pub const BATCH_BYTES_MIN: usize = 4096;
+pub const BATCH_BYTES_LIMIT: usize = crate::storage::log::BATCH_BODY_BYTES_MAX;
+const _: () =
+    assert!(crate::txn::codec::TXN_RECORD_BYTES_LIMIT + crate::storage::log::RECORD_PREFIX_BYTES <= BATCH_BYTES_LIMIT);
 /// ringkeeper.ioMemoryBytes: default and bounds (it is locked memory, per executor).
 pub const IO_MEMORY_BYTES_DEFAULT: usize = 2 * 1024 * 1024;
 pub const IO_MEMORY_BYTES_MIN: usize = 64 * 1024;
@@ -146,6 +156,8 @@ pub struct Config {
     pub pipeline_cpu: Option<usize>,
     pub channel_depth: usize,
     pub batch_txns_max: usize,
+    /// Record bytes per log batch at most; always holds the largest txn (`txn_bytes_max`).
+    pub batch_bytes_max: usize,
     pub io_memory_bytes: usize,
     pub ring_depth: usize,
     pub spin_before_park_us: u64,
@@ -664,6 +676,7 @@ impl Config {
         let mut pipeline_cpu: Option<(usize, usize)> = None;
         let mut channel_depth = CHANNEL_DEPTH_DEFAULT;
         let mut batch_txns_max = BATCH_TXNS_DEFAULT;
+        let mut batch_bytes_max: Option<(usize, usize, String)> = None;
         let mut io_memory_bytes = IO_MEMORY_BYTES_DEFAULT;
         let mut ring_depth = RING_DEPTH_DEFAULT;
         let mut spin_before_park_us = SPIN_BEFORE_PARK_US_DEFAULT;
@@ -785,6 +798,10 @@ impl Config {
                 "ringkeeper.pipelineCpu" => pipeline_cpu = Some((e.usize(0, CPU_INDEX_MAX, "")?, line)),
                 "ringkeeper.channelDepth" => channel_depth = e.usize(1, CHANNEL_DEPTH_MAX, " messages")?,
                 "ringkeeper.batchTxnsMax" => batch_txns_max = e.usize(1, BATCH_TXNS_LIMIT, " txns")?,
+                "ringkeeper.batchBytesMax" => {
+                    batch_bytes_max =
+                        Some((e.usize(BATCH_BYTES_MIN, BATCH_BYTES_LIMIT, " bytes")?, line, value.to_string()))
+                }
                 "ringkeeper.ioMemoryBytes" => {
                     io_memory_bytes = e.usize(IO_MEMORY_BYTES_MIN, IO_MEMORY_BYTES_MAX, " bytes")?
                 }
@@ -851,6 +868,26 @@ impl Config {
                 None => ConfigError::Invalid { origin: origin.to_string(), why },
             });
         }
+
+        // The largest txn must fit an empty batch (else the log could not hold it).
+        let batch_bytes_needed =
+            crate::txn::codec::txn_record_bytes_max(jute_max_buffer_bytes) + crate::storage::log::RECORD_PREFIX_BYTES;
+        let batch_bytes_max = match batch_bytes_max {
+            None => BATCH_BYTES_DEFAULT.max(batch_bytes_needed),
+            Some((v, _, _)) if v >= batch_bytes_needed => v,
+            Some((v, line, raw)) => {
+                return Err(ConfigError::BadValue {
+                    origin: origin.to_string(),
+                    line,
+                    key: "ringkeeper.batchBytesMax".into(),
+                    value: raw,
+                    why: format!(
+                        "{v} bytes cannot hold the largest txn with jute.maxbuffer={jute_max_buffer_bytes} \
+                         ({batch_bytes_needed} bytes with its record prefix)"
+                    ),
+                })
+            }
+        };
 
         let client_cores = match (client_cores, &client_cpus) {
             (Some(n), Some((list, line, raw))) if list.len() != n => {
@@ -932,6 +969,7 @@ impl Config {
             pipeline_cpu: pipeline_cpu.map(|(c, _)| c),
             channel_depth,
             batch_txns_max,
+            batch_bytes_max,
             io_memory_bytes,
             ring_depth,
             spin_before_park_us,
@@ -971,6 +1009,11 @@ impl Config {
 
     pub fn client_addr(&self) -> SocketAddr {
         SocketAddr::new(self.client_port_address, self.client_port)
+    }
+
+    /// The largest txn record this server makes (prep refuses larger ones).
+    pub fn txn_bytes_max(&self) -> usize {
+        crate::txn::codec::txn_record_bytes_max(self.jute_max_buffer_bytes)
     }
 
     /// Clamp a requested session timeout to [min, max] as ZooKeeper does (min first, then max).

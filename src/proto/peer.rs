@@ -16,9 +16,20 @@ pub const PEER_MAGIC: [u8; 4] = *b"RKPR";
 pub const PEER_PROTOCOL_VERSION: u16 = 1;
 /// Hello: magic, version u16, sender sid u64.
 pub const PEER_HELLO_BYTES: usize = 4 + 2 + 8;
-/// The largest frame a peer sends or accepts (a DIFF larger than this is split by the sender
-/// into several SYNCs).
-pub const PEER_FRAME_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Room in a frame around the one txn or forwarded request it carries: tags, link, nonce,
+/// sequence number, zxid and length words.
+pub const PEER_FRAME_OVERHEAD_BYTES: usize = 4096;
+/// The largest frame a peer sends or accepts: a proposal of the largest txn any configuration
+/// makes (`TXN_RECORD_BYTES_LIMIT`; a DIFF larger than a frame is split by the sender into
+/// several SYNCs). Its buffer grows as the bytes arrive, so the limit reserves nothing.
+pub const PEER_FRAME_BYTES_MAX: usize = crate::txn::codec::TXN_RECORD_BYTES_LIMIT + PEER_FRAME_OVERHEAD_BYTES;
+/// The largest forwarded request (`txn::forward`) a follower sends; a client write whose
+/// forward would be larger is refused on the follower.
+pub const PEER_FORWARD_BYTES_MAX: usize = PEER_FRAME_BYTES_MAX - PEER_FRAME_OVERHEAD_BYTES;
+// A txn a frame carries fits one log batch (a follower logs what the leader proposes).
+const _: () = assert!(
+    PEER_FRAME_BYTES_MAX + crate::storage::log::RECORD_PREFIX_BYTES <= crate::storage::log::BATCH_BODY_BYTES_MAX
+);
 /// The largest SNAP frame (a leader's whole committed state in one message).
 pub const PEER_SNAP_FRAME_BYTES_MAX: usize = 2 * 1024 * 1024 * 1024 - 1;
 /// Bytes reserved ahead for a frame still arriving, at most.

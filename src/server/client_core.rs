@@ -436,31 +436,7 @@ impl Core {
             conn.writer_wake.signal(1);
             return;
         }
-        let write = match &req {
-            Request::Create { opcode, path, data, acl, flags, ttl_ms } => Some((
-                *opcode,
-                WriteOp::Create {
-                    opcode: opcode.code(),
-                    path: path.clone(),
-                    data: data.clone(),
-                    acl: acl.clone(),
-                    flags: *flags,
-                    ttl_ms: *ttl_ms,
-                },
-            )),
-            Request::Delete { path, version } => {
-                Some((OpCode::Delete, WriteOp::Delete { path: path.clone(), version: *version }))
-            }
-            Request::SetData { path, data, version } => {
-                Some((OpCode::SetData, WriteOp::SetData { path: path.clone(), data: data.clone(), version: *version }))
-            }
-            Request::SetAcl { path, acl, version } => {
-                Some((OpCode::SetAcl, WriteOp::SetAcl { path: path.clone(), acl: acl.clone(), version: *version }))
-            }
-            Request::Multi(ops) => Some((OpCode::Multi, WriteOp::Multi(ops.iter().map(to_multi_write_op).collect()))),
-            Request::CloseSession => Some((OpCode::CloseSession, WriteOp::CloseSession)),
-            _ => None,
-        };
+        let write = WriteOp::from_request(&req).map(|op| (req.opcode(), op));
         if let Some((opcode, op)) = write {
             conn.enqueue(Pending::Write { xid, opcode, at: Instant::now() });
             let auth = conn.auth.borrow().clone();
@@ -940,26 +916,6 @@ async fn answer_admin(core: &Rc<Core>, end: super::admin::InspectorEnd) {
             })
             .detach();
         }
-    }
-}
-
-fn to_multi_write_op(r: &Request) -> WriteOp {
-    match r {
-        Request::Create { opcode, path, data, acl, flags, ttl_ms } => WriteOp::Create {
-            opcode: opcode.code(),
-            path: path.clone(),
-            data: data.clone(),
-            acl: acl.clone(),
-            flags: *flags,
-            ttl_ms: *ttl_ms,
-        },
-        Request::Delete { path, version } => WriteOp::Delete { path: path.clone(), version: *version },
-        Request::SetData { path, data, version } => {
-            WriteOp::SetData { path: path.clone(), data: data.clone(), version: *version }
-        }
-        Request::Check { path, version } => WriteOp::Check { path: path.clone(), version: *version },
-        // The decoder admits nothing else into a multi; prep rejects it if it ever did.
-        _ => WriteOp::CloseSession,
     }
 }
 

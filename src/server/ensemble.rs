@@ -36,6 +36,7 @@ use super::pipeline::{
     TICK_INTERVAL_MS_MAX,
 };
 use crate::config::Config;
+use crate::proto::peer::PEER_FORWARD_BYTES_MAX;
 use crate::proto::{ErrorCode, Id};
 use crate::session::{self, ConnRef, SessionTracker};
 use crate::storage::{self, recovery::Recovered};
@@ -180,13 +181,14 @@ impl Member {
     fn forward_touches(&mut self) {
         if self.serving.is_some() && !self.leading() && !self.touched.is_empty() {
             let sessions: Vec<i64> = self.touched.drain().collect();
-            self.forward(&Forward::Touch { sessions });
+            for chunk in sessions.chunks(forward::TOUCH_SESSIONS_MAX) {
+                self.forward_encoded(forward::encode_forward(&Forward::Touch { sessions: chunk.to_vec() }));
+            }
         }
     }
 
-    /// Forwards `f` to the leader; returns its size.
-    fn forward(&mut self, f: &Forward) -> usize {
-        let data = forward::encode_forward(f);
+    /// Forwards an encoded `Forward` to the leader; returns its size.
+    fn forward_encoded(&mut self, data: Bytes) -> usize {
         let len = data.len();
         self.intake_bytes += len;
         self.step(Input::Forward { data });
@@ -257,7 +259,10 @@ impl Member {
                     if self.leading() {
                         self.create_session(self.me, id, timeout_ms, now);
                     } else {
-                        self.forward(&Forward::CreateSession { session_id: id, timeout_ms });
+                        self.forward_encoded(forward::encode_forward(&Forward::CreateSession {
+                            session_id: id,
+                            timeout_ms,
+                        }));
                     }
                     return;
                 }
@@ -271,7 +276,11 @@ impl Member {
                 } else {
                     let token = self.token();
                     self.revalidating.insert(token, (conn, session_id, timeout_ms));
-                    self.forward(&Forward::Revalidate { token, session_id, timeout_ms });
+                    self.forward_encoded(forward::encode_forward(&Forward::Revalidate {
+                        token,
+                        session_id,
+                        timeout_ms,
+                    }));
                 }
             }
             ToPipeline::Write { conn, xid, op, auth } => {
@@ -283,7 +292,19 @@ impl Member {
                 } else {
                     self.next_request += 1;
                     let request = self.next_request;
-                    let len = self.forward(&Forward::Write { request, session_id, cxid: xid, auth: auth.to_vec(), op });
+                    let f = Forward::Write { request, session_id, cxid: xid, auth: auth.to_vec(), op };
+                    let data = forward::encode_forward(&f);
+                    if data.len() > PEER_FORWARD_BYTES_MAX {
+                        // Only a connection with an absurd number of auth ids gets here (the
+                        // op itself is bounded by jute.maxbuffer): the leader could not read it.
+                        tracing::warn!(
+                            "a write of session {session_id:#x} is too large to forward ({} bytes)",
+                            data.len()
+                        );
+                        self.items.push(Commit::Rejected { conn, xid, err: ErrorCode::MarshallingError.code() });
+                        return;
+                    }
+                    let len = self.forward_encoded(data);
                     self.forwarded.insert(request, ((conn, xid), len));
                     self.forwarded_bytes += len;
                 }
@@ -297,7 +318,7 @@ impl Member {
                     self.touched.insert(s);
                     let token = self.token();
                     self.sync_tokens.insert(token, (conn, xid, path));
-                    self.forward(&Forward::Sync { token });
+                    self.forward_encoded(forward::encode_forward(&Forward::Sync { token }));
                 }
             }
             ToPipeline::Touch { sessions } => {
@@ -397,8 +418,12 @@ impl Member {
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
         } else {
-            let ctx =
-                PrepContext { session_id, auth_ids: auth, extended_types_enabled: self.config.extended_types_enabled };
+            let ctx = PrepContext {
+                session_id,
+                auth_ids: auth,
+                extended_types_enabled: self.config.extended_types_enabled,
+                txn_bytes_max: self.config.txn_bytes_max(),
+            };
             prep(tree, op, &ctx)
         };
         if matches!(txn_op, TxnOp::CloseSession) {
@@ -462,7 +487,12 @@ impl Member {
         }
         if reap {
             let Some(tree) = self.prep.as_ref() else { return };
-            let ctx = PrepContext { session_id: 0, auth_ids: &[], extended_types_enabled: true };
+            let ctx = PrepContext {
+                session_id: 0,
+                auth_ids: &[],
+                extended_types_enabled: true,
+                txn_bytes_max: self.config.txn_bytes_max(),
+            };
             let mut ops = Vec::new();
             for p in doomed_nodes(tree, now.wall_ms) {
                 let op = prep(tree, &WriteOp::DeleteContainer { path: p }, &ctx);
@@ -633,14 +663,18 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 /// Makes one run of persists durable, in order, and reports each to the peer.
 async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) -> Result<(), String> {
     let mut records: Vec<Bytes> = Vec::new();
+    let mut record_bytes = 0usize;
     let mut appends = 0usize;
     let mut ops = ops.into_iter().peekable();
     while let Some(op) = ops.next() {
         match op {
             PersistOp::Append(txns) => {
+                record_bytes += txns.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum::<usize>();
                 records.extend(txns.into_iter().map(|t| t.data));
                 appends += 1;
-                if matches!(ops.peek(), Some(PersistOp::Append(_))) {
+                // Appends in a row share a write and fdatasync up to ringkeeper.batchBytesMax
+                // (the log writer splits a larger write into batches under the cap, too).
+                if matches!(ops.peek(), Some(PersistOp::Append(_))) && record_bytes < m.config.batch_bytes_max {
                     continue;
                 }
                 log.append(&records).await.map_err(|e| {
@@ -659,6 +693,7 @@ async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) ->
                 })?;
                 m.stats.count_log_batch(records.len());
                 records.clear();
+                record_bytes = 0;
                 for _ in 0..std::mem::take(&mut appends) {
                     m.step(Input::Persisted);
                 }

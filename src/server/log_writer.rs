@@ -1,6 +1,7 @@
 //! The txn log writer (glommio shell over src/storage/log.rs): appends one batch at a time to
 //! the current segment with O_DIRECT writes and one fdatasync per batch (group commit), so a
-//! returned append is durable. Rules: batches are packed in crc-sealed sectors
+//! returned append is durable; an append of more than `ringkeeper.batchBytesMax` goes out as
+//! several batches under it (`plan_batches`). Rules: batches are packed in crc-sealed sectors
 //! (`storage::log::AppendPoint`): a write starts at the partly filled block at the end of the
 //! data and writes the bytes already there unchanged, so no acknowledged byte changes; zxids
 //! must follow on without gaps (checked, an error otherwise); a DMA buffer is at most
@@ -17,8 +18,8 @@
 //! batch, ~60 µs here), and the pipeline waits for it anyway.
 
 use crate::storage::log::{
-    align_up, parse_segment_name, segment_name, zxid_follows, AppendPoint, BatchEncoder, EncodedBatch, LOG_BLOCK_BYTES,
-    SPARE_SEGMENT_NAME,
+    align_up, parse_segment_name, segment_name, zxid_follows, AppendPoint, BatchEncoder, EncodedBatch,
+    BATCH_BODY_BYTES_MAX, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME,
 };
 use crate::storage::recovery::LogTail;
 use crate::txn::codec::record_zxid;
@@ -26,6 +27,35 @@ use bytes::Bytes;
 use glommio::io::{Directory, DmaFile, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
+
+/// Splits `records` (zxids from `next_zxid` on) into batches: a batch closes before the record
+/// that would take its body past `body_bytes_max`, and at a new epoch (whose first record
+/// starts a new segment). A record larger than the cap (a leader's, configured with a larger
+/// jute.maxbuffer) is a batch of its own; one too large for the format
+/// (`BATCH_BODY_BYTES_MAX`), or out of order, is InvalidInput.
+pub fn plan_batches(records: &[Bytes], next_zxid: i64, body_bytes_max: usize) -> io::Result<Vec<BatchEncoder>> {
+    let mut runs: Vec<BatchEncoder> = Vec::new();
+    let mut expected = next_zxid;
+    for r in records {
+        let found = record_zxid(r);
+        let Some(z) = found.filter(|&z| z == expected || zxid_follows(expected - 1, z)) else {
+            return Err(invalid(format!("log append out of order: expected zxid {expected:#x}, got {found:?}")));
+        };
+        if !BatchEncoder::new().has_room(r.len(), BATCH_BODY_BYTES_MAX) {
+            return Err(invalid(format!("log record {z:#x} of {} bytes is over any batch's size", r.len())));
+        }
+        match runs.last_mut() {
+            Some(run) if z == expected && run.has_room(r.len(), body_bytes_max) => run.push(r.clone()),
+            _ => {
+                let mut run = BatchEncoder::new();
+                run.push(r.clone());
+                runs.push(run);
+            }
+        }
+        expected = z + 1;
+    }
+    Ok(runs)
+}
 
 /// Largest single DMA write (and DMA buffer) the writer makes.
 pub const LOG_WRITE_BYTES_MAX: usize = 1024 * 1024;
@@ -107,6 +137,7 @@ pub struct TxnLogWriter {
     fsync_warning_ms: u64,
     /// The last reduced preallocation logged (so a full disk does not log it at every try).
     small_prealloc_said: std::cell::Cell<Option<u64>>,
+    batch_bytes_max: usize,
     slow_syncs: u64,
     /// Every fdatasync: how many, their total and the longest, in µs (fsynctime).
     sync_count: u64,
@@ -149,6 +180,7 @@ impl TxnLogWriter {
             failed: false,
             fsync_warning_ms: crate::config::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
             small_prealloc_said: std::cell::Cell::new(Some(prealloc_bytes)),
+            batch_bytes_max: crate::config::BATCH_BYTES_DEFAULT,
             slow_syncs: 0,
             sync_count: 0,
             sync_total_us: 0,
@@ -211,6 +243,12 @@ impl TxnLogWriter {
         self.fsync_warning_ms = ms;
     }
 
+    /// Caps a batch's body (`ringkeeper.batchBytesMax`): an append larger than this goes out
+    /// as several batches.
+    pub fn set_batch_bytes_max(&mut self, bytes: usize) {
+        self.batch_bytes_max = bytes;
+    }
+
     /// fdatasyncs that took at least the warning threshold so far.
     pub fn slow_syncs(&self) -> u64 {
         self.slow_syncs
@@ -241,24 +279,8 @@ impl TxnLogWriter {
         if self.failed {
             return Err(io::Error::other("the txn log writer failed earlier; restart to recover the log"));
         }
-        let mut runs: Vec<BatchEncoder> = Vec::new();
-        let mut expected = self.next_zxid;
-        for r in records {
-            let found = record_zxid(r);
-            let Some(z) = found.filter(|&z| z == expected || zxid_follows(expected - 1, z)) else {
-                return Err(invalid(format!("log append out of order: expected zxid {expected:#x}, got {found:?}")));
-            };
-            match runs.last_mut() {
-                Some(run) if z == expected => run.push(r.clone()),
-                _ => {
-                    let mut run = BatchEncoder::new();
-                    run.push(r.clone());
-                    runs.push(run);
-                }
-            }
-            expected = z + 1;
-        }
-        for run in runs {
+        let runs = plan_batches(records, self.next_zxid, self.batch_bytes_max)?;
+        for (i, run) in runs.into_iter().enumerate() {
             let batch = run.finish();
             if batch.first_zxid() != self.next_zxid {
                 // A new epoch: its txns start their own segment, named by its first zxid.
@@ -269,10 +291,15 @@ impl TxnLogWriter {
             let written = self.write(&batch).await;
             // A full disk leaves the log as it was (the next write covers the failed one's
             // range): the writer stays usable, and a later append tries again.
-            if written.is_ok() || written.as_ref().is_err_and(is_disk_full) {
+            // Only when nothing of this append is durable yet: a caller that sees a full disk
+            // takes the whole append as not logged, so a full disk after some of its batches
+            // were written is an ordinary failure (recovery reads the batches that made it).
+            if written.is_ok() || (i == 0 && written.as_ref().is_err_and(is_disk_full)) {
                 self.failed = false;
             }
-            written?;
+            if let Err(e) = written {
+                return Err(if i == 0 { e } else { io::Error::other(format!("{e} (after part of an append was written)")) });
+            }
         }
         Ok(())
     }

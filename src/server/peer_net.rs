@@ -40,7 +40,18 @@ pub type PeerIn = (Sid, Option<Message>);
 /// work while a quorum is behind.
 pub const PEER_OUTBOUND_BYTES_BEHIND: usize = 64 * 1024 * 1024;
 /// Encoded bytes waiting for one peer past which a further send disconnects it (it re-syncs).
-pub const PEER_OUTBOUND_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Room for two of the largest frames past the "behind" mark, so that one proposal of the
+/// largest txn a configuration allows (2 × jute.maxbuffer) never disconnects a healthy peer
+/// by itself, nor the commit that follows it.
+pub const PEER_OUTBOUND_BYTES_MAX: usize = {
+    let floor = 256 * 1024 * 1024;
+    let room = PEER_OUTBOUND_BYTES_BEHIND + 2 * crate::proto::peer::PEER_FRAME_BYTES_MAX;
+    if room > floor {
+        room
+    } else {
+        floor
+    }
+};
 /// Received messages waiting for the pipeline before readers stop reading.
 pub const PEER_INBOUND_MESSAGES_MAX: usize = 4096;
 /// Wait between attempts to reach a peer.

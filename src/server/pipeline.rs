@@ -63,6 +63,8 @@ struct Pipeline {
     conn_sessions: HashMap<ConnRef, i64>,
     items: Vec<Commit>,
     records: Vec<Bytes>,
+    /// Bytes of `records`: the batch closes at `ringkeeper.batchBytesMax`.
+    record_bytes: usize,
     encode_buf: BytesMut,
     txns_since_snapshot: u64,
     scratch_changes: Vec<apply::Change>,
@@ -85,7 +87,9 @@ impl Pipeline {
         self.scratch_changes.clear();
         apply::apply(&mut self.tree, &txn, &mut self.scratch_changes);
         codec::encode(&txn, &mut self.encode_buf);
-        self.records.push(self.encode_buf.split().freeze());
+        let record = self.encode_buf.split().freeze();
+        self.record_bytes += storage::log::RECORD_PREFIX_BYTES + record.len();
+        self.records.push(record);
         self.items.push(Commit::Txn { txn, origin });
         self.txns_since_snapshot += 1;
     }
@@ -140,6 +144,7 @@ impl Pipeline {
                     session_id,
                     auth_ids: &auth,
                     extended_types_enabled: self.config.extended_types_enabled,
+                    txn_bytes_max: self.config.txn_bytes_max(),
                 };
                 let txn_op = prep(&self.tree, &op, &ctx);
                 if matches!(txn_op, TxnOp::CloseSession) {
@@ -238,13 +243,19 @@ impl Pipeline {
         }
         self.tree = durable.clone();
         self.records.clear();
+        self.record_bytes = 0;
     }
 
     /// Deletes empty containers that once had a child, and expired empty TTL nodes (a TTL
     /// runs from mtime, a date, as in ZooKeeper).
     fn reap(&mut self, now: Now) {
         for p in doomed_nodes(&self.tree, now.wall_ms) {
-            let ctx = PrepContext { session_id: 0, auth_ids: &[], extended_types_enabled: true };
+            let ctx = PrepContext {
+                session_id: 0,
+                auth_ids: &[],
+                extended_types_enabled: true,
+                txn_bytes_max: self.config.txn_bytes_max(),
+            };
             let op = prep(&self.tree, &WriteOp::DeleteContainer { path: p.clone() }, &ctx);
             if matches!(op, TxnOp::Delete { .. }) {
                 tracing::debug!("reaping {p}");
@@ -404,6 +415,7 @@ pub(super) async fn open_log(config: &Config, tail: &LogTail, next_zxid: i64) ->
             .await
             .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
     log.set_fsync_warning_ms(config.fsync_warning_threshold_ms);
+    log.set_batch_bytes_max(config.batch_bytes_max);
     Ok(log)
 }
 
@@ -531,6 +543,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         conn_sessions: HashMap::new(),
         items: Vec::new(),
         records: Vec::new(),
+        record_bytes: 0,
         encode_buf: BytesMut::with_capacity(64 * 1024),
         txns_since_snapshot: 0,
         scratch_changes: Vec::new(),
@@ -560,7 +573,9 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         let stopping = shutdown.load(Ordering::Relaxed);
         while let Some(msg) = inbox.pop() {
             p.handle(msg, now);
-            if p.records.len() >= batch_max {
+            // The batch is full by count or by bytes (the log writer splits a larger append
+            // too; stopping here bounds what the pipeline holds).
+            if p.records.len() >= batch_max || p.record_bytes >= config.batch_bytes_max {
                 break;
             }
         }
@@ -579,6 +594,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 Ok(()) => {
                     stats.count_log_batch(p.records.len());
                     p.records.clear();
+                    p.record_bytes = 0;
                     stats.publish_syncs(log.sync_times());
                     durable = p.tree.clone();
                     if std::mem::take(&mut disk_full) {

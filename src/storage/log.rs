@@ -153,6 +153,13 @@ impl BatchEncoder {
         self.records.push(record);
     }
 
+    /// True if a record of `record_len` bytes keeps the body within `body_bytes_max` (the
+    /// writer's cap, at most `BATCH_BODY_BYTES_MAX`): the writer closes the batch otherwise, so
+    /// `push`'s assert never fires.
+    pub fn has_room(&self, record_len: usize, body_bytes_max: usize) -> bool {
+        self.body_len + RECORD_PREFIX_BYTES + record_len <= body_bytes_max.min(BATCH_BODY_BYTES_MAX)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
     }

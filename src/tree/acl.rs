@@ -119,28 +119,38 @@ pub fn check(acl: &[Acl], perm: i32, ids: &[Id]) -> bool {
 }
 
 /// Validates a client-supplied ACL and expands `auth` entries into the caller's
-/// authenticated ids; drops duplicates. InvalidAcl on an empty list, an unknown scheme, an
-/// invalid id, or `auth` without any authenticated id.
-pub fn fixup(acl: Option<&[Acl]>, ids: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
+/// authenticated ids; drops duplicates (in linear time: a frame may hold tens of thousands of
+/// entries). InvalidAcl on an empty list, an unknown scheme, an invalid id, `auth` without any
+/// authenticated id, or when `fits` refuses an entry about to be added (the caller's bound on
+/// the list's size: an `auth` entry becomes one entry per id, so the result can be far larger
+/// than the request).
+pub fn fixup(acl: Option<&[Acl]>, ids: &[Id], mut fits: impl FnMut(&Acl) -> bool) -> Result<Vec<Acl>, ErrorCode> {
     let acl = acl.filter(|a| !a.is_empty()).ok_or(ErrorCode::InvalidAcl)?;
     let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
-    let push = |a: Acl, out: &mut Vec<Acl>| {
-        if !out.contains(&a) {
-            out.push(a);
+    let mut seen: std::collections::HashSet<Acl> = std::collections::HashSet::with_capacity(acl.len());
+    let mut push = |a: Acl, out: &mut Vec<Acl>| {
+        if seen.contains(&a) {
+            return Ok(());
         }
+        if !fits(&a) {
+            return Err(ErrorCode::InvalidAcl);
+        }
+        seen.insert(a.clone());
+        out.push(a);
+        Ok(())
     };
     for a in acl {
         if a.id.scheme == SCHEME_AUTH {
             let mut any = false;
             for caller in ids.iter().filter(|i| i.scheme == SCHEME_DIGEST) {
                 any = true;
-                push(Acl { perms: a.perms, id: caller.clone() }, &mut out);
+                push(Acl { perms: a.perms, id: caller.clone() }, &mut out)?;
             }
             if !any {
                 return Err(ErrorCode::InvalidAcl);
             }
         } else if id_is_valid(&a.id) {
-            push(a.clone(), &mut out);
+            push(a.clone(), &mut out)?;
         } else {
             return Err(ErrorCode::InvalidAcl);
         }
@@ -197,10 +207,10 @@ mod tests {
     fn fixup_expands_auth_and_rejects_bad_ids() {
         let alice = vec![id("ip", "127.0.0.1"), id("digest", "alice:h")];
         let auth = vec![Acl { perms: 31, id: id("auth", "") }];
-        assert_eq!(fixup(Some(&auth), &alice).unwrap(), vec![Acl { perms: 31, id: id("digest", "alice:h") }]);
-        assert_eq!(fixup(Some(&auth), &alice[..1]), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(Some(&[]), &alice), Err(ErrorCode::InvalidAcl));
-        assert_eq!(fixup(None, &alice), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(Some(&auth), &alice, |_| true).unwrap(), vec![Acl { perms: 31, id: id("digest", "alice:h") }]);
+        assert_eq!(fixup(Some(&auth), &alice[..1], |_| true), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(Some(&[]), &alice, |_| true), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(None, &alice, |_| true), Err(ErrorCode::InvalidAcl));
         for bad in [
             id("world", "x"),
             id("nope", "x"),
@@ -212,10 +222,15 @@ mod tests {
             id("ip", "1.2.3.256"),
             id("ip", "1.2.3.4/"),
         ] {
-            assert_eq!(fixup(Some(&[Acl { perms: 1, id: bad }]), &alice), Err(ErrorCode::InvalidAcl));
+            assert_eq!(fixup(Some(&[Acl { perms: 1, id: bad }]), &alice, |_| true), Err(ErrorCode::InvalidAcl));
         }
         let dup = vec![Acl { perms: 1, id: id("world", "anyone") }; 2];
-        assert_eq!(fixup(Some(&dup), &alice).unwrap().len(), 1);
+        assert_eq!(fixup(Some(&dup), &alice, |_| true).unwrap().len(), 1);
+        // The caller's size bound refuses the list.
+        let two = vec![Acl { perms: 1, id: id("world", "anyone") }, Acl { perms: 2, id: id("world", "anyone") }];
+        let mut room = 1;
+        let fits = |_: &Acl| std::mem::replace(&mut room, 0) == 1;
+        assert_eq!(fixup(Some(&two), &alice, fits), Err(ErrorCode::InvalidAcl));
     }
 
     #[test]

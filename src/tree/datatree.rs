@@ -325,9 +325,11 @@ impl DataTree {
             let Some(node) = self.nodes.get(&*p) else {
                 continue;
             };
-            for c in node.children.iter().rev() {
-                stack.push(Rc::from(path::join(&p, c)));
-            }
+            // Forward iteration only: im-rc 15.1's reverse iteration of an OrdSet skips
+            // elements once the set spans several nodes (3,000 children lost 33).
+            let first = stack.len();
+            stack.extend(node.children.iter().map(|c| Rc::from(path::join(&p, c))));
+            stack[first..].reverse();
             out.push((p, node));
         }
         out

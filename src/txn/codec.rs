@@ -1,16 +1,41 @@
 //! Binary record format of a txn (ours, documented in docs/storage-format.md):
 //! `zxid i64, session i64, cxid i32, time i64, op` with big-endian integers; an op is a tag
 //! byte and its fields; strings and buffers are an i32 length then bytes (-1 = null).
-//! Rules: encode is total; decode checks every length against the bytes left and never panics.
+//! Rules: encode is total; decode checks every length and count against the bytes left (each
+//! entry has a minimum encoded size) and never panics. There is no count cap: whatever encode
+//! wrote, decode reads back, whatever the configuration was then or is now (a record's size is
+//! bounded where txns are made: prep refuses a txn over `txn_record_bytes_max`).
 
 use super::{Txn, TxnHeader, TxnOp};
 use crate::proto::{Acl, Id};
 use bytes::{BufMut, Bytes, BytesMut};
 
-/// Most sub-ops a multi record may carry (a bound for decoding untrusted bytes).
-pub const MULTI_OPS_MAX: usize = 1 << 16;
-/// Most entries an ACL in a record may carry.
-pub const ACL_ENTRIES_MAX: usize = 1 << 12;
+/// Fixed part of every record: zxid, session, cxid, time.
+pub const TXN_HEADER_BYTES: usize = 8 + 8 + 4 + 8;
+/// Smallest encoding of an ACL entry in a record: perms and two string lengths.
+pub const ACL_ENTRY_BYTES_MIN: usize = 12;
+/// Smallest encoding of an op (a multi's sub-op): its tag alone (closeSession).
+pub const OP_BYTES_MIN: usize = 1;
+/// What a record may add to the request frame it was made from, beyond `TXN_RECORD_RATIO`
+/// times the frame: the header, tag, ephemeral owner and response type (see below).
+pub const TXN_RECORD_SLACK_BYTES: usize = 4096;
+/// The largest txn record prep lets through is `TXN_RECORD_RATIO` × jute.maxbuffer plus
+/// `TXN_RECORD_SLACK_BYTES` (as ZooKeeper reads a log record of up to jute.maxbuffer plus its
+/// extrasize, by default the same again). A request's record is never larger than 1.25 × its
+/// frame plus 64 bytes (the worst case is a multi of sequential creates: each sub-op of at
+/// least 42 bytes gains 10, its name suffix, tag, owner and response type less its sub-op
+/// header and flags), unless an `auth` ACL entry expands into one entry per id of the session:
+/// that is what the limit catches (prep answers InvalidACL).
+pub const TXN_RECORD_RATIO: usize = 2;
+
+/// The largest txn record prep lets through on a server with `jute_max_buffer_bytes`.
+pub const fn txn_record_bytes_max(jute_max_buffer_bytes: usize) -> usize {
+    TXN_RECORD_RATIO * jute_max_buffer_bytes + TXN_RECORD_SLACK_BYTES
+}
+
+/// The largest txn record any configuration lets through: what the log's batches and the peer
+/// protocol's frames must be able to carry.
+pub const TXN_RECORD_BYTES_LIMIT: usize = txn_record_bytes_max(crate::config::JUTE_MAX_BUFFER_BYTES_MAX);
 
 const TAG_CREATE_SESSION: u8 = 1;
 const TAG_CLOSE_SESSION: u8 = 2;
@@ -120,6 +145,34 @@ fn encode_op(op: &TxnOp, out: &mut BytesMut) {
     }
 }
 
+/// The bytes `encode` writes for an ACL entry.
+pub fn acl_entry_encoded_len(a: &Acl) -> usize {
+    ACL_ENTRY_BYTES_MIN + a.id.scheme.len() + a.id.id.len()
+}
+
+fn acl_encoded_len(acl: &[Acl]) -> usize {
+    4 + acl.iter().map(acl_entry_encoded_len).sum::<usize>()
+}
+
+fn opt_bytes_encoded_len(b: &Option<Bytes>) -> usize {
+    4 + b.as_ref().map_or(0, |b| b.len())
+}
+
+/// The bytes `encode` writes for `op` (the record is `TXN_HEADER_BYTES` more).
+pub fn op_encoded_len(op: &TxnOp) -> usize {
+    1 + match op {
+        TxnOp::CreateSession { .. } | TxnOp::Error { .. } => 4,
+        TxnOp::CloseSession => 0,
+        TxnOp::Create { path, data, acl, .. } => {
+            4 + path.len() + opt_bytes_encoded_len(data) + acl_encoded_len(acl) + 12
+        }
+        TxnOp::Delete { path } | TxnOp::Check { path } => 4 + path.len(),
+        TxnOp::SetData { path, data } => 4 + path.len() + opt_bytes_encoded_len(data),
+        TxnOp::SetAcl { path, acl } => 4 + path.len() + acl_encoded_len(acl),
+        TxnOp::Multi(ops) => 4 + ops.iter().map(op_encoded_len).sum::<usize>(),
+    }
+}
+
 /// A checked big-endian reader over a shared buffer; data fields are zero-copy slices.
 struct Reader {
     buf: Bytes,
@@ -176,12 +229,18 @@ impl Reader {
         self.pos = end;
         Ok(Some(b))
     }
-    fn acl(&mut self) -> Result<Vec<Acl>, TxnDecodeError> {
+    /// A count of entries of at least `entry_bytes_min` bytes each, checked against the bytes
+    /// left (so that what is allocated for them is bounded by the record).
+    fn count(&mut self, entry_bytes_min: usize) -> Result<usize, TxnDecodeError> {
         let n = usize::try_from(self.i32()?).map_err(|_| TxnDecodeError::BadLength)?;
-        if n > ACL_ENTRIES_MAX {
+        if n > (self.buf.len() - self.pos) / entry_bytes_min {
             return Err(TxnDecodeError::BadLength);
         }
-        let mut v = Vec::with_capacity(n.min(16));
+        Ok(n)
+    }
+    fn acl(&mut self) -> Result<Vec<Acl>, TxnDecodeError> {
+        let n = self.count(ACL_ENTRY_BYTES_MIN)?;
+        let mut v = Vec::with_capacity(n);
         for _ in 0..n {
             let perms = self.i32()?;
             let scheme = self.string()?;
@@ -228,11 +287,8 @@ fn decode_op(r: &mut Reader, top: bool) -> Result<TxnOp, TxnDecodeError> {
             if !top {
                 return Err(TxnDecodeError::NestedMulti);
             }
-            let n = usize::try_from(r.i32()?).map_err(|_| TxnDecodeError::BadLength)?;
-            if n > MULTI_OPS_MAX {
-                return Err(TxnDecodeError::BadLength);
-            }
-            let mut ops = Vec::with_capacity(n.min(64));
+            let n = r.count(OP_BYTES_MIN)?;
+            let mut ops = Vec::with_capacity(n);
             for _ in 0..n {
                 ops.push(decode_op(r, false)?);
             }

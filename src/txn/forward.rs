@@ -2,20 +2,23 @@
 //! leader's answers: the payloads ZAB carries opaquely in `FollowerMsg::Request` and
 //! `LeaderMsg::Reply`. Format: a tag byte, then jute-encoded fields (big-endian ints,
 //! length-prefixed strings and buffers, -1 for null); documented in docs/peer-protocol.md.
-//! Rules: encode is total; decode checks every length against the bytes left, never panics,
-//! and refuses trailing bytes; a multi nests one level only.
+//! Rules: encode is total; decode checks every length and count against the bytes left (no
+//! count caps: what a follower's client cores accept, the leader reads), never panics, and
+//! refuses trailing bytes; a multi nests one level only.
 
 use super::WriteOp;
 use crate::proto::jute::{self, JuteError, JuteReader};
 use crate::proto::{Acl, Id};
 use bytes::{BufMut, Bytes, BytesMut};
 
-/// Most auth ids a forwarded write may carry.
-pub const AUTH_IDS_MAX: usize = 1 << 10;
-/// Most session ids one touch may carry.
+/// Most session ids one touch carries (a follower sends more as several touches).
 pub const TOUCH_SESSIONS_MAX: usize = 1 << 20;
-/// Most sub-ops a forwarded multi may carry.
-pub const MULTI_OPS_MAX: usize = 1 << 16;
+/// Smallest encoding of an auth id: two string lengths.
+const AUTH_ID_BYTES_MIN: usize = 8;
+/// Smallest encoding of a write op: its tag (closeSession).
+const OP_BYTES_MIN: usize = 1;
+/// Encoding of a session id in a touch.
+const SESSION_ID_BYTES: usize = 8;
 
 /// A follower's request to the leader.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,9 +195,10 @@ fn encode_op(op: &WriteOp, out: &mut BytesMut) {
     }
 }
 
-fn read_count(r: &mut JuteReader, max: usize, entry_min_bytes: usize) -> Result<usize, ForwardDecodeError> {
+/// A count of entries of at least `entry_min_bytes` each, checked against the bytes left.
+fn read_count(r: &mut JuteReader, entry_min_bytes: usize) -> Result<usize, ForwardDecodeError> {
     let n = r.read_int()? as u32 as usize;
-    if n > max || n > r.remaining() / entry_min_bytes {
+    if n > r.remaining() / entry_min_bytes {
         return Err(ForwardDecodeError::TooMany(n));
     }
     Ok(n)
@@ -218,7 +222,7 @@ fn decode_op(r: &mut JuteReader, nested: bool) -> Result<WriteOp, ForwardDecodeE
             if nested {
                 return Err(ForwardDecodeError::NestedMulti);
             }
-            let n = read_count(r, MULTI_OPS_MAX, 1)?;
+            let n = read_count(r, OP_BYTES_MIN)?;
             let mut ops = Vec::with_capacity(n);
             for _ in 0..n {
                 ops.push(decode_op(r, true)?);
@@ -246,7 +250,7 @@ pub fn decode_forward(buf: Bytes) -> Result<Forward, ForwardDecodeError> {
             let request = r.read_long()? as u64;
             let session_id = r.read_long()?;
             let cxid = r.read_int()?;
-            let n = read_count(&mut r, AUTH_IDS_MAX, 8)?;
+            let n = read_count(&mut r, AUTH_ID_BYTES_MIN)?;
             let mut auth = Vec::with_capacity(n);
             for _ in 0..n {
                 auth.push(Id { scheme: r.read_string()?, id: r.read_string()? });
@@ -259,7 +263,10 @@ pub fn decode_forward(buf: Bytes) -> Result<Forward, ForwardDecodeError> {
             Forward::Revalidate { token: r.read_long()? as u64, session_id: r.read_long()?, timeout_ms: r.read_int()? }
         }
         F_TOUCH => {
-            let n = read_count(&mut r, TOUCH_SESSIONS_MAX, 8)?;
+            let n = read_count(&mut r, SESSION_ID_BYTES)?;
+            if n > TOUCH_SESSIONS_MAX {
+                return Err(ForwardDecodeError::TooMany(n));
+            }
             let mut sessions = Vec::with_capacity(n);
             for _ in 0..n {
                 sessions.push(r.read_long()?);
@@ -367,6 +374,17 @@ mod tests {
         ] {
             assert_eq!(decode_reply(encode_reply(&r)).unwrap(), r);
         }
+    }
+
+    /// What a follower's client cores accept, the leader reads: no count caps (before, more
+    /// than 1,024 auth ids or 65,536 multi ops made the forward unreadable and the write was
+    /// dropped by the leader).
+    #[test]
+    fn hardening_1_forwards_past_the_old_count_caps_decode() {
+        let auth = (0..2000).map(|i| Id { scheme: "digest".into(), id: format!("u{i}:h") }).collect();
+        let op = WriteOp::Multi(vec![WriteOp::Check { path: "/".into(), version: -1 }; 70_000]);
+        let f = Forward::Write { request: 1, session_id: 2, cxid: 3, auth, op };
+        assert_eq!(decode_forward(encode_forward(&f)).unwrap(), f);
     }
 
     /// A peer's bytes are untrusted: every truncation, and trailing garbage, is an error.

@@ -8,7 +8,10 @@ pub mod apply;
 pub mod codec;
 pub mod forward;
 pub mod prep;
+#[cfg(test)]
+mod roundtrip_tests;
 
+use crate::proto::request::Request;
 use crate::proto::Acl;
 use bytes::Bytes;
 
@@ -107,6 +110,41 @@ pub enum WriteOp {
 }
 
 impl WriteOp {
+    /// The write a client's request asks for, as a client core hands it to the pipeline; None
+    /// for everything that is not a write (reads, sync, auth, watches, ping).
+    pub fn from_request(r: &Request) -> Option<WriteOp> {
+        Some(match r {
+            Request::SetAcl { path, acl, version } => {
+                WriteOp::SetAcl { path: path.clone(), acl: acl.clone(), version: *version }
+            }
+            Request::Multi(ops) => WriteOp::Multi(ops.iter().map(WriteOp::from_multi_sub_op).collect()),
+            Request::CloseSession => WriteOp::CloseSession,
+            Request::Create { .. } | Request::Delete { .. } | Request::SetData { .. } => WriteOp::from_multi_sub_op(r),
+            _ => return None,
+        })
+    }
+
+    /// A sub-op of a multi (anything the decoder would not admit there becomes closeSession,
+    /// which prep refuses inside a multi).
+    fn from_multi_sub_op(r: &Request) -> WriteOp {
+        match r {
+            Request::Create { opcode, path, data, acl, flags, ttl_ms } => WriteOp::Create {
+                opcode: opcode.code(),
+                path: path.clone(),
+                data: data.clone(),
+                acl: acl.clone(),
+                flags: *flags,
+                ttl_ms: *ttl_ms,
+            },
+            Request::Delete { path, version } => WriteOp::Delete { path: path.clone(), version: *version },
+            Request::SetData { path, data, version } => {
+                WriteOp::SetData { path: path.clone(), data: data.clone(), version: *version }
+            }
+            Request::Check { path, version } => WriteOp::Check { path: path.clone(), version: *version },
+            _ => WriteOp::CloseSession,
+        }
+    }
+
     /// True for an op that may stand inside a multi.
     pub fn allowed_in_multi(&self) -> bool {
         matches!(

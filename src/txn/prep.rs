@@ -1,8 +1,12 @@
 //! Prep: turns a client's write (validated against the latest state, including txns not yet
 //! durable) into a txn op, following ZooKeeper's order of checks for each operation.
 //! Rules: pure; the same tree and request give the same op; a failed check becomes
-//! `TxnOp::Error` (or a failed multi), never a panic.
+//! `TxnOp::Error` (or a failed multi), never a panic; no txn leaves here whose record is over
+//! `PrepContext::txn_bytes_max` (what the log and the peer protocol carry, and recovery reads
+//! back): only an ACL whose `auth` entries expand into many ids can reach it, and that ACL is
+//! InvalidACL.
 
+use super::codec::{acl_entry_encoded_len, op_encoded_len, TXN_HEADER_BYTES};
 use super::{apply, TxnOp, WriteOp};
 use crate::proto::opcode::{create_flags, perms};
 use crate::proto::{ErrorCode, Id};
@@ -14,16 +18,27 @@ pub struct PrepContext<'a> {
     pub session_id: i64,
     pub auth_ids: &'a [Id],
     pub extended_types_enabled: bool,
+    /// The largest txn record allowed (`codec::txn_record_bytes_max` of jute.maxbuffer).
+    pub txn_bytes_max: usize,
 }
 
-type PrepResult = Result<TxnOp, ErrorCode>;
+impl PrepContext<'_> {
+    /// Bytes an op's encoding may take in a record.
+    fn op_bytes_max(&self) -> usize {
+        self.txn_bytes_max.saturating_sub(TXN_HEADER_BYTES)
+    }
+}
+
+type PrepResult<T = TxnOp> = Result<T, ErrorCode>;
 
 /// Preps one write. Multi sub-ops are validated in order on an O(1) clone of the tree, so a
 /// later op sees the effects of earlier ones; a failure anywhere fails the whole multi.
 pub fn prep(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>) -> TxnOp {
     match op {
         WriteOp::Multi(ops) => prep_multi(tree, ops, ctx),
-        _ => prep_single(tree, op, ctx).unwrap_or_else(|e| TxnOp::Error { err: e.code() }),
+        _ => prep_single(tree, op, ctx, ctx.op_bytes_max())
+            .and_then(|op| if op_encoded_len(&op) <= ctx.op_bytes_max() { Ok(op) } else { Err(ErrorCode::InvalidAcl) })
+            .unwrap_or_else(|e| TxnOp::Error { err: e.code() }),
     }
 }
 
@@ -31,10 +46,24 @@ fn prep_multi(tree: &DataTree, ops: &[WriteOp], ctx: &PrepContext<'_>) -> TxnOp 
     let mut scratch = tree.clone();
     let mut out = Vec::with_capacity(ops.len());
     let scratch_header = super::TxnHeader { zxid: tree.last_zxid(), session_id: ctx.session_id, cxid: 0, time_ms: 0 };
+    // The multi's tag and count, then each sub-op's encoding.
+    let mut used = op_encoded_len(&TxnOp::Multi(Vec::new()));
     for (i, op) in ops.iter().enumerate() {
-        let r = if op.allowed_in_multi() { prep_single(&scratch, op, ctx) } else { Err(ErrorCode::MarshallingError) };
+        let room = ctx.op_bytes_max().saturating_sub(used);
+        let r = if op.allowed_in_multi() {
+            prep_single(&scratch, op, ctx, room).and_then(|op| {
+                if op_encoded_len(&op) <= room {
+                    Ok(op)
+                } else {
+                    Err(ErrorCode::InvalidAcl)
+                }
+            })
+        } else {
+            Err(ErrorCode::MarshallingError)
+        };
         match r {
             Ok(txn_op) => {
+                used += op_encoded_len(&txn_op);
                 let txn = super::Txn { header: scratch_header, op: txn_op };
                 apply_scratch(&mut scratch, &txn);
                 out.push(txn.op);
@@ -68,10 +97,26 @@ fn check_version(expected: i32, actual: i32) -> Result<(), ErrorCode> {
     }
 }
 
-fn prep_single(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>) -> PrepResult {
+/// The fix-up of a client's ACL, refused (InvalidACL) once its encoding would pass
+/// `bytes_max`.
+fn fixup_acl(
+    acl_req: Option<&[crate::proto::Acl]>,
+    ctx: &PrepContext<'_>,
+    bytes_max: usize,
+) -> PrepResult<Vec<crate::proto::Acl>> {
+    let mut used = 4usize;
+    acl::fixup(acl_req, ctx.auth_ids, |a| {
+        used += acl_entry_encoded_len(a);
+        used <= bytes_max
+    })
+}
+
+/// Preps one op; `bytes_max` bounds its encoding (the caller checks the whole op; this stops
+/// an ACL from growing past it while it is expanded).
+fn prep_single(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>, bytes_max: usize) -> PrepResult {
     match op {
         WriteOp::Create { opcode, path, data, acl: acl_req, flags, ttl_ms } => {
-            prep_create(tree, *opcode, path, data, acl_req.as_deref(), *flags, *ttl_ms, ctx)
+            prep_create(tree, *opcode, path, data, acl_req.as_deref(), *flags, *ttl_ms, ctx, bytes_max)
         }
         WriteOp::Delete { path: p, version } => {
             if !p.contains('/') || p.contains('\0') || path::is_reserved(p) {
@@ -100,7 +145,7 @@ fn prep_single(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>) -> PrepResu
         }
         WriteOp::SetAcl { path: p, acl: acl_req, version } => {
             path::validate(p).map_err(|_| ErrorCode::BadArguments)?;
-            let fixed = acl::fixup(acl_req.as_deref(), ctx.auth_ids)?;
+            let fixed = fixup_acl(acl_req.as_deref(), ctx, bytes_max)?;
             let node = tree.get(p).ok_or(ErrorCode::NoNode)?;
             if !acl::check(&node.acl, perms::ADMIN, ctx.auth_ids) {
                 return Err(ErrorCode::NoAuth);
@@ -143,6 +188,7 @@ fn prep_create(
     flags: i32,
     ttl_ms: i64,
     ctx: &PrepContext<'_>,
+    bytes_max: usize,
 ) -> PrepResult {
     // 1. create mode and TTL.
     if !(create_flags::PERSISTENT..=create_flags::PERSISTENT_SEQUENTIAL_WITH_TTL).contains(&flags) {
@@ -177,7 +223,7 @@ fn prep_create(
         return Err(ErrorCode::BadArguments);
     }
     // 3. ACL fix-up.
-    let fixed_acl = acl::fixup(acl_req, ctx.auth_ids)?;
+    let fixed_acl = fixup_acl(acl_req, ctx, bytes_max)?;
     // 4. parent exists.
     let parent_path = if last_slash == 0 { "/" } else { &p[..last_slash] };
     let parent = tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
@@ -215,7 +261,12 @@ mod tests {
     use crate::txn::{apply::apply, Txn, TxnHeader};
 
     fn ctx(ids: &[Id]) -> PrepContext<'_> {
-        PrepContext { session_id: 5, auth_ids: ids, extended_types_enabled: false }
+        PrepContext {
+            session_id: 5,
+            auth_ids: ids,
+            extended_types_enabled: false,
+            txn_bytes_max: crate::txn::codec::txn_record_bytes_max(crate::config::JUTE_MAX_BUFFER_BYTES_DEFAULT),
+        }
     }
 
     fn create(p: &str, flags: i32) -> WriteOp {
