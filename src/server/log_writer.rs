@@ -298,7 +298,11 @@ impl TxnLogWriter {
                 self.failed = false;
             }
             if let Err(e) = written {
-                return Err(if i == 0 { e } else { io::Error::other(format!("{e} (after part of an append was written)")) });
+                return Err(if i == 0 {
+                    e
+                } else {
+                    io::Error::other(format!("{e} (after part of an append was written)"))
+                });
             }
         }
         Ok(())

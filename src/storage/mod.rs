@@ -8,6 +8,7 @@
 
 pub mod files;
 pub mod log;
+pub mod log_v1;
 pub mod peer_state;
 pub mod recovery;
 pub mod snapshot;

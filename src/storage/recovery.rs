@@ -60,6 +60,8 @@ pub enum RecoveryError {
     },
     /// The snapshot chosen by recover() failed to decode (rebuild_tree).
     Snapshot(SnapshotError),
+    /// Rewriting an older build's log in the current format failed (or it is damaged).
+    Upgrade(super::truncate::TruncateError),
     /// A record whose batch checksum is fine but which does not decode.
     BadRecord {
         zxid: i64,
@@ -72,6 +74,7 @@ impl fmt::Display for RecoveryError {
         match self {
             RecoveryError::Io { path, source } => write!(f, "recovery: {}: {source}", path.display()),
             RecoveryError::Log(e) => write!(f, "recovery: {e}"),
+            RecoveryError::Upgrade(e) => write!(f, "recovery, upgrading the txn log: {e}"),
             RecoveryError::MissingTxns { snapshot_zxid, first_missing_zxid, detail } => write!(
                 f,
                 "recovery: the txn logs do not hold zxid {first_missing_zxid:#x} (needed to replay after the \
@@ -150,6 +153,20 @@ pub fn recover(data_dir: &Path, log_dir: &Path) -> Result<Recovered, RecoveryErr
     remove_stale_temps(data_dir, &mut warnings)?;
     for p in super::truncate::remove_stale_truncations(log_dir).map_err(io_err(log_dir))? {
         warn(&mut warnings, format!("removed unfinished log truncation {}", p.display()));
+    }
+    // An older build's log (format version 1) is rewritten in the current format first.
+    let upgraded = super::truncate::upgrade_v1_segments(log_dir).map_err(RecoveryError::Upgrade)?;
+    if !upgraded.is_empty() {
+        warn(
+            &mut warnings,
+            format!(
+                "rewrote {} log segment(s) of format version 1 in format {} (originals kept in {}): {}",
+                upgraded.len(),
+                super::log::LOG_FORMAT_VERSION,
+                log_dir.join(super::truncate::V1_ORIGINALS_DIR).display(),
+                upgraded.join(", ")
+            ),
+        );
     }
 
     // Newest snapshot that verifies.

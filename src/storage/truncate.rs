@@ -240,6 +240,46 @@ fn prefix_logical(data: &[u8], len: u64) -> Vec<u8> {
     out
 }
 
+/// Where `upgrade_v1_segments` keeps the originals of the segments it rewrote.
+pub const V1_ORIGINALS_DIR: &str = "format-v1";
+
+/// Rewrites every segment an older build wrote (log format version 1, `storage::log_v1`) into
+/// the current format, before recovery reads the log: the records are read under version 1's
+/// rules, the original is hard-linked into `log_dir/format-v1/` (kept, never deleted), and the
+/// new segment replaces it as a truncation does (`.trunc`, fsync, rename, fsync). A crash at
+/// any point leaves the original or the rewritten segment under the segment's name. Returns
+/// the names rewritten.
+pub fn upgrade_v1_segments(log_dir: &Path) -> Result<Vec<String>, TruncateError> {
+    let segments = list_segments(log_dir).map_err(io_err(log_dir))?;
+    let mut upgraded = Vec::new();
+    for (i, (_, path)) in segments.iter().enumerate() {
+        let data = fs::read(path).map_err(io_err(path))?;
+        if !super::log_v1::is_v1_segment(&data) {
+            continue;
+        }
+        let is_last = i + 1 == segments.len();
+        let records = super::log_v1::read_records(&data, is_last).map_err(|e| TruncateError::Io {
+            path: path.clone(),
+            err: io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a log segment of format version 1 is damaged at {e}"),
+            ),
+        })?;
+        let originals = log_dir.join(V1_ORIGINALS_DIR);
+        fs::create_dir_all(&originals).map_err(io_err(&originals))?;
+        let name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        let kept = originals.join(&name);
+        if !kept.exists() {
+            fs::hard_link(path, &kept).map_err(io_err(&kept))?;
+            fsync_dir(&originals).map_err(io_err(&originals))?;
+            fsync_dir(log_dir).map_err(io_err(log_dir))?;
+        }
+        rewrite_segment(log_dir, path, &encode_batches(records))?;
+        upgraded.push(name.to_string_lossy().into_owned());
+    }
+    Ok(upgraded)
+}
+
 /// Removes `log.*.trunc` files a crash left behind (before any writer runs).
 pub fn remove_stale_truncations(log_dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
@@ -355,6 +395,24 @@ mod tests {
     /// The operator's cut: the damaged segment keeps its batches before the damage, a copy of
     /// it and every later segment are moved aside (nothing deleted), and the log then reads
     /// clean up to the cut.
+    #[test]
+    fn an_older_builds_log_is_upgraded_and_its_originals_kept() {
+        let dir = TempDir::new("upgrade-v1");
+        let v1a = crate::storage::log_v1::encode_v1_segment(&[vec![rec(1), rec(2)], vec![rec(3)]]);
+        let mut v1b = crate::storage::log_v1::encode_v1_segment(&[vec![rec(4)], vec![rec(5), rec(6)]]);
+        v1b.resize(v1b.len() + 8192, 0); // preallocated space after the data
+        fs::write(dir.0.as_path().join(segment_name(1)), &v1a).unwrap();
+        fs::write(dir.0.as_path().join(segment_name(4)), &v1b).unwrap();
+        let up = upgrade_v1_segments(dir.0.as_path()).unwrap();
+        assert_eq!(up, vec![segment_name(1), segment_name(4)]);
+        assert_eq!(zxids(dir.0.as_path()), (1..=6).collect::<Vec<_>>());
+        assert_eq!(fs::read(dir.0.as_path().join(V1_ORIGINALS_DIR).join(segment_name(1))).unwrap(), v1a);
+        // Idempotent: current-format segments are left alone.
+        assert!(upgrade_v1_segments(dir.0.as_path()).unwrap().is_empty());
+        let r = crate::storage::recovery::recover(dir.0.as_path(), dir.0.as_path()).unwrap();
+        assert_eq!((r.records.len(), r.last_zxid), (6, 6));
+    }
+
     #[test]
     fn hardening_3_operator_cut_keeps_the_valid_prefix_and_moves_the_rest_aside() {
         let d = TempDir::new("trunc-damaged");
