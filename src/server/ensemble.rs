@@ -71,6 +71,8 @@ pub const PASS_INTAKE_BYTES_MAX: usize = 8 * 1024 * 1024;
 pub const FORWARDED_BYTES_MAX: usize = 32 * 1024 * 1024;
 /// Rounds of ZAB outputs handled in one pass before the loop goes back to its inputs.
 const OUTPUT_ROUNDS_MAX: usize = 64;
+/// Bytes of persists that may wait for a full disk before the member stops.
+pub const PERSIST_QUEUE_BYTES_MAX: usize = 256 * 1024 * 1024;
 
 pub struct EnsembleParams {
     pub config: Arc<Config>,
@@ -120,6 +122,14 @@ struct Member {
     intake_bytes: usize,
     /// Whether intake was closed at the end of the last pass (for the log line on a change).
     intake_closed: bool,
+    /// Persists the ZAB core asked for and the log has not done yet, in order: normally empty
+    /// between passes; while the disk is full, the appends it refused and everything after
+    /// them (a full disk is a slow disk: nothing is acknowledged before it is logged, and the
+    /// member keeps answering its peers meanwhile). Bounded by `PERSIST_QUEUE_BYTES_MAX`.
+    persist_queue: VecDeque<PersistOp>,
+    persist_queue_bytes: usize,
+    /// The last append found the disk full (for the log lines on a change).
+    disk_full: bool,
     /// The other voters, and how many voters make a quorum.
     other_voters: Vec<Sid>,
     quorum: usize,
@@ -660,42 +670,84 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{host}:{port} resolves to no address"))
 }
 
-/// Makes one run of persists durable, in order, and reports each to the peer.
+/// Bytes a queued persist holds (what `PERSIST_QUEUE_BYTES_MAX` bounds).
+fn persist_op_bytes(op: &PersistOp) -> usize {
+    match op {
+        PersistOp::Append(txns) => txns.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum(),
+        PersistOp::InstallSnapshot { state, .. } => state.len(),
+        _ => 0,
+    }
+}
+
+/// Queues what the ZAB core asked to persist behind anything still waiting, then does what it
+/// can (`drain_persists`). Queued bytes past `PERSIST_QUEUE_BYTES_MAX` (a disk full for that
+/// long) stop the member: it has acknowledged nothing it did not log.
 async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) -> Result<(), String> {
-    let mut records: Vec<Bytes> = Vec::new();
-    let mut record_bytes = 0usize;
-    let mut appends = 0usize;
-    let mut ops = ops.into_iter().peekable();
-    while let Some(op) = ops.next() {
+    for op in ops {
+        m.persist_queue_bytes += persist_op_bytes(&op);
+        m.persist_queue.push_back(op);
+    }
+    if m.persist_queue_bytes > PERSIST_QUEUE_BYTES_MAX {
+        return Err(format!(
+            "{} bytes of txns wait for a full disk (more than {PERSIST_QUEUE_BYTES_MAX}); this member stops: free \
+             space in {} and restart it (it rejoins the quorum)",
+            m.persist_queue_bytes,
+            m.config.data_log_dir.display()
+        ));
+    }
+    drain_persists(m, log).await
+}
+
+/// Performs queued persists in order, reporting each done one to the ZAB core. Appends in a
+/// row share a write and fdatasync up to ringkeeper.batchBytesMax (the log writer splits a
+/// larger write into batches under the cap, too). An append the disk is too full for goes
+/// back to the front of the queue with everything after it, and is tried again on the next
+/// pass or tick: the member acknowledges none of it meanwhile, but keeps answering its peers
+/// and clients (reads, and writes that a quorum of other members logs).
+async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), String> {
+    while let Some(op) = m.persist_queue.pop_front() {
+        m.persist_queue_bytes -= persist_op_bytes(&op);
         match op {
             PersistOp::Append(txns) => {
-                record_bytes += txns.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum::<usize>();
-                records.extend(txns.into_iter().map(|t| t.data));
-                appends += 1;
-                // Appends in a row share a write and fdatasync up to ringkeeper.batchBytesMax
-                // (the log writer splits a larger write into batches under the cap, too).
-                if matches!(ops.peek(), Some(PersistOp::Append(_))) && record_bytes < m.config.batch_bytes_max {
-                    continue;
+                let mut record_bytes: usize =
+                    txns.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum();
+                let mut appends = vec![txns];
+                while record_bytes < m.config.batch_bytes_max {
+                    let Some(PersistOp::Append(_)) = m.persist_queue.front() else { break };
+                    let Some(PersistOp::Append(more)) = m.persist_queue.pop_front() else { break };
+                    let bytes = persist_op_bytes(&PersistOp::Append(more));
+                    m.persist_queue_bytes -= bytes;
+                    record_bytes += bytes;
+                    appends.push(more);
                 }
-                log.append(&records).await.map_err(|e| {
-                    if super::log_writer::is_disk_full(&e) {
-                        // Not survivable in an ensemble member yet (a standalone server refuses
-                        // the writes and goes on): the member stops, having acknowledged nothing
-                        // it did not log; it restarts and rejoins on a full disk once restarted.
-                        format!(
-                            "txn log write failed, the disk is full: {e}. This ensemble member stops; free space in \
-                             {} and restart it (it rejoins the quorum)",
-                            m.config.data_log_dir.display()
-                        )
-                    } else {
-                        format!("txn log write failed: {e}")
+                let records: Vec<Bytes> = appends.iter().flat_map(|a| a.iter().map(|t| t.data.clone())).collect();
+                match log.append(&records).await {
+                    Ok(()) => {
+                        m.stats.count_log_batch(records.len());
+                        for _ in 0..appends.len() {
+                            m.step(Input::Persisted);
+                        }
+                        if std::mem::take(&mut m.disk_full) {
+                            tracing::info!("peer {}: the txn log takes writes again", m.me);
+                        }
                     }
-                })?;
-                m.stats.count_log_batch(records.len());
-                records.clear();
-                record_bytes = 0;
-                for _ in 0..std::mem::take(&mut appends) {
-                    m.step(Input::Persisted);
+                    Err(e) if super::log_writer::is_disk_full(&e) => {
+                        if !std::mem::replace(&mut m.disk_full, true) {
+                            tracing::error!(
+                                "peer {}: txn log write failed, the disk is full: {e}; this member acknowledges no \
+                                 proposal until it can log it (trying again every tick): free space in {}",
+                                m.me,
+                                m.config.data_log_dir.display()
+                            );
+                        }
+                        for a in appends.into_iter().rev() {
+                            let op = PersistOp::Append(a);
+                            m.persist_queue_bytes += persist_op_bytes(&op);
+                            m.persist_queue.push_front(op);
+                        }
+                        return Ok(());
+                    }
+                    Err(e) => return Err(format!("txn log write failed: {e}")),
                 }
                 continue;
             }
@@ -863,6 +915,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         held: VecDeque::new(),
         intake_bytes: 0,
         intake_closed: false,
+        persist_queue: VecDeque::new(),
+        persist_queue_bytes: 0,
+        disk_full: false,
         other_voters: zab_cfg_voters.iter().copied().filter(|&v| v != my_id).collect(),
         quorum: zab_cfg_voters.len() / 2 + 1,
         next_request: 0,
@@ -947,6 +1002,15 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
                     last_reap_ms = now.mono_ms;
                 }
                 m.on_tick_leader(now, reap);
+            }
+        }
+        if m.disk_full {
+            // A full disk: try the waiting persists again (at most once a pass; the ticker
+            // wakes the loop every half tick).
+            if let Err(e) = drain_persists(&mut m, &mut log).await {
+                tracing::error!("peer {my_id}: {e}; stopping");
+                result = Err(e);
+                break;
             }
         }
         if let Err(e) = drain_outputs(&mut m, &mut log, &net, now).await {

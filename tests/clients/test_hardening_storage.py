@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 from helpers import RK_BIN, wait_until
+from test_ensemble import ensemble  # noqa: F401
 
 pytestmark = pytest.mark.ringkeeper_only
 
@@ -221,3 +222,60 @@ def test_hardening_8_a_full_disk_refuses_writes_keeps_reads_and_recovers(make_se
         assert os.path.exists(spare) or free_bytes(small_volume) < (17 << 20), "a spare once there is room"
     finally:
         s.stop()
+
+
+def test_hardening_8_ensemble_member_with_a_full_disk_catches_up_once_space_is_freed(ensemble, small_volume):  # noqa: F811
+    """A follower's data dir is a small volume that fills up under writes through the leader:
+    the follower stays up and in the ensemble (it acknowledges nothing it cannot log; the
+    leader and the other follower make the quorum), serves reads, and once space is freed it
+    logs what it missed, without a restart; after kill -9 its own log holds every write. The
+    old build stopped the member at the first ENOSPC."""
+    import signal
+    import shutil
+
+    import rawzk
+    from test_ensemble import assert_same_trees
+
+    e = ensemble(3)
+    leader = e.wait_serving([1, 2, 3])
+    f = next(i for i in (1, 2, 3) if i != leader)
+    data_dir = os.path.join(e.dir, str(f), "data")
+    pid = e.pid(f)
+    e.signal(f, signal.SIGTERM)
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}"), timeout=20, what=f"server {f} to stop")
+    # The follower's data dir moves onto the small volume (bind-mounted in its place).
+    for name in os.listdir(data_dir):
+        src = os.path.join(data_dir, name)
+        (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, os.path.join(small_volume, name))
+    subprocess.run(["mount", "--bind", small_volume, data_dir], check=True, capture_output=True)
+    try:
+        ballast = os.path.join(small_volume, "ballast")
+        with open(ballast, "wb") as fh:
+            fh.write(b"\1" * max(0, free_bytes(small_volume) - (3 << 20)))
+            os.fsync(fh.fileno())
+        e.restart(f)
+        e.wait_serving([1, 2, 3], timeout=60)
+        value = lambda i: (b"%06d" % i) * (100_000 // 6)  # noqa: E731
+        n = 80  # ~8 MB: more than the follower's volume has left
+        with rawzk.RawConn(e.hostport(leader), io_timeout=30) as c:
+            c.create("/full")
+            for i in range(n):
+                c.create(f"/full/n{i:03d}", value(i))
+        wait_until(lambda: "the disk is full" in e.log(f), timeout=30, what=f"server {f} to find its disk full")
+        assert e.roles().get(f) == "follower", f"server {f} left the ensemble:\n{e.tail(f)}"
+        with rawzk.RawConn(e.hostport(f)) as c:  # it serves reads meanwhile
+            assert c.exists("/full") is not None
+        os.remove(ballast)
+        wait_until(lambda: "takes writes again" in e.log(f), timeout=30, what=f"server {f} to log again")
+        # Its own log now holds every write: kill -9, restart, read them from it.
+        e.kill9(f)
+        e.restart(f)
+        e.wait_serving([1, 2, 3], timeout=60)
+        with rawzk.RawConn(e.hostport(f), io_timeout=30) as c:
+            c.sync("/full")
+            for i in range(n):
+                assert c.get_data(f"/full/n{i:03d}")[0] == value(i)
+        assert_same_trees(e, [1, 2, 3])
+    finally:
+        e.stop()
+        subprocess.run(["umount", "-l", data_dir], capture_output=True)
