@@ -715,7 +715,7 @@ async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), St
                 while record_bytes < m.config.batch_bytes_max {
                     let Some(PersistOp::Append(_)) = m.persist_queue.front() else { break };
                     let Some(PersistOp::Append(more)) = m.persist_queue.pop_front() else { break };
-                    let bytes = persist_op_bytes(&PersistOp::Append(more));
+                    let bytes: usize = more.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum();
                     m.persist_queue_bytes -= bytes;
                     record_bytes += bytes;
                     appends.push(more);
