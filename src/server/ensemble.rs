@@ -18,6 +18,8 @@
 //! - A member serves clients only while its peer is an established leader or a synced
 //!   follower; on losing that it closes every client connection (clients move elsewhere).
 //! - Snapshots are of the committed tree, never of the leader's prep tree.
+//! - Persists are done in the order the peer asked for them and reported only once durable; a
+//!   full disk leaves them queued (bounded) and retried every tick, never dropped or reordered.
 //! - Backpressure, never drops: the member takes no new work (client requests, and a
 //!   leader's forwarded requests, which wait in order in `held`) while the peers it needs are
 //!   behind (`PeerNet::keeping_up`): a leader while fewer than a quorum of voters (itself
@@ -670,10 +672,15 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{host}:{port} resolves to no address"))
 }
 
+/// Log bytes of the records of an append.
+fn append_bytes(txns: &[zab::Txn]) -> usize {
+    txns.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum()
+}
+
 /// Bytes a queued persist holds (what `PERSIST_QUEUE_BYTES_MAX` bounds).
 fn persist_op_bytes(op: &PersistOp) -> usize {
     match op {
-        PersistOp::Append(txns) => txns.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum(),
+        PersistOp::Append(txns) => append_bytes(txns),
         PersistOp::InstallSnapshot { state, .. } => state.len(),
         _ => 0,
     }
@@ -709,13 +716,12 @@ async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), St
         m.persist_queue_bytes -= persist_op_bytes(&op);
         match op {
             PersistOp::Append(txns) => {
-                let mut record_bytes: usize =
-                    txns.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum();
+                let mut record_bytes = append_bytes(&txns);
                 let mut appends = vec![txns];
                 while record_bytes < m.config.batch_bytes_max {
                     let Some(PersistOp::Append(_)) = m.persist_queue.front() else { break };
                     let Some(PersistOp::Append(more)) = m.persist_queue.pop_front() else { break };
-                    let bytes: usize = more.iter().map(|t| storage::log::RECORD_PREFIX_BYTES + t.data.len()).sum();
+                    let bytes = append_bytes(&more);
                     m.persist_queue_bytes -= bytes;
                     record_bytes += bytes;
                     appends.push(more);
