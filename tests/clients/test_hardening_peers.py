@@ -153,12 +153,17 @@ def test_hardening_3_ensemble_member_with_a_damaged_log_rejoins_from_the_quorum(
     e.signal(f, signal.SIGTERM)
     wait_until(lambda: not os.path.exists(f"/proc/{pid}"), timeout=20, what=f"server {f} to stop")
     data_dir = os.path.join(e.dir, str(f), "data")
-    _, seg = _segments(data_dir)[-1]
-    with open(seg, "rb") as fh:
-        original = fh.read()
+    # The segment holding the acknowledged create the byte is flipped in (the log may have
+    # rolled since: the last segment is not always the one), found in the logical stream (the
+    # sector payloads: a record may straddle a sector's crc).
+    def logical(d):
+        return b"".join(d[i:i + SECTOR_BYTES - 4] for i in range(0, len(d), SECTOR_BYTES))
+    seg, original = next((p, d) for p, d in ((p, open(p, "rb").read()) for _, p in _segments(data_dir))
+                         if b"before 30" in logical(d))
     # A byte inside an acknowledged create's data (a valid batch follows it): the sector's
     # crc no longer matches, which the log tells from a write that never completed.
-    at = original.index(b"before 30") + 3
+    at_logical = logical(original).index(b"before 30") + 3
+    at = at_logical // (SECTOR_BYTES - 4) * SECTOR_BYTES + at_logical % (SECTOR_BYTES - 4)
     off = at // SECTOR_BYTES * SECTOR_BYTES
     damaged = bytearray(original)
     damaged[at] ^= 0x40

@@ -49,7 +49,10 @@ def test_log_dump_snap_dump_and_purge_on_a_servers_data(make_server, kazoo_facto
     # A flipped byte inside a logged txn (not at the tail) is reported, with a failing exit code.
     damaged = segments[0] + ".copy"
     data = bytearray(open(segments[0], "rb").read())
-    data[data.index(b"/tools/n0001")] ^= 0x10
+    # (found in the logical stream of sector payloads: a path may straddle a sector's crc)
+    stream = b"".join(data[i:i + 508] for i in range(0, len(data), 512))
+    at = stream.index(b"/tools/n0001")
+    data[at // 508 * 512 + at % 508] ^= 0x10
     open(damaged, "wb").write(bytes(data))
     r = rk("log-dump", damaged)
     assert r.returncode == 1 and "DAMAGED" in r.stdout, r.stdout
