@@ -253,6 +253,20 @@ pub fn upgrade_v1_segments(log_dir: &Path) -> Result<Vec<String>, TruncateError>
     let segments = list_segments(log_dir).map_err(io_err(log_dir))?;
     let mut upgraded = Vec::new();
     for (i, (_, path)) in segments.iter().enumerate() {
+        // Only a segment that starts with the magic and no current version field can be
+        // version 1: the rest are not read here (recovery reads them next).
+        let mut head = [0u8; 8];
+        let n = {
+            use std::io::Read;
+            let mut f = fs::File::open(path).map_err(io_err(path))?;
+            f.read(&mut head).map_err(io_err(path))?
+        };
+        if n < head.len()
+            || head[..4] != super::log::BATCH_MAGIC
+            || head[4..8] == super::log::LOG_FORMAT_VERSION.to_be_bytes()
+        {
+            continue;
+        }
         let data = fs::read(path).map_err(io_err(path))?;
         if !super::log_v1::is_v1_segment(&data) {
             continue;

@@ -340,7 +340,7 @@ def test_five_members_keep_writing_with_two_down_and_stop_without_a_quorum(ensem
 
     for i in followers[:3]:
         e.restart(i)
-    e.wait_serving([1, 2, 3, 4, 5], timeout=40.0)
+    e.wait_serving([1, 2, 3, 4, 5], timeout=90.0)
     c = client(kazoo_factory, e.hostport(followers[0]))
     write_round([c], "/q", 150, 20, acked)
     assert len(acked) == 170, "service resumes once a quorum is back"
@@ -428,7 +428,7 @@ def test_observers_serve_reads_forward_writes_and_do_not_vote(ensemble, kazoo_fa
     obs.stop()
     for i in voters_down:
         e.restart(i)
-    e.wait_serving([1, 2, 3, 4, 5], timeout=40.0)
+    e.wait_serving([1, 2, 3, 4, 5], timeout=90.0)
     obs = client(kazoo_factory, e.hostport(5))
     write_round([obs], "/o", 60, 10, acked)
     assert len(acked) == 70
