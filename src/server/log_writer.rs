@@ -486,7 +486,7 @@ async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64) -> io::Res
     let at = if next == 0 {
         AppendPoint::start()
     } else {
-        let block = file.read_at_aligned(AppendPoint::block_offset_for(next), LOG_BLOCK_BYTES).await?;
+        let block = read_tail_block(path, AppendPoint::block_offset_for(next))?;
         AppendPoint::from_block(next, &block).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -496,6 +496,24 @@ async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64) -> io::Res
     };
     let limit = segment_limit(file.file_size().await?, prealloc_bytes);
     Ok(Segment { file, path: path.to_path_buf(), at, limit, dirty_end: 0 })
+}
+
+/// The 4 KiB block of `path` at `offset`, zeroes past the end of the file. Read with one
+/// blocking pread (page cache or one block from disk), and only when a segment is opened to
+/// continue it (start-up, after a TRUNC): a DMA read there failed with EOPNOTSUPP after a
+/// TRUNC had rewritten the segment, which stopped the member.
+fn read_tail_block(path: &Path, offset: u64) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path)?;
+    let mut block = vec![0u8; LOG_BLOCK_BYTES];
+    let mut done = 0;
+    while done < block.len() {
+        match file.read_at(&mut block[done..], offset + done as u64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    Ok(block)
 }
 
 /// Creates `path` (replacing any old file of that name) as `bytes` of zeroes, written with
