@@ -139,12 +139,12 @@ mod tests {
     use super::*;
     use crate::proto::{Acl, Stat};
     use bytes::Bytes;
-    use std::rc::Rc;
+    use std::sync::Arc;
 
     fn tree() -> DataTree {
         let mut t = DataTree::new();
         let digest = Id { scheme: "digest".into(), id: acl::digest_of("bob:pw") };
-        let secret: Rc<[Acl]> = vec![Acl { perms: perms::READ, id: digest.clone() }].into();
+        let secret: Arc<[Acl]> = vec![Acl { perms: perms::READ, id: digest.clone() }].into();
         t.create_node("/open", Some(Bytes::from_static(b"hi")), acl::open_acl_unsafe().into(), 0, 1, 1);
         t.create_node("/open/a", None, acl::open_acl_unsafe().into(), 0, 2, 2);
         t.create_node("/secret", None, secret, 0, 3, 3);

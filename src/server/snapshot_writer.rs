@@ -103,7 +103,7 @@ mod tests {
     use crate::storage::snapshot::decode_snapshot;
     use bytes::Bytes;
     use glommio::LocalExecutorBuilder;
-    use std::rc::Rc;
+    use std::sync::Arc;
 
     #[test]
     fn written_snapshot_decodes_to_the_same_tree() {
@@ -115,7 +115,7 @@ mod tests {
             .io_memory(2 << 20)
             .spawn(move || async move {
                 let mut t = DataTree::new();
-                let acl: Rc<[Acl]> = crate::tree::acl::open_acl_unsafe().into();
+                let acl: Arc<[Acl]> = crate::tree::acl::open_acl_unsafe().into();
                 t.add_session(9, 6000);
                 let mut z = 0;
                 for i in 0..300 {

@@ -8,10 +8,10 @@
 
 use crate::proto::{Acl, Id};
 use crate::tree::{path, DataTree, Znode};
-use im_rc::OrdSet;
+use imbl::OrdSet;
 use std::collections::HashMap;
 use std::fmt;
-use std::rc::Rc;
+use std::sync::Arc;
 
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"RKSN";
 pub const SNAPSHOT_VERSION: u32 = 1;
@@ -123,9 +123,9 @@ pub struct SnapshotEncoder<'a> {
     stage: Stage,
     sessions: Vec<(i64, i32)>,
     /// (path of a node, iterator over its remaining children).
-    stack: Vec<(String, im_rc::ordset::Iter<'a, Rc<str>>)>,
+    stack: Vec<(String, imbl::ordset::Iter<'a, Arc<str>, imbl::shared_ptr::DefaultSharedPtr>)>,
     root_done: bool,
-    acls: HashMap<Rc<[Acl]>, u32>,
+    acls: HashMap<Arc<[Acl]>, u32>,
     node_count: u64,
     crc: u32,
 }
@@ -349,7 +349,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DataTree, SnapshotError> {
         let timeout = r.i32()?;
         tree.add_session(id, timeout);
     }
-    let mut acls: Vec<Rc<[Acl]>> = Vec::new();
+    let mut acls: Vec<Arc<[Acl]>> = Vec::new();
     let mut built_ins_seen = [false; BUILT_IN_PATHS.len()];
     let mut found: u64 = 0;
     while r.pos < r.end {
@@ -379,7 +379,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DataTree, SnapshotError> {
                 let id = r.string()?;
                 list.push(Acl { perms, id: Id { scheme, id } });
             }
-            let list: Rc<[Acl]> = list.into();
+            let list: Arc<[Acl]> = list.into();
             acls.push(list.clone());
             list
         } else {
@@ -429,8 +429,8 @@ pub(crate) mod tests {
 
     pub(crate) fn sample_tree() -> DataTree {
         let mut t = DataTree::new();
-        let open: Rc<[Acl]> = crate::tree::acl::open_acl_unsafe().into();
-        let digest: Rc<[Acl]> = vec![
+        let open: Arc<[Acl]> = crate::tree::acl::open_acl_unsafe().into();
+        let digest: Arc<[Acl]> = vec![
             Acl { perms: 31, id: Id { scheme: "digest".into(), id: "u:hash=".into() } },
             Acl { perms: 1, id: Id { scheme: "world".into(), id: "anyone".into() } },
         ]
@@ -555,7 +555,7 @@ pub(crate) mod tests {
         assert!(matches!(decode_snapshot(&reseal(b)), Err(SnapshotError::NodeCountMismatch { .. })));
         // An orphan: rename "/a" to "/c" so that "/a/b" comes without its parent.
         let mut t2 = DataTree::new();
-        let acl: Rc<[Acl]> = crate::tree::acl::open_acl_unsafe().into();
+        let acl: Arc<[Acl]> = crate::tree::acl::open_acl_unsafe().into();
         t2.create_node("/a", None, acl.clone(), 0, 1, 1);
         t2.create_node("/a/b", None, acl, 0, 2, 2);
         let good2 = encode_snapshot(&t2);

@@ -8,8 +8,8 @@
 use super::path;
 use crate::proto::{Acl, Stat};
 use bytes::Bytes;
-use im_rc::{HashMap, OrdSet};
-use std::rc::Rc;
+use imbl::{HashMap, OrdSet};
+use std::sync::Arc;
 
 /// Stored ephemeralOwner marker of a container node.
 pub const EPHEMERAL_OWNER_CONTAINER: i64 = i64::MIN;
@@ -42,7 +42,7 @@ pub fn node_kind(ephemeral_owner: i64) -> NodeKind {
 #[derive(Debug, Clone)]
 pub struct Znode {
     pub data: Option<Bytes>,
-    pub acl: Rc<[Acl]>,
+    pub acl: Arc<[Acl]>,
     pub czxid: i64,
     pub mzxid: i64,
     pub ctime: i64,
@@ -54,7 +54,7 @@ pub struct Znode {
     /// The stored marker (session id, container, or TTL encoding); see `node_kind`.
     pub ephemeral_owner: i64,
     pub pzxid: i64,
-    pub children: OrdSet<Rc<str>>,
+    pub children: OrdSet<Arc<str>>,
 }
 
 impl Znode {
@@ -83,7 +83,7 @@ impl Znode {
         node_kind(self.ephemeral_owner)
     }
 
-    fn new(data: Option<Bytes>, acl: Rc<[Acl]>, zxid: i64, time_ms: i64, owner: i64) -> Znode {
+    fn new(data: Option<Bytes>, acl: Arc<[Acl]>, zxid: i64, time_ms: i64, owner: i64) -> Znode {
         Znode {
             data,
             acl,
@@ -109,11 +109,11 @@ pub struct SessionEntry {
 
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    nodes: HashMap<Rc<str>, Znode>,
+    nodes: HashMap<Arc<str>, Znode>,
     sessions: HashMap<i64, SessionEntry>,
-    ephemerals: HashMap<i64, OrdSet<Rc<str>>>,
-    containers: OrdSet<Rc<str>>,
-    ttls: OrdSet<Rc<str>>,
+    ephemerals: HashMap<i64, OrdSet<Arc<str>>>,
+    containers: OrdSet<Arc<str>>,
+    ttls: OrdSet<Arc<str>>,
     last_zxid: i64,
     data_bytes: i64,
 }
@@ -136,8 +136,8 @@ impl DataTree {
             last_zxid: 0,
             data_bytes: 0,
         };
-        let open: Rc<[Acl]> = super::acl::open_acl_unsafe().into();
-        t.nodes.insert(Rc::from("/"), Znode::new(Some(Bytes::new()), open.clone(), 0, 0, 0));
+        let open: Arc<[Acl]> = super::acl::open_acl_unsafe().into();
+        t.nodes.insert(Arc::from("/"), Znode::new(Some(Bytes::new()), open.clone(), 0, 0, 0));
         for p in ["/zookeeper", "/zookeeper/quota"] {
             t.insert_node_raw(p, Znode::new(Some(Bytes::new()), open.clone(), 0, 0, 0));
         }
@@ -149,10 +149,10 @@ impl DataTree {
 
     /// Inserts a node and links it to its parent without touching the parent's stat.
     fn insert_node_raw(&mut self, p: &str, node: Znode) {
-        let key: Rc<str> = Rc::from(p);
+        let key: Arc<str> = Arc::from(p);
         let parent = path::parent(p).expect("insert_node_raw: the root is never inserted");
         let parent_node = self.nodes.get_mut(parent).expect("insert_node_raw: parent exists");
-        parent_node.children.insert(Rc::from(path::name(p)));
+        parent_node.children.insert(Arc::from(path::name(p)));
         self.data_bytes += node.data.as_ref().map_or(0, |d| d.len() as i64);
         match node.kind() {
             NodeKind::Ephemeral(s) => {
@@ -211,15 +211,15 @@ impl DataTree {
         self.sessions.get(&id).copied()
     }
 
-    pub fn ephemerals_of(&self, session: i64) -> impl Iterator<Item = &Rc<str>> + '_ {
+    pub fn ephemerals_of(&self, session: i64) -> impl Iterator<Item = &Arc<str>> + '_ {
         self.ephemerals.get(&session).into_iter().flat_map(|s| s.iter())
     }
 
-    pub fn containers(&self) -> impl Iterator<Item = &Rc<str>> + '_ {
+    pub fn containers(&self) -> impl Iterator<Item = &Arc<str>> + '_ {
         self.containers.iter()
     }
 
-    pub fn ttl_nodes(&self) -> impl Iterator<Item = &Rc<str>> + '_ {
+    pub fn ttl_nodes(&self) -> impl Iterator<Item = &Arc<str>> + '_ {
         self.ttls.iter()
     }
 
@@ -246,9 +246,9 @@ impl DataTree {
 
     /// Removes a session and returns its ephemerals for the caller to delete, in the order
     /// ZooKeeper deletes them (see `java_order`), which is the order their watches fire.
-    pub fn remove_session(&mut self, id: i64) -> Vec<Rc<str>> {
+    pub fn remove_session(&mut self, id: i64) -> Vec<Arc<str>> {
         self.sessions.remove(&id);
-        let mut doomed: Vec<(Rc<str>, i64)> = self
+        let mut doomed: Vec<(Arc<str>, i64)> = self
             .ephemerals
             .get(&id)
             .map(|s| s.iter().map(|p| (p.clone(), self.nodes.get(p.as_ref()).map_or(0, |n| n.czxid))).collect())
@@ -257,7 +257,7 @@ impl DataTree {
         doomed.into_iter().map(|(p, _)| p).collect()
     }
 
-    pub fn create_node(&mut self, p: &str, data: Option<Bytes>, acl: Rc<[Acl]>, owner: i64, zxid: i64, time_ms: i64) {
+    pub fn create_node(&mut self, p: &str, data: Option<Bytes>, acl: Arc<[Acl]>, owner: i64, zxid: i64, time_ms: i64) {
         assert!(!self.nodes.contains_key(p), "create of existing node {p} at zxid {zxid:#x}");
         let parent = path::parent(p).unwrap_or_else(|| panic!("create of the root at zxid {zxid:#x}"));
         {
@@ -311,16 +311,16 @@ impl DataTree {
         self.data_bytes += new - old;
     }
 
-    pub fn set_acl(&mut self, p: &str, acl: Rc<[Acl]>, zxid: i64) {
+    pub fn set_acl(&mut self, p: &str, acl: Arc<[Acl]>, zxid: i64) {
         let node = self.nodes.get_mut(p).unwrap_or_else(|| panic!("setACL of missing node {p} at zxid {zxid:#x}"));
         node.acl = acl;
         node.aversion = node.aversion.wrapping_add(1);
     }
 
     /// Every node, parents before children (for snapshots).
-    pub fn walk(&self) -> Vec<(Rc<str>, &Znode)> {
+    pub fn walk(&self) -> Vec<(Arc<str>, &Znode)> {
         let mut out = Vec::with_capacity(self.nodes.len());
-        let mut stack: Vec<Rc<str>> = vec![Rc::from("/")];
+        let mut stack: Vec<Arc<str>> = vec![Arc::from("/")];
         while let Some(p) = stack.pop() {
             let Some(node) = self.nodes.get(&*p) else {
                 continue;
@@ -328,7 +328,7 @@ impl DataTree {
             // Forward iteration only: im-rc 15.1's reverse iteration of an OrdSet skips
             // elements once the set spans several nodes (3,000 children lost 33).
             let first = stack.len();
-            stack.extend(node.children.iter().map(|c| Rc::from(path::join(&p, c))));
+            stack.extend(node.children.iter().map(|c| Arc::from(path::join(&p, c))));
             stack[first..].reverse();
             out.push((p, node));
         }
@@ -342,7 +342,7 @@ impl DataTree {
             let children = self.nodes.get("/").map(|r| r.children.clone()).unwrap_or_default();
             node.children = children;
             self.data_bytes += node.data.as_ref().map_or(0, |d| d.len() as i64);
-            self.nodes.insert(Rc::from("/"), node);
+            self.nodes.insert(Arc::from("/"), node);
             return;
         }
         if let Some(existing) = self.nodes.get(p) {
@@ -350,7 +350,7 @@ impl DataTree {
             node.children = existing.children.clone();
             self.data_bytes -= existing.data.as_ref().map_or(0, |d| d.len() as i64);
             self.data_bytes += node.data.as_ref().map_or(0, |d| d.len() as i64);
-            self.nodes.insert(Rc::from(p), node);
+            self.nodes.insert(Arc::from(p), node);
             return;
         }
         self.insert_node_raw(p, node);
@@ -391,7 +391,7 @@ mod tests {
             .stack_size(128 * 1024)
             .spawn(move || {
                 let mut t = DataTree::new();
-                let acl: Rc<[Acl]> = super::super::acl::open_acl_unsafe().into();
+                let acl: Arc<[Acl]> = super::super::acl::open_acl_unsafe().into();
                 let mut p = String::from("/d");
                 t.create_node(&p, None, acl.clone(), 0, 1, 0);
                 for i in 0..depth {
@@ -409,7 +409,7 @@ mod tests {
     #[test]
     fn cversion_and_pzxid_follow_creates_and_deletes() {
         let mut t = DataTree::new();
-        let acl: Rc<[Acl]> = super::super::acl::open_acl_unsafe().into();
+        let acl: Arc<[Acl]> = super::super::acl::open_acl_unsafe().into();
         t.create_node("/a", None, acl.clone(), 0, 1, 10);
         t.create_node("/a/b", None, acl.clone(), 0, 2, 11);
         t.create_node("/a/c", None, acl.clone(), 0, 3, 12);
@@ -426,7 +426,7 @@ mod tests {
     #[test]
     fn ephemerals_indexed_by_session_and_clone_is_independent() {
         let mut t = DataTree::new();
-        let acl: Rc<[Acl]> = super::super::acl::open_acl_unsafe().into();
+        let acl: Arc<[Acl]> = super::super::acl::open_acl_unsafe().into();
         t.add_session(7, 4000);
         t.create_node("/e", Some(Bytes::from_static(b"x")), acl, 7, 1, 1);
         let snapshot = t.clone();
@@ -441,3 +441,9 @@ mod tests {
         assert_eq!(t.ephemeral_count(), 0);
     }
 }
+
+// The committed tree is published to every client core (read-copy-update): it must be shareable.
+const _: fn() = || {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<DataTree>();
+};

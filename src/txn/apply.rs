@@ -7,7 +7,7 @@ use super::{Txn, TxnOp};
 use crate::proto::opcode::event_type;
 use crate::proto::{Acl, Stat};
 use crate::tree::{path, DataTree};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// A change that may fire watches, in apply order, with the ACLs in force when it happened:
 /// an event reaches a connection only if it may READ the node (the parent, for
@@ -15,9 +15,9 @@ use std::rc::Rc;
 /// so the tree after the txn cannot answer this).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    Created { path: String, acl: Rc<[Acl]>, parent_acl: Rc<[Acl]> },
-    Deleted { path: String, acl: Rc<[Acl]>, parent_acl: Rc<[Acl]> },
-    DataChanged { path: String, acl: Rc<[Acl]> },
+    Created { path: String, acl: Arc<[Acl]>, parent_acl: Arc<[Acl]> },
+    Deleted { path: String, acl: Arc<[Acl]>, parent_acl: Arc<[Acl]> },
+    DataChanged { path: String, acl: Arc<[Acl]> },
 }
 
 impl Change {
@@ -42,12 +42,12 @@ impl Change {
     }
 }
 
-fn acl_of(tree: &DataTree, p: &str) -> Rc<[Acl]> {
-    tree.get(p).map(|n| n.acl.clone()).unwrap_or_else(|| Rc::from(Vec::new()))
+fn acl_of(tree: &DataTree, p: &str) -> Arc<[Acl]> {
+    tree.get(p).map(|n| n.acl.clone()).unwrap_or_else(|| Arc::from(Vec::new()))
 }
 
-fn parent_acl_of(tree: &DataTree, p: &str) -> Rc<[Acl]> {
-    path::parent(p).map(|parent| acl_of(tree, parent)).unwrap_or_else(|| Rc::from(Vec::new()))
+fn parent_acl_of(tree: &DataTree, p: &str) -> Arc<[Acl]> {
+    path::parent(p).map(|parent| acl_of(tree, parent)).unwrap_or_else(|| Arc::from(Vec::new()))
 }
 
 /// Deletes `p` and reports it.
@@ -97,7 +97,7 @@ fn apply_op(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change
             OpResult::SessionClosed
         }
         TxnOp::Create { path, data, acl, ephemeral_owner, response_type } => {
-            let acl: Rc<[_]> = acl.clone().into();
+            let acl: Arc<[_]> = acl.clone().into();
             tree.create_node(path, data.clone(), acl.clone(), *ephemeral_owner, zxid, time);
             changes.push(Change::Created { path: path.clone(), acl, parent_acl: parent_acl_of(tree, path) });
             OpResult::Created { path: path.clone(), stat: stat_of(tree, path), response_type: *response_type }
