@@ -1,9 +1,12 @@
-//! A client core: owns its connections, a full DataTree replica and the watch index of its
-//! connections. Reads are answered here from the replica; writes, syncs and connects go to
-//! the pipeline core; committed batches come back and are applied here in zxid order.
+//! A client core: owns its connections and the watch index of its connections, and reads from
+//! the root of the one committed tree that came with the last commit batch (read-copy-update:
+//! the pipeline core applies every txn once; this core applies none). Reads are answered here;
+//! writes, syncs and connects go to the pipeline core; committed batches come back in zxid
+//! order with each txn's result and watch triggers.
 //! Rules: a connection's replies leave in the order its requests arrived (a read behind a
 //! pending write waits); watch notifications of a txn are queued before the reply of the
-//! write that fired them; nothing here touches another core's state.
+//! write that fired them, and before any read answered from a root that shows the change;
+//! nothing here touches another core's state.
 
 use super::conn_limits::{ConnLimits, ConnPermit};
 use super::connection;
@@ -18,10 +21,10 @@ use crate::proto::request::Request;
 use crate::proto::{ErrorCode, Id, OpCode};
 use crate::query::{self, WatchRequest};
 use crate::session::ConnRef;
-use crate::storage;
+
 use crate::tree::watches::{Notification, WatchError, WatchIndex};
 use crate::tree::{acl, DataTree};
-use crate::txn::apply::{self, Change, OpResult};
+use crate::txn::apply::{Change, OpResult};
 use crate::txn::WriteOp;
 use bytes::BytesMut;
 use glommio::channels::local_channel::{self, LocalSender};
@@ -232,6 +235,7 @@ impl Conn {
 pub struct Core {
     pub id: u16,
     pub config: Arc<Config>,
+    /// The root of the committed tree from the last commit batch (reads are answered from it).
     pub tree: RefCell<DataTree>,
     pub watches: RefCell<WatchIndex>,
     pub conns: RefCell<HashMap<u64, Rc<Conn>>>,
@@ -686,17 +690,19 @@ impl Core {
         }
     }
 
-    /// Applies one committed batch: txns to the replica, watch events, then replies.
-    fn apply_batch(&self, batch: &CommitBatch) {
-        let mut changes: Vec<Change> = Vec::new();
+    /// Takes one committed batch: its root becomes the tree reads are answered from, every
+    /// txn's watch events are queued, the replies of this core's requests follow in order, and
+    /// only then are the requests waiting behind those replies answered (from the new root, so
+    /// every event a read could show is queued ahead of it; a batch answers each connection at
+    /// most once, so no read overtakes a later reply of its session: `commit_queue`).
+    fn take_batch(&self, batch: &CommitBatch) {
+        *self.tree.borrow_mut() = batch.root.clone();
         let mut notes: Vec<Notification> = Vec::new();
+        let mut answered: Vec<Rc<Conn>> = Vec::new();
         for item in &batch.items {
             match item {
-                Commit::Txn { txn, origin } => {
-                    changes.clear();
-                    notes.clear();
-                    let result = apply::apply(&mut self.tree.borrow_mut(), txn, &mut changes);
-                    for ch in &changes {
+                Commit::Txn { txn, origin, result, changes } => {
+                    for ch in changes {
                         {
                             let mut watches = self.watches.borrow_mut();
                             match ch {
@@ -711,7 +717,9 @@ impl Core {
                     }
                     if let Some((origin, xid)) = origin {
                         if let Some(conn) = self.my_conn(origin) {
-                            self.reply_write(&conn, *xid, txn.header.zxid, result);
+                            if self.reply_write(&conn, *xid, txn.header.zxid, result.clone()) {
+                                answered.push(conn);
+                            }
                         }
                     }
                 }
@@ -741,8 +749,7 @@ impl Core {
                         0,
                     );
                     tracing::debug!("session {session_id:#x} established on connection {} ({})", c.id, c.peer);
-                    self.drain(&c);
-                    self.mark_dirty(&c);
+                    answered.push(c);
                 }
                 Commit::SessionExpired { conn } => {
                     let Some(c) = self.my_conn(conn) else {
@@ -776,8 +783,7 @@ impl Core {
                         ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: 0 },
                         &Response::Sync { path: path.clone() },
                     );
-                    self.drain(&c);
-                    self.mark_dirty(&c);
+                    answered.push(c);
                 }
                 Commit::Rejected { conn, xid, err } => {
                     let Some(c) = self.my_conn(conn) else {
@@ -795,10 +801,13 @@ impl Core {
                         continue;
                     }
                     c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: *err }, &Response::None);
-                    self.drain(&c);
-                    self.mark_dirty(&c);
+                    answered.push(c);
                 }
             }
+        }
+        for c in &answered {
+            self.drain(c);
+            self.mark_dirty(c);
         }
         self.flush_dirty();
     }
@@ -827,7 +836,9 @@ impl Core {
         self.conns.borrow().get(&r.conn).cloned()
     }
 
-    fn reply_write(&self, conn: &Rc<Conn>, xid: i32, zxid: i64, result: OpResult) {
+    /// Replies to write `xid`; true if it was the connection's next reply (the caller then
+    /// answers what waits behind it).
+    fn reply_write(&self, conn: &Rc<Conn>, xid: i32, zxid: i64, result: OpResult) -> bool {
         let opcode = match self.take_head(
             conn,
             "the reply to write",
@@ -838,7 +849,7 @@ impl Core {
                 conn.answered(opcode, xid, zxid, at);
                 opcode
             }
-            _ => return,
+            _ => return false,
         };
         let (err, body) = write_response(opcode, result);
         conn.reply(ReplyHeader { xid, zxid, err }, &body);
@@ -846,8 +857,7 @@ impl Core {
             conn.session_id.set(0);
             conn.close();
         }
-        self.drain(conn);
-        self.mark_dirty(conn);
+        true
     }
 
     /// A connection is gone: forget it, its watches, and tell the pipeline.
@@ -962,7 +972,8 @@ pub struct CoreParams {
     pub stats: Arc<Stats>,
     pub conn_limits: Arc<ConnLimits>,
     pub config: Arc<Config>,
-    pub recovered: Arc<storage::recovery::Recovered>,
+    /// The committed tree at start-up (built once, by the caller, for every core).
+    pub tree: DataTree,
     pub to_pipeline: SharedSender<Vec<ToPipeline>>,
     pub from_pipeline: SharedReceiver<ToClientCore>,
     /// Core 0: the admin server's questions (`admin::Inspector`).
@@ -971,10 +982,7 @@ pub struct CoreParams {
 
 /// Runs one client core until the pipeline core says shutdown.
 pub async fn run(params: CoreParams) -> Result<(), String> {
-    let CoreParams { id, stats, conn_limits, config, recovered, to_pipeline, from_pipeline, admin_asks } = params;
-    let tree =
-        storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("core {id}: rebuilding the tree: {e}"))?;
-    drop(recovered);
+    let CoreParams { id, stats, conn_limits, config, tree, to_pipeline, from_pipeline, admin_asks } = params;
     let core = Rc::new(Core {
         id,
         config: config.clone(),
@@ -1079,7 +1087,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                 let st = core.my_stats();
                 st.commit_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 st.commit_items.fetch_add(batch.items.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                core.apply_batch(&batch)
+                core.take_batch(&batch)
             }
             ToClientCore::Serving(mode) => {
                 core.mode.set(mode);
@@ -1092,9 +1100,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                     }
                 }
             }
-            ToClientCore::Reset(state) => {
-                let tree = storage::snapshot::decode_snapshot(&state)
-                    .map_err(|e| format!("core {id}: the leader's snapshot does not decode: {e}"))?;
+            ToClientCore::Reset(tree) => {
                 *core.tree.borrow_mut() = tree;
                 *core.watches.borrow_mut() = WatchIndex::new();
             }

@@ -29,6 +29,7 @@
 //!   holds requests back (their touches are among them).
 
 use super::clock::Now;
+use super::commit_queue::CommitQueue;
 use super::inspect::Collections;
 use super::log_writer::TxnLogWriter;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
@@ -80,6 +81,9 @@ pub struct EnsembleParams {
     pub config: Arc<Config>,
     pub stats: Arc<super::stats::Stats>,
     pub recovered: Arc<Recovered>,
+    /// The tree of the recovered snapshot alone (ZAB delivers the log once it is committed),
+    /// built once at start-up.
+    pub tree: DataTree,
     pub my_id: Sid,
     pub from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
     pub to_cores: Vec<SharedSender<ToClientCore>>,
@@ -88,7 +92,7 @@ pub struct EnsembleParams {
 
 /// What the loop must do with the client cores, in order.
 enum CoreMsg {
-    Items(Vec<Commit>),
+    Batches(Vec<CommitBatch>),
     Control(ToClientCore),
 }
 
@@ -152,7 +156,8 @@ struct Member {
     /// Since when this member has not served (start-up, or losing its leader): the next
     /// time it serves, the difference is the election time.
     unserved_since: Option<std::time::Instant>,
-    items: Vec<Commit>,
+    /// Delivered txns (applied to `committed`) and answers, on their way to the client cores.
+    commits: CommitQueue,
     to_cores: Vec<CoreMsg>,
     out: Vec<Output>,
     encode_buf: BytesMut,
@@ -168,9 +173,14 @@ impl Member {
     }
 
     fn flush_items(&mut self) {
-        if !self.items.is_empty() {
-            self.to_cores.push(CoreMsg::Items(std::mem::take(&mut self.items)));
+        if !self.commits.is_empty() {
+            self.to_cores.push(CoreMsg::Batches(self.commits.take(&self.committed)));
         }
+    }
+
+    /// Queues an answer for a client core (nothing that changes the tree).
+    fn answer(&mut self, item: Commit) {
+        self.commits.push(item, &self.committed);
     }
 
     fn control(&mut self, msg: ToClientCore) {
@@ -251,7 +261,7 @@ impl Member {
             // The cores close everything when told; these crossed that message.
             match msg {
                 ToPipeline::Connect { conn, .. } | ToPipeline::Write { conn, .. } | ToPipeline::Sync { conn, .. } => {
-                    self.items.push(Commit::Close { conn })
+                    self.answer(Commit::Close { conn })
                 }
                 ToPipeline::Detached { conn } => self.forget_conn(conn),
                 ToPipeline::Touch { .. } | ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
@@ -261,7 +271,7 @@ impl Member {
         match msg {
             ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
                 if let Some(refusal) = refuse_if_ahead(conn, last_zxid_seen, self.committed.last_zxid()) {
-                    self.items.push(refusal);
+                    self.answer(refusal);
                     return;
                 }
                 let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
@@ -279,7 +289,7 @@ impl Member {
                     return;
                 }
                 if passwd.as_ref() != session::password_of(session_id) {
-                    self.items.push(Commit::SessionExpired { conn });
+                    self.answer(Commit::SessionExpired { conn });
                     return;
                 }
                 if self.leading() {
@@ -313,7 +323,7 @@ impl Member {
                             "a write of session {session_id:#x} is too large to forward ({} bytes)",
                             data.len()
                         );
-                        self.items.push(Commit::Rejected { conn, xid, err: ErrorCode::MarshallingError.code() });
+                        self.answer(Commit::Rejected { conn, xid, err: ErrorCode::MarshallingError.code() });
                         return;
                     }
                     let len = self.forward_encoded(data);
@@ -363,16 +373,16 @@ impl Member {
     /// A resume was judged: attach the session to `conn`, or refuse it.
     fn resumed(&mut self, conn: ConnRef, session_id: i64, timeout_ms: i32, alive: bool) {
         if !alive {
-            self.items.push(Commit::SessionExpired { conn });
+            self.answer(Commit::SessionExpired { conn });
             return;
         }
         if let Some(old) = self.session_conns.insert(session_id, conn) {
             self.conn_sessions.remove(&old);
-            self.items.push(Commit::Close { conn: old });
+            self.answer(Commit::Close { conn: old });
         }
         self.conn_sessions.insert(conn, session_id);
         let passwd = session::password_of(session_id);
-        self.items.push(Commit::Connected { conn, session_id, timeout_ms, passwd });
+        self.answer(Commit::Connected { conn, session_id, timeout_ms, passwd });
     }
 
     // ---- the leader's side ----
@@ -557,21 +567,19 @@ impl Member {
                 self.committed.last_zxid()
             ));
         }
-        self.scratch_changes.clear();
-        apply::apply(&mut self.committed, &txn, &mut self.scratch_changes);
         self.delivered_since_snapshot += 1;
         let s = txn.header.session_id;
         let created = matches!(txn.op, TxnOp::CreateSession { .. });
         let closed = matches!(txn.op, TxnOp::CloseSession);
         let origin = self.answers.remove(&t.zxid);
         let answered = origin.is_some();
-        self.items.push(Commit::Txn { txn, origin });
+        self.commits.apply(&mut self.committed, txn, origin);
         if created {
             if let Some((conn, timeout_ms)) = self.connecting.remove(&s) {
                 self.session_conns.insert(s, conn);
                 self.conn_sessions.insert(conn, s);
                 let passwd = session::password_of(s);
-                self.items.push(Commit::Connected { conn, session_id: s, timeout_ms, passwd });
+                self.answer(Commit::Connected { conn, session_id: s, timeout_ms, passwd });
             }
         }
         if closed {
@@ -579,7 +587,7 @@ impl Member {
                 self.conn_sessions.remove(&conn);
                 if !answered {
                     // Expired (or closed through another member): the client's connection goes.
-                    self.items.push(Commit::Close { conn });
+                    self.answer(Commit::Close { conn });
                 }
             }
         }
@@ -590,7 +598,7 @@ impl Member {
         let at = self.committed.last_zxid();
         while self.syncs.front().is_some_and(|(z, ..)| *z <= at) {
             if let Some((_, conn, xid, path)) = self.syncs.pop_front() {
-                self.items.push(Commit::SyncDone { conn, xid, path });
+                self.answer(Commit::SyncDone { conn, xid, path });
             }
         }
     }
@@ -624,7 +632,7 @@ impl Member {
                 .into_iter()
                 .collect();
             for conn in conns {
-                self.items.push(Commit::Close { conn });
+                self.answer(Commit::Close { conn });
             }
             self.conn_sessions.clear();
             self.session_conns.clear();
@@ -809,7 +817,7 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
                     }
                     m.committed = tree;
                     m.delivered_since_snapshot = 0;
-                    m.control(ToClientCore::Reset(state));
+                    m.control(ToClientCore::Reset(m.committed.clone()));
                 }
                 Output::SendSnapshot { to, link, leader_nonce, seq, zxid } => {
                     assert_eq!(
@@ -843,7 +851,7 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
 
 /// Runs the pipeline core of an ensemble member until shutdown.
 pub async fn run(params: EnsembleParams) -> Result<(), String> {
-    let EnsembleParams { config, stats, recovered, my_id, from_cores, to_cores, shutdown } = params;
+    let EnsembleParams { config, stats, recovered, tree: committed, my_id, from_cores, to_cores, shutdown } = params;
     let mut voters = Vec::new();
     let mut observers = Vec::new();
     let mut peers = BTreeMap::new();
@@ -888,8 +896,13 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let durable =
         zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns, lost_log };
     // The state machine starts at the snapshot; ZAB delivers the log once it is committed.
-    let snapshot_only = Recovered { records: Vec::new(), last_zxid: recovered.snapshot_zxid, ..(*recovered).clone() };
-    let committed = storage::recovery::rebuild_tree(&snapshot_only).map_err(|e| format!("rebuilding the tree: {e}"))?;
+    if committed.last_zxid() != recovered.snapshot_zxid {
+        return Err(format!(
+            "the start-up tree is at {:#x}, not at the snapshot's {:#x}",
+            committed.last_zxid(),
+            recovered.snapshot_zxid
+        ));
+    }
     let now = Now::read();
     // A date, not a timeout: it only has to differ from this member's earlier runs.
     let incarnation = (now.wall_ms as u64) << 8 | my_id;
@@ -935,7 +948,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         serving: None,
         observer: config.servers.iter().any(|s| s.id == my_id && s.observer),
         unserved_since: Some(std::time::Instant::now()),
-        items: Vec::new(),
+        commits: CommitQueue::new(),
         to_cores: Vec::new(),
         out: Vec::new(),
         encode_buf: BytesMut::with_capacity(64 * 1024),
@@ -1037,13 +1050,15 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         stats.learners.store(learners as u64, Ordering::Relaxed);
         stats.synced_learners.store(synced as u64, Ordering::Relaxed);
         stats.inbox_depth.store(inbox.len() as u64, Ordering::Relaxed);
-        let last_zxid = m.committed.last_zxid();
         for msg in std::mem::take(&mut m.to_cores) {
-            let msg = match msg {
-                CoreMsg::Items(items) => ToClientCore::Batch(Arc::new(CommitBatch { items, last_zxid })),
-                CoreMsg::Control(c) => c,
-            };
-            senders.send_all(msg).await;
+            match msg {
+                CoreMsg::Batches(batches) => {
+                    for b in batches {
+                        senders.send_all(ToClientCore::Batch(Arc::new(b))).await;
+                    }
+                }
+                CoreMsg::Control(c) => senders.send_all(c).await,
+            }
         }
         let open = m.intake_open(&net);
         if open == m.intake_closed {

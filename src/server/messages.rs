@@ -1,12 +1,15 @@
 //! The messages that cross cores: client core → pipeline core (requests that need ordering) and
-//! pipeline core → every client core (committed, durable batches).
-//! Rules: every message is `Send` and owns its data (`Bytes`, `Arc`), never an `Rc`; a batch
-//! goes to every client core as one `Arc`, and each core picks out what concerns its own
-//! connections; items of a batch are in the order the pipeline decided them.
+//! pipeline core → every client core (committed, durable batches, each with the root of the one
+//! committed tree after it: see `commit_queue`).
+//! Rules: every message is `Send` and owns its data (`Bytes`, `Arc`, tree roots), never an
+//! `Rc`; a batch goes to every client core as one `Arc`, and each core picks out what concerns
+//! its own connections; items of a batch are in the order the pipeline decided them.
 
 use super::inspect::{CoreReport, Inspect, Inspected};
 use crate::proto::Id;
 use crate::session::{ConnRef, SESSION_PASSWD_LEN};
+use crate::tree::DataTree;
+use crate::txn::apply::{Change, OpResult};
 use crate::txn::{Txn, WriteOp};
 use bytes::Bytes;
 use std::sync::Arc;
@@ -33,8 +36,9 @@ pub enum ToPipeline {
 /// What a client core does with one item of a committed batch.
 #[derive(Debug)]
 pub enum Commit {
-    /// Apply the txn; if `origin` is a connection of this core, reply to request `xid`.
-    Txn { txn: Txn, origin: Option<(ConnRef, i32)> },
+    /// A committed txn, applied on the pipeline core: fire the watches of `changes`; if
+    /// `origin` is a connection of this core, reply to request `xid` with `result`.
+    Txn { txn: Txn, origin: Option<(ConnRef, i32)>, result: OpResult, changes: Vec<Change> },
     /// The session is established for `conn`: send the ConnectResponse.
     Connected { conn: ConnRef, session_id: i64, timeout_ms: i32, passwd: [u8; SESSION_PASSWD_LEN] },
     /// Resume refused: the session is unknown, expired, or the password is wrong.
@@ -49,12 +53,30 @@ pub enum Commit {
     Close { conn: ConnRef },
 }
 
-/// One committed, durable batch, shared by all client cores.
-#[derive(Debug, Default)]
+impl Commit {
+    /// The connection this item answers or closes, if any.
+    pub fn conn(&self) -> Option<&ConnRef> {
+        match self {
+            Commit::Txn { origin, .. } => origin.as_ref().map(|(c, _)| c),
+            Commit::Connected { conn, .. }
+            | Commit::SessionExpired { conn }
+            | Commit::ZxidAhead { conn }
+            | Commit::SyncDone { conn, .. }
+            | Commit::Rejected { conn, .. }
+            | Commit::Close { conn } => Some(conn),
+        }
+    }
+}
+
+/// One committed, durable batch, shared by all client cores. It answers each connection at
+/// most once (`commit_queue`).
+#[derive(Debug)]
 pub struct CommitBatch {
     pub items: Vec<Commit>,
     /// The last zxid of the batch (or of the tree, when the batch has no txn).
     pub last_zxid: i64,
+    /// The committed tree after the batch's last item: what the client cores read from next.
+    pub root: DataTree,
 }
 
 /// What a server is, as `srvr` and `mntr` say it.
@@ -108,8 +130,9 @@ pub enum ToClientCore {
     /// Ensemble: this member serves clients in this mode, or (NotServing) stops: every
     /// connection closes, and new ones are refused until it serves again.
     Serving(ServerMode),
-    /// Ensemble: replace the replica with this snapshot (a SNAP from the leader).
-    Reset(Bytes),
+    /// Ensemble: the committed tree was replaced by the leader's snapshot (a SNAP): read from
+    /// this root, and drop every watch.
+    Reset(DataTree),
     /// Report on this core's connections / watches to the pipeline for `asker`.
     Inspect {
         asker: u16,

@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod client_core;
 pub mod clock;
+pub mod commit_queue;
 pub mod conn_limits;
 pub mod connection;
 pub mod ensemble;
@@ -100,14 +101,30 @@ pub fn run(mut config: Config) -> Result<(), String> {
     } else {
         None
     };
-    // Client cores start from the snapshot in an ensemble: ZAB delivers the log once committed.
-    let core_recovered = match my_id {
-        Some(_) => Arc::new(storage::recovery::Recovered {
-            records: Vec::new(),
-            last_zxid: recovered.snapshot_zxid,
-            ..(*recovered).clone()
-        }),
-        None => recovered.clone(),
+    // The one committed tree, built once for the pipeline and every client core (they share
+    // it: read-copy-update). An ensemble member starts from the snapshot alone: ZAB delivers
+    // the log once it is committed. The snapshot's bytes are not kept once decoded.
+    let tree = {
+        let start = match my_id {
+            Some(_) => storage::recovery::Recovered {
+                snapshot: recovered.snapshot.clone(),
+                snapshot_zxid: recovered.snapshot_zxid,
+                records: Vec::new(),
+                last_zxid: recovered.snapshot_zxid,
+                tail: recovered.tail.clone(),
+                warnings: Vec::new(),
+            },
+            None => storage::recovery::Recovered { warnings: Vec::new(), ..(*recovered).clone() },
+        };
+        storage::recovery::rebuild_tree(&start).map_err(|e| format!("rebuilding the tree: {e}"))?
+    };
+    let recovered = {
+        let mut r = Arc::try_unwrap(recovered).unwrap_or_else(|shared| (*shared).clone());
+        r.snapshot = None;
+        if my_id.is_none() {
+            r.records = Vec::new();
+        }
+        Arc::new(r)
     };
 
     let shutdown = Arc::new(AtomicBool::new(false));
@@ -163,7 +180,8 @@ pub fn run(mut config: Config) -> Result<(), String> {
     };
 
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
-    let (cfg, rec, stop, st) = (config.clone(), recovered.clone(), shutdown.clone(), stats.clone());
+    let (cfg, rec, stop, st, pipeline_tree) =
+        (config.clone(), recovered.clone(), shutdown.clone(), stats.clone(), tree.clone());
     let pipeline = builder("rk-pipeline".into(), pipeline_cpu)
         .spawn(move || async move {
             let r = match my_id {
@@ -171,6 +189,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
                     let params = pipeline::PipelineParams {
                         config: cfg,
                         recovered: rec,
+                        tree: pipeline_tree,
                         from_cores,
                         to_cores,
                         shutdown: stop.clone(),
@@ -183,6 +202,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
                         config: cfg,
                         stats: st,
                         recovered: rec,
+                        tree: pipeline_tree,
                         my_id,
                         from_cores,
                         to_cores,
@@ -220,7 +240,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
             stats: stats.clone(),
             conn_limits: conn_limits.clone(),
             config: config.clone(),
-            recovered: core_recovered.clone(),
+            tree: tree.clone(),
             to_pipeline: up_tx,
             from_pipeline: down_rx,
             admin_asks: if i == 0 { inspector_end.take() } else { None },
@@ -247,7 +267,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
         }
     }
     drop(recovered);
-    drop(core_recovered);
+    drop(tree);
     let admin = if config.admin_enabled {
         admin::start(config.clone(), stats.clone(), inspector, shutdown.clone())
     } else {

@@ -1,7 +1,7 @@
 //! The pipeline core: the one place where writes are ordered. It preps each write against the
-//! latest state (its own DataTree, which already includes txns not yet durable), assigns
-//! zxids, appends the batch to the txn log with one fdatasync, and only then fans the batch
-//! out to every client core. It also owns the session table and its expiry, the container /
+//! latest state (the one DataTree, which already includes txns not yet durable), applies it
+//! there once, assigns zxids, appends the batch to the txn log with one fdatasync, and only
+//! then fans the batch out to every client core with the tree's root (`commit_queue`). It also owns the session table and its expiry, the container /
 //! TTL reaper, and the snapshot schedule.
 //! Rules: nothing leaves this core before it is durable; a txn is fully determined here (zxid,
 //! time, session, sequence names, errors); zxids increase by exactly one; a log write that
@@ -12,9 +12,10 @@
 //! the wall clock's (`clock::Now`).
 
 use super::clock::Now;
+use super::commit_queue::CommitQueue;
 use super::inspect::{Collections, Inspect, SessionSets};
 use super::log_writer::{is_disk_full, TxnLogWriter};
-use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
+use super::messages::{Commit, ToClientCore, ToPipeline};
 use super::snapshot_writer;
 use crate::config::Config;
 use crate::proto::ErrorCode;
@@ -23,7 +24,7 @@ use crate::storage;
 use crate::storage::recovery::LogTail;
 use crate::tree::{DataTree, NodeKind};
 use crate::txn::prep::{prep, PrepContext};
-use crate::txn::{apply, codec, Txn, TxnHeader, TxnOp, WriteOp};
+use crate::txn::{codec, Txn, TxnHeader, TxnOp, WriteOp};
 use bytes::{Bytes, BytesMut};
 use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
@@ -50,6 +51,8 @@ pub(super) fn dated(sets: SessionSets, now: Now) -> SessionSets {
 pub struct PipelineParams {
     pub config: Arc<Config>,
     pub recovered: Arc<storage::recovery::Recovered>,
+    /// The tree `recovered` describes, built once at start-up.
+    pub tree: DataTree,
     pub from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
     pub to_cores: Vec<SharedSender<ToClientCore>>,
     pub shutdown: Arc<AtomicBool>,
@@ -61,13 +64,12 @@ struct Pipeline {
     tree: DataTree,
     sessions: SessionTracker,
     conn_sessions: HashMap<ConnRef, i64>,
-    items: Vec<Commit>,
+    commits: CommitQueue,
     records: Vec<Bytes>,
     /// Bytes of `records`: the batch closes at `ringkeeper.batchBytesMax`.
     record_bytes: usize,
     encode_buf: BytesMut,
     txns_since_snapshot: u64,
-    scratch_changes: Vec<apply::Change>,
     collections: Collections,
     /// Messages for every client core, sent after the batch.
     control: Vec<ToClientCore>,
@@ -81,17 +83,20 @@ impl Pipeline {
         TxnHeader { zxid, session_id, cxid, time_ms }
     }
 
-    /// Orders one txn: apply to the prep tree, encode for the log, queue for fan-out.
+    /// Orders one txn: encode for the log, apply to the tree, queue for fan-out.
     fn commit_txn(&mut self, header: TxnHeader, op: TxnOp, origin: Option<(ConnRef, i32)>) {
         let txn = Txn { header, op };
-        self.scratch_changes.clear();
-        apply::apply(&mut self.tree, &txn, &mut self.scratch_changes);
         codec::encode(&txn, &mut self.encode_buf);
         let record = self.encode_buf.split().freeze();
         self.record_bytes += storage::log::RECORD_PREFIX_BYTES + record.len();
         self.records.push(record);
-        self.items.push(Commit::Txn { txn, origin });
+        self.commits.apply(&mut self.tree, txn, origin);
         self.txns_since_snapshot += 1;
+    }
+
+    /// Queues an item that changes nothing in the tree.
+    fn answer(&mut self, item: Commit) {
+        self.commits.push(item, &self.tree);
     }
 
     /// Handles one message; sessions are timed by `now.mono_ms`, txns dated `now.wall_ms`.
@@ -99,7 +104,7 @@ impl Pipeline {
         match msg {
             ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
                 if let Some(refusal) = refuse_if_ahead(conn, last_zxid_seen, self.tree.last_zxid()) {
-                    self.items.push(refusal);
+                    self.answer(refusal);
                     return;
                 }
                 let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
@@ -110,7 +115,7 @@ impl Pipeline {
                     self.conn_sessions.insert(conn, id);
                     let header = self.next_header(id, 0, now.wall_ms);
                     self.commit_txn(header, TxnOp::CreateSession { timeout_ms }, None);
-                    self.items.push(Commit::Connected {
+                    self.answer(Commit::Connected {
                         conn,
                         session_id: id,
                         timeout_ms,
@@ -120,16 +125,16 @@ impl Pipeline {
                 }
                 let expected = session::password_of(session_id);
                 if !self.sessions.contains(session_id) || passwd.as_ref() != expected {
-                    self.items.push(Commit::SessionExpired { conn });
+                    self.answer(Commit::SessionExpired { conn });
                     return;
                 }
                 self.sessions.set_timeout(session_id, timeout_ms, now.mono_ms);
                 if let Some(old) = self.sessions.attach(session_id, conn) {
                     self.conn_sessions.remove(&old);
-                    self.items.push(Commit::Close { conn: old });
+                    self.answer(Commit::Close { conn: old });
                 }
                 self.conn_sessions.insert(conn, session_id);
-                self.items.push(Commit::Connected { conn, session_id, timeout_ms, passwd: expected });
+                self.answer(Commit::Connected { conn, session_id, timeout_ms, passwd: expected });
             }
             ToPipeline::Write { conn, xid, op, auth } => {
                 let Some(&session_id) = self.conn_sessions.get(&conn) else {
@@ -137,7 +142,7 @@ impl Pipeline {
                     return;
                 };
                 if !self.sessions.touch(session_id, now.mono_ms) {
-                    self.items.push(Commit::Rejected { conn, xid, err: ErrorCode::SessionExpired.code() });
+                    self.answer(Commit::Rejected { conn, xid, err: ErrorCode::SessionExpired.code() });
                     return;
                 }
                 let ctx = PrepContext {
@@ -161,7 +166,7 @@ impl Pipeline {
                     return;
                 };
                 self.sessions.touch(s, now.mono_ms);
-                self.items.push(Commit::SyncDone { conn, xid, path });
+                self.answer(Commit::SyncDone { conn, xid, path });
             }
             ToPipeline::Touch { sessions } => {
                 for s in sessions {
@@ -191,7 +196,7 @@ impl Pipeline {
             tracing::info!("session {id:#x} expired");
             if let Some(conn) = attached {
                 self.conn_sessions.remove(&conn);
-                self.items.push(Commit::Close { conn });
+                self.answer(Commit::Close { conn });
             }
             let header = self.next_header(id, 0, now.wall_ms);
             self.commit_txn(header, TxnOp::CloseSession, None);
@@ -207,9 +212,10 @@ impl Pipeline {
     fn undo_unlogged(&mut self, durable: &DataTree, now_mono_ms: i64) {
         let err = ErrorCode::SystemError.code();
         let mut created = Vec::new();
-        for item in std::mem::take(&mut self.items) {
+        let mut kept = Vec::new();
+        for item in self.commits.take_items() {
             match item {
-                Commit::Txn { txn, origin } => {
+                Commit::Txn { txn, origin, .. } => {
                     self.txns_since_snapshot = self.txns_since_snapshot.saturating_sub(1);
                     let id = txn.header.session_id;
                     match txn.op {
@@ -231,17 +237,20 @@ impl Pipeline {
                         _ => {}
                     }
                     if let Some((conn, xid)) = origin {
-                        self.items.push(Commit::Rejected { conn, xid, err });
+                        kept.push(Commit::Rejected { conn, xid, err });
                     }
                 }
                 Commit::Connected { conn, session_id, .. } if created.contains(&session_id) => {
                     self.conn_sessions.remove(&conn);
-                    self.items.push(Commit::Close { conn });
+                    kept.push(Commit::Close { conn });
                 }
-                other => self.items.push(other),
+                other => kept.push(other),
             }
         }
         self.tree = durable.clone();
+        for item in kept {
+            self.answer(item);
+        }
         self.records.clear();
         self.record_bytes = 0;
     }
@@ -526,8 +535,7 @@ impl Snapshots {
 /// Runs the pipeline core until shutdown. Returns an error only when the log cannot be
 /// written (the server must stop: it can no longer make anything durable).
 pub async fn run(params: PipelineParams) -> Result<(), String> {
-    let PipelineParams { config, recovered, from_cores, to_cores, shutdown, stats } = params;
-    let tree = storage::recovery::rebuild_tree(&recovered).map_err(|e| format!("rebuilding the tree: {e}"))?;
+    let PipelineParams { config, recovered, tree, from_cores, to_cores, shutdown, stats } = params;
     let now = Now::read();
     let mut sessions = SessionTracker::new(config.tick_time_ms, session::first_session_id(0, now.wall_ms));
     for (id, entry) in tree.sessions() {
@@ -541,12 +549,11 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         tree,
         sessions,
         conn_sessions: HashMap::new(),
-        items: Vec::new(),
+        commits: CommitQueue::new(),
         records: Vec::new(),
         record_bytes: 0,
         encode_buf: BytesMut::with_capacity(64 * 1024),
         txns_since_snapshot: 0,
-        scratch_changes: Vec::new(),
         collections: Collections::new(config.client_cores),
         control: Vec::new(),
     };
@@ -618,9 +625,8 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 }
             }
         }
-        if !p.items.is_empty() {
-            let batch = Arc::new(CommitBatch { items: std::mem::take(&mut p.items), last_zxid: p.tree.last_zxid() });
-            senders.send_all(ToClientCore::Batch(batch)).await;
+        for batch in p.commits.take(&p.tree) {
+            senders.send_all(ToClientCore::Batch(Arc::new(batch))).await;
         }
         for msg in std::mem::take(&mut p.control) {
             senders.send_all(msg).await;

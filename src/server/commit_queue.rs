@@ -1,0 +1,172 @@
+//! Commit batches as the pipeline core builds them: each committed txn is applied ONCE, here,
+//! to the one committed tree (read-copy-update), and every batch carries the root of that tree
+//! after its last item, each txn's result (what the origin's reply is made of) and its change
+//! list (what fires watches). Client cores answer reads from the root of the last batch they
+//! took, and apply nothing.
+//! Rules: a batch answers each connection at most once, so a client core may queue every
+//! watch event of the batch first and answer the connections' waiting reads afterwards, from
+//! the batch's root: a read that waited behind a reply never sees a write its session made
+//! after it (a second item for a connection seals the batch, with the root as of before that
+//! item), and never sees a change whose watch event is not queued ahead of it. Roots are O(1)
+//! clones; what one costs is the copy-on-write of the nodes the next txn touches.
+
+use super::messages::{Commit, CommitBatch};
+use crate::session::ConnRef;
+use crate::tree::DataTree;
+use crate::txn::{apply, Txn};
+use std::collections::HashSet;
+
+/// Items of the open batch, and the batches sealed since the last `take`.
+#[derive(Debug, Default)]
+pub struct CommitQueue {
+    open: Vec<Commit>,
+    /// Connections the open batch answers.
+    conns: HashSet<ConnRef>,
+    sealed: Vec<CommitBatch>,
+}
+
+impl CommitQueue {
+    pub fn new() -> CommitQueue {
+        CommitQueue::default()
+    }
+
+    /// Adds an item that changes nothing in the tree (a session established or refused, a
+    /// sync answered, a write refused, a connection closed). `tree` is the committed state.
+    pub fn push(&mut self, item: Commit, tree: &DataTree) {
+        self.split_for(item.conn(), tree);
+        self.open.push(item);
+    }
+
+    /// Applies `txn` to `tree` (the committed tree; the standalone pipeline's tree, which
+    /// is committed once the log batch is durable) and adds it with its result and changes.
+    pub fn apply(&mut self, tree: &mut DataTree, txn: Txn, origin: Option<(ConnRef, i32)>) {
+        self.split_for(origin.as_ref().map(|(c, _)| c), tree);
+        let mut changes = Vec::new();
+        let result = apply::apply(tree, &txn, &mut changes);
+        self.open.push(Commit::Txn { txn, origin, result, changes });
+    }
+
+    /// A second item for one connection: the open batch ends here, with the root as of
+    /// before that item.
+    fn split_for(&mut self, conn: Option<&ConnRef>, tree: &DataTree) {
+        if let Some(c) = conn {
+            if !self.conns.insert(*c) {
+                self.seal(tree);
+                self.conns.insert(*c);
+            }
+        }
+    }
+
+    /// Ends the open batch at `tree`'s state (which must include every txn of it).
+    pub fn seal(&mut self, tree: &DataTree) {
+        if self.open.is_empty() {
+            return;
+        }
+        self.conns.clear();
+        self.sealed.push(CommitBatch {
+            items: std::mem::take(&mut self.open),
+            last_zxid: tree.last_zxid(),
+            root: tree.clone(),
+        });
+    }
+
+    /// Every batch so far, the open one sealed at `tree`'s state.
+    pub fn take(&mut self, tree: &DataTree) -> Vec<CommitBatch> {
+        self.seal(tree);
+        std::mem::take(&mut self.sealed)
+    }
+
+    /// Every item so far, in order, without their roots (the standalone pipeline's undo of a
+    /// batch the log could not take: the roots include txns that never happened).
+    pub fn take_items(&mut self) -> Vec<Commit> {
+        self.conns.clear();
+        let mut items: Vec<Commit> = Vec::new();
+        for b in std::mem::take(&mut self.sealed) {
+            items.extend(b.items);
+        }
+        items.append(&mut self.open);
+        items
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty() && self.sealed.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::Acl;
+    use crate::txn::{apply::OpResult, TxnHeader, TxnOp};
+    use bytes::Bytes;
+
+    fn conn(n: u64) -> ConnRef {
+        ConnRef { core: 0, conn: n }
+    }
+
+    fn set(tree: &DataTree, path: &str, data: &'static [u8], session: i64) -> Txn {
+        Txn {
+            header: TxnHeader { zxid: tree.last_zxid() + 1, session_id: session, cxid: 1, time_ms: 5 },
+            op: TxnOp::SetData { path: path.into(), data: Some(Bytes::from_static(data)) },
+        }
+    }
+
+    #[test]
+    fn issue13_a_batch_answers_each_connection_once_and_its_root_is_as_of_its_last_item() {
+        let mut tree = DataTree::new();
+        let acl: Vec<Acl> = crate::tree::acl::open_acl_unsafe();
+        let create = Txn {
+            header: TxnHeader { zxid: 1, session_id: 1, cxid: 1, time_ms: 5 },
+            op: TxnOp::Create {
+                path: "/x".into(),
+                data: Some(Bytes::from_static(b"0")),
+                acl,
+                ephemeral_owner: 0,
+                response_type: 1,
+            },
+        };
+        let mut q = CommitQueue::new();
+        q.apply(&mut tree, create, Some((conn(1), 1)));
+        let t = set(&tree, "/x", b"1", 2);
+        q.apply(&mut tree, t, Some((conn(2), 1)));
+        // Connection 1 again: the open batch is sealed before this write, with /x = "1".
+        let t = set(&tree, "/x", b"2", 1);
+        q.apply(&mut tree, t, Some((conn(1), 2)));
+        q.push(Commit::Close { conn: conn(3) }, &tree);
+        let batches = q.take(&tree);
+        assert!(q.is_empty());
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches[0].items.len(), 2);
+        assert_eq!(batches[0].last_zxid, 2);
+        assert_eq!(batches[0].root.get("/x").and_then(|n| n.data.clone()), Some(Bytes::from_static(b"1")));
+        assert_eq!(batches[1].items.len(), 2);
+        assert_eq!(batches[1].root.get("/x").and_then(|n| n.data.clone()), Some(Bytes::from_static(b"2")));
+        // Each txn carries the result its reply is made of, and its watch triggers.
+        match &batches[1].items[0] {
+            Commit::Txn { result: OpResult::DataSet { stat }, changes, .. } => {
+                assert_eq!(stat.version, 2);
+                assert_eq!(changes.len(), 1);
+            }
+            other => panic!("unexpected item {other:?}"),
+        }
+        // The tree itself went on: the roots are snapshots, not the tree.
+        assert_eq!(tree.get("/x").map(|n| n.stat().version), Some(2));
+    }
+
+    #[test]
+    fn issue13_take_items_returns_every_item_in_order() {
+        let mut tree = DataTree::new();
+        let mut q = CommitQueue::new();
+        q.push(Commit::Close { conn: conn(1) }, &tree);
+        q.push(Commit::Close { conn: conn(1) }, &tree);
+        let t = Txn {
+            header: TxnHeader { zxid: 1, session_id: 9, cxid: 0, time_ms: 5 },
+            op: TxnOp::CreateSession { timeout_ms: 4000 },
+        };
+        q.apply(&mut tree, t, None);
+        let items = q.take_items();
+        assert_eq!(items.len(), 3);
+        assert!(matches!(items[2], Commit::Txn { .. }));
+        assert!(q.is_empty());
+    }
+}
