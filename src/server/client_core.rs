@@ -135,6 +135,19 @@ impl Conn {
         self.core_stats().outstanding.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// A read waits behind the last request still at the pipeline core (a connect, write or
+    /// sync): a write sent now needs a commit batch of its own (`ToPipeline::Write::fence`).
+    fn read_waits_behind_a_commit(&self) -> bool {
+        for p in self.pending.borrow().iter().rev() {
+            match p {
+                Pending::Local { .. } => return true,
+                Pending::Connect | Pending::Write { .. } | Pending::Sync { .. } => return false,
+                Pending::Error { .. } => {}
+            }
+        }
+        false
+    }
+
     /// Takes the head of the queue if `take` wants it.
     fn dequeue_if(&self, take: impl FnOnce(&Pending) -> bool) -> Option<Pending> {
         let mut pending = self.pending.borrow_mut();
@@ -442,9 +455,10 @@ impl Core {
         }
         let write = WriteOp::from_request(&req).map(|op| (req.opcode(), op));
         if let Some((opcode, op)) = write {
+            let fence = conn.read_waits_behind_a_commit();
             conn.enqueue(Pending::Write { xid, opcode, at: Instant::now() });
             let auth = conn.auth.borrow().clone();
-            self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth });
+            self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth, fence });
             return;
         }
         if let Request::Sync { path } = &req {
@@ -1083,11 +1097,13 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     while let Some(msg) = from_pipeline.recv().await {
         core.my_stats().down_received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match msg {
-            ToClientCore::Batch(batch) => {
+            ToClientCore::Batches(batches) => {
                 let st = core.my_stats();
-                st.commit_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                st.commit_items.fetch_add(batch.items.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                core.take_batch(&batch)
+                for batch in batches.iter() {
+                    st.commit_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    st.commit_items.fetch_add(batch.items.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    core.take_batch(batch);
+                }
             }
             ToClientCore::Serving(mode) => {
                 core.mode.set(mode);

@@ -3,12 +3,14 @@
 //! after its last item, each txn's result (what the origin's reply is made of) and its change
 //! list (what fires watches). Client cores answer reads from the root of the last batch they
 //! took, and apply nothing.
-//! Rules: a batch answers each connection at most once, so a client core may queue every
-//! watch event of the batch first and answer the connections' waiting reads afterwards, from
-//! the batch's root: a read that waited behind a reply never sees a write its session made
-//! after it (a second item for a connection seals the batch, with the root as of before that
-//! item), and never sees a change whose watch event is not queued ahead of it. Roots are O(1)
-//! clones; what one costs is the copy-on-write of the nodes the next txn touches.
+//! Rules: a client core queues every watch event of a batch first, then the replies in order,
+//! and answers the reads waiting behind them last, from the batch's root. So a read never sees
+//! a change whose watch event is not queued ahead of it, and a batch never holds two items for
+//! one connection with a read of that connection waiting between them (such a read would see
+//! its session's later write): the second item seals the batch first, with the root as of
+//! before it. A write says whether a read waits before it (`ToPipeline::Write::fence`); other
+//! items always seal on a repeat. Roots are O(1) clones; what one costs is the copy-on-write
+//! of the nodes the next txn touches, so batches are sealed only where a read needs it.
 
 use super::messages::{Commit, CommitBatch};
 use crate::session::ConnRef;
@@ -39,8 +41,15 @@ impl CommitQueue {
 
     /// Applies `txn` to `tree` (the committed tree; the standalone pipeline's tree, which
     /// is committed once the log batch is durable) and adds it with its result and changes.
-    pub fn apply(&mut self, tree: &mut DataTree, txn: Txn, origin: Option<(ConnRef, i32)>) {
-        self.split_for(origin.as_ref().map(|(c, _)| c), tree);
+    /// `fence`: a read of the origin connection waits before this write.
+    pub fn apply(&mut self, tree: &mut DataTree, txn: Txn, origin: Option<(ConnRef, i32)>, fence: bool) {
+        match &origin {
+            Some((c, _)) if fence => self.split_for(Some(c), tree),
+            Some((c, _)) => {
+                self.conns.insert(*c);
+            }
+            None => {}
+        }
         let mut changes = Vec::new();
         let result = apply::apply(tree, &txn, &mut changes);
         self.open.push(Commit::Txn { txn, origin, result, changes });
@@ -126,25 +135,28 @@ mod tests {
             },
         };
         let mut q = CommitQueue::new();
-        q.apply(&mut tree, create, Some((conn(1), 1)));
+        q.apply(&mut tree, create, Some((conn(1), 1)), false);
         let t = set(&tree, "/x", b"1", 2);
-        q.apply(&mut tree, t, Some((conn(2), 1)));
-        // Connection 1 again: the open batch is sealed before this write, with /x = "1".
+        q.apply(&mut tree, t, Some((conn(2), 1)), false);
+        // Connection 2 again, no read waiting in between: same batch.
+        let t = set(&tree, "/x", b"1", 2);
+        q.apply(&mut tree, t, Some((conn(2), 2)), false);
+        // Connection 1 again, a read waiting: the open batch is sealed before this write.
         let t = set(&tree, "/x", b"2", 1);
-        q.apply(&mut tree, t, Some((conn(1), 2)));
+        q.apply(&mut tree, t, Some((conn(1), 2)), true);
         q.push(Commit::Close { conn: conn(3) }, &tree);
         let batches = q.take(&tree);
         assert!(q.is_empty());
         assert_eq!(batches.len(), 2);
-        assert_eq!(batches[0].items.len(), 2);
-        assert_eq!(batches[0].last_zxid, 2);
+        assert_eq!(batches[0].items.len(), 3);
+        assert_eq!(batches[0].last_zxid, 3);
         assert_eq!(batches[0].root.get("/x").and_then(|n| n.data.clone()), Some(Bytes::from_static(b"1")));
         assert_eq!(batches[1].items.len(), 2);
         assert_eq!(batches[1].root.get("/x").and_then(|n| n.data.clone()), Some(Bytes::from_static(b"2")));
         // Each txn carries the result its reply is made of, and its watch triggers.
         match &batches[1].items[0] {
             Commit::Txn { result: OpResult::DataSet { stat }, changes, .. } => {
-                assert_eq!(stat.version, 2);
+                assert_eq!(stat.version, 3);
                 assert_eq!(changes.len(), 1);
             }
             other => panic!("unexpected item {other:?}"),
@@ -163,7 +175,7 @@ mod tests {
             header: TxnHeader { zxid: 1, session_id: 9, cxid: 0, time_ms: 5 },
             op: TxnOp::CreateSession { timeout_ms: 4000 },
         };
-        q.apply(&mut tree, t, None);
+        q.apply(&mut tree, t, None, false);
         let items = q.take_items();
         assert_eq!(items.len(), 3);
         assert!(matches!(items[2], Commit::Txn { .. }));

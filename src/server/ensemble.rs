@@ -98,6 +98,9 @@ enum CoreMsg {
 
 /// A request waiting for its txn to be delivered here.
 type Origin = (ConnRef, i32);
+/// A request waiting for its txn, and whether a read of its connection waits before it
+/// (`ToPipeline::Write::fence`).
+type Awaited = (Origin, bool);
 
 struct Member {
     config: Arc<Config>,
@@ -119,7 +122,7 @@ struct Member {
     revalidating: HashMap<u64, (ConnRef, i64, i32)>,
     /// Follower: forwarded writes waiting for the leader to name their zxid, by request id,
     /// with their size.
-    forwarded: HashMap<u64, (Origin, usize)>,
+    forwarded: HashMap<u64, (Awaited, usize)>,
     /// Follower: the bytes of `forwarded`.
     forwarded_bytes: usize,
     /// Leader: requests forwarded by followers while intake was closed, in arrival order.
@@ -141,7 +144,7 @@ struct Member {
     quorum: usize,
     next_request: u64,
     /// The local request each proposed zxid answers (until it is delivered).
-    answers: HashMap<Zxid, Origin>,
+    answers: HashMap<Zxid, Awaited>,
     /// Syncs waiting for the leader's zxid: token → conn, xid, path.
     sync_tokens: HashMap<u64, (ConnRef, i32, String)>,
     /// Syncs answered once the committed tree reaches the zxid.
@@ -305,11 +308,11 @@ impl Member {
                     }));
                 }
             }
-            ToPipeline::Write { conn, xid, op, auth } => {
+            ToPipeline::Write { conn, xid, op, auth, fence } => {
                 let Some(&session_id) = self.conn_sessions.get(&conn) else { return };
                 if self.leading() {
                     if let Some(zxid) = self.prep_write(self.me, session_id, xid, &auth, &op, now) {
-                        self.answers.insert(zxid, (conn, xid));
+                        self.answers.insert(zxid, ((conn, xid), fence));
                     }
                 } else {
                     self.next_request += 1;
@@ -327,7 +330,7 @@ impl Member {
                         return;
                     }
                     let len = self.forward_encoded(data);
-                    self.forwarded.insert(request, ((conn, xid), len));
+                    self.forwarded.insert(request, (((conn, xid), fence), len));
                     self.forwarded_bytes += len;
                 }
             }
@@ -571,9 +574,9 @@ impl Member {
         let s = txn.header.session_id;
         let created = matches!(txn.op, TxnOp::CreateSession { .. });
         let closed = matches!(txn.op, TxnOp::CloseSession);
-        let origin = self.answers.remove(&t.zxid);
+        let (origin, fence) = self.answers.remove(&t.zxid).map_or((None, false), |(o, f)| (Some(o), f));
         let answered = origin.is_some();
-        self.commits.apply(&mut self.committed, txn, origin);
+        self.commits.apply(&mut self.committed, txn, origin, fence);
         if created {
             if let Some((conn, timeout_ms)) = self.connecting.remove(&s) {
                 self.session_conns.insert(s, conn);
@@ -1052,11 +1055,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         stats.inbox_depth.store(inbox.len() as u64, Ordering::Relaxed);
         for msg in std::mem::take(&mut m.to_cores) {
             match msg {
-                CoreMsg::Batches(batches) => {
-                    for b in batches {
-                        senders.send_all(ToClientCore::Batch(Arc::new(b))).await;
-                    }
-                }
+                CoreMsg::Batches(batches) => senders.send_all(ToClientCore::Batches(Arc::new(batches))).await,
                 CoreMsg::Control(c) => senders.send_all(c).await,
             }
         }

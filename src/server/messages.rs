@@ -20,7 +20,10 @@ pub enum ToPipeline {
     /// A ConnectRequest: create a session (id 0) or resume one.
     Connect { conn: ConnRef, session_id: i64, passwd: Bytes, timeout_ms: i32, last_zxid_seen: i64 },
     /// A write of the session bound to `conn`, with the connection's ids at the time it was sent.
-    Write { conn: ConnRef, xid: i32, op: WriteOp, auth: Arc<[Id]> },
+    /// `fence`: a read of this connection waits between its previous write (or sync, or
+    /// connect) still in process and this one, so the two replies must not share a commit
+    /// batch (the read is answered from the batch's root: `commit_queue`).
+    Write { conn: ConnRef, xid: i32, op: WriteOp, auth: Arc<[Id]>, fence: bool },
     /// A sync: answered once everything ordered before it is applied on the origin core.
     Sync { conn: ConnRef, xid: i32, path: String },
     /// Sessions that sent something since the last report.
@@ -126,7 +129,8 @@ impl ServerMode {
 /// What travels on the pipeline → client core channel.
 #[derive(Debug, Clone)]
 pub enum ToClientCore {
-    Batch(Arc<CommitBatch>),
+    /// Committed batches, in order (one message for every batch a pipeline pass made).
+    Batches(Arc<Vec<CommitBatch>>),
     /// Ensemble: this member serves clients in this mode, or (NotServing) stops: every
     /// connection closes, and new ones are refused until it serves again.
     Serving(ServerMode),
@@ -134,17 +138,9 @@ pub enum ToClientCore {
     /// this root, and drop every watch.
     Reset(DataTree),
     /// Report on this core's connections / watches to the pipeline for `asker`.
-    Inspect {
-        asker: u16,
-        token: u64,
-        what: Inspect,
-    },
+    Inspect { asker: u16, token: u64, what: Inspect },
     /// Every core's report, for the core `asker` (the others ignore it).
-    Inspected {
-        asker: u16,
-        token: u64,
-        inspected: Arc<Inspected>,
-    },
+    Inspected { asker: u16, token: u64, inspected: Arc<Inspected> },
     /// Stop accepting, flush every connection, and exit.
     Shutdown,
 }

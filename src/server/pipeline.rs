@@ -84,13 +84,13 @@ impl Pipeline {
     }
 
     /// Orders one txn: encode for the log, apply to the tree, queue for fan-out.
-    fn commit_txn(&mut self, header: TxnHeader, op: TxnOp, origin: Option<(ConnRef, i32)>) {
+    fn commit_txn(&mut self, header: TxnHeader, op: TxnOp, origin: Option<(ConnRef, i32)>, fence: bool) {
         let txn = Txn { header, op };
         codec::encode(&txn, &mut self.encode_buf);
         let record = self.encode_buf.split().freeze();
         self.record_bytes += storage::log::RECORD_PREFIX_BYTES + record.len();
         self.records.push(record);
-        self.commits.apply(&mut self.tree, txn, origin);
+        self.commits.apply(&mut self.tree, txn, origin, fence);
         self.txns_since_snapshot += 1;
     }
 
@@ -114,7 +114,7 @@ impl Pipeline {
                     self.sessions.attach(id, conn);
                     self.conn_sessions.insert(conn, id);
                     let header = self.next_header(id, 0, now.wall_ms);
-                    self.commit_txn(header, TxnOp::CreateSession { timeout_ms }, None);
+                    self.commit_txn(header, TxnOp::CreateSession { timeout_ms }, None, false);
                     self.answer(Commit::Connected {
                         conn,
                         session_id: id,
@@ -136,7 +136,7 @@ impl Pipeline {
                 self.conn_sessions.insert(conn, session_id);
                 self.answer(Commit::Connected { conn, session_id, timeout_ms, passwd: expected });
             }
-            ToPipeline::Write { conn, xid, op, auth } => {
+            ToPipeline::Write { conn, xid, op, auth, fence } => {
                 let Some(&session_id) = self.conn_sessions.get(&conn) else {
                     // The connection was refused, moved or closed: nobody waits for a reply.
                     return;
@@ -157,7 +157,7 @@ impl Pipeline {
                     self.conn_sessions.remove(&conn);
                 }
                 let header = self.next_header(session_id, xid, now.wall_ms);
-                self.commit_txn(header, txn_op, Some((conn, xid)));
+                self.commit_txn(header, txn_op, Some((conn, xid)), fence);
             }
             ToPipeline::Sync { conn, xid, path } => {
                 // A connection without a session here was refused, closed or moved: it is
@@ -199,7 +199,7 @@ impl Pipeline {
                 self.answer(Commit::Close { conn });
             }
             let header = self.next_header(id, 0, now.wall_ms);
-            self.commit_txn(header, TxnOp::CloseSession, None);
+            self.commit_txn(header, TxnOp::CloseSession, None, false);
         }
     }
 
@@ -269,7 +269,7 @@ impl Pipeline {
             if matches!(op, TxnOp::Delete { .. }) {
                 tracing::debug!("reaping {p}");
                 let header = self.next_header(0, 0, now.wall_ms);
-                self.commit_txn(header, op, None);
+                self.commit_txn(header, op, None, false);
             }
         }
     }
@@ -625,8 +625,8 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 }
             }
         }
-        for batch in p.commits.take(&p.tree) {
-            senders.send_all(ToClientCore::Batch(Arc::new(batch))).await;
+        if !p.commits.is_empty() {
+            senders.send_all(ToClientCore::Batches(Arc::new(p.commits.take(&p.tree)))).await;
         }
         for msg in std::mem::take(&mut p.control) {
             senders.send_all(msg).await;
