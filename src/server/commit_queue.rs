@@ -121,7 +121,7 @@ mod tests {
     }
 
     #[test]
-    fn issue13_a_batch_answers_each_connection_once_and_its_root_is_as_of_its_last_item() {
+    fn issue13_a_fenced_write_seals_the_batch_with_the_root_as_of_before_it() {
         let mut tree = DataTree::new();
         let acl: Vec<Acl> = crate::tree::acl::open_acl_unsafe();
         let create = Txn {
@@ -162,7 +162,7 @@ mod tests {
             other => panic!("unexpected item {other:?}"),
         }
         // The tree itself went on: the roots are snapshots, not the tree.
-        assert_eq!(tree.get("/x").map(|n| n.stat().version), Some(2));
+        assert_eq!(tree.get("/x").map(|n| n.stat().version), Some(3));
     }
 
     #[test]
