@@ -12,7 +12,8 @@
 # Each server gets RK_ENSEMBLE_DIR/<id>/ (default target/ensemble) holding zoo.cfg, data/ with
 # myid, server.log and pid; `start` prints that path. Set RK_TICK_TIME (ms, default 200) to
 # change the tick (initLimit is 10 ticks, syncLimit 5), and RK_OBSERVERS=K to make the last K
-# of the N servers observers (N - K voters, 3, 5 or 7), and RK_SNAP_COUNT to change snapCount.
+# of the N servers observers (N - K voters, 3, 5 or 7), RK_SNAP_COUNT to change snapCount, and
+# RK_CLIENT_CORES to give each server that many client cores (default 1).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,6 +22,7 @@ bin="${RK_BIN:-$root/target/release/ringkeeper}"
 tick="${RK_TICK_TIME:-200}"
 observers="${RK_OBSERVERS:-0}"
 snap_count="${RK_SNAP_COUNT:-100000}"
+client_cores="${RK_CLIENT_CORES:-1}"
 
 # shellcheck source=scripts/common.sh
 . "$root/scripts/common.sh"
@@ -57,6 +59,7 @@ clientPort=$((base + i - 1))
 clientPortAddress=127.0.0.1
 ringkeeper.cpuPinning=false
 ringkeeper.spinBeforeParkUs=0
+ringkeeper.clientCores=$client_cores
 4lw.commands.whitelist=*
 admin.serverAddress=127.0.0.1
 admin.serverPort=$((base + 10200 + i))

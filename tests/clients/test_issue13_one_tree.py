@@ -1,6 +1,7 @@
 """One committed tree published to every client core (issue 13): the pipeline core applies each
 txn once and the client cores read from the root that came with the last commit batch. These
-tests hold the ordering rules clients rely on with two client cores, under concurrent writes:
+tests hold the ordering rules clients rely on with two client cores, under concurrent writes,
+on a standalone server and through a follower of a 3-member ensemble (writers on the leader):
 
 - read-your-writes on one connection that pipelines write, read, write, read... (each read sees
   exactly its own preceding write, never its next one, even when both writes are committed in
@@ -9,34 +10,37 @@ tests hold the ordering rules clients rely on with two client cores, under concu
   sockets, frame by frame: kazoo hands events and replies to different threads);
 - sync then read on any connection sees every write acknowledged before the sync.
 
-Apache ignores the ringkeeper.* key, so the same tests check the expectations against it."""
+Apache ignores the ringkeeper.* key, so the standalone tests check the expectations against it."""
 
 import threading
+import time
 
 import pytest
 from kazoo.client import KazooClient
 
 import rawzk
+from test_ensemble import ensemble  # noqa: F401 (the fixture)
 
 OBSERVERS = 6
 WRITERS = 3
 ROUNDS = 25
 PIPELINED = 200
+KEYS = [f"/o/k{i}" for i in range(4)]
 
 
-def _kazoo(s):
-    zk = KazooClient(hosts=s.hostport, timeout=20)
+def _kazoo(hostport):
+    zk = KazooClient(hosts=hostport, timeout=20)
     zk.start(timeout=20)
     return zk
 
 
 class _Writers:
-    """Threads that keep rewriting /o/k<i> through their own sessions until stopped."""
+    """Threads that keep rewriting `keys` through sessions of their own until stopped."""
 
-    def __init__(self, s, keys):
+    def __init__(self, hostport, keys):
         self.stop = threading.Event()
         self.errors = []
-        self.clients = [_kazoo(s) for _ in range(WRITERS)]
+        self.clients = [_kazoo(hostport) for _ in range(WRITERS)]
         self.threads = [threading.Thread(target=self._run, args=(zk, keys), daemon=True) for zk in self.clients]
 
     def _run(self, zk, keys):
@@ -65,49 +69,49 @@ class _Writers:
         assert not self.errors, self.errors
 
 
-def test_issue13_pipelined_read_your_writes_across_two_cores(make_server):
-    s = make_server(ringkeeper__clientCores=2)
-    setup = _kazoo(s)
+def _create_keys(hostport):
+    zk = _kazoo(hostport)
     try:
-        keys = [f"/o/k{i}" for i in range(4)]
-        setup.ensure_path("/o")
-        for k in keys:
-            setup.create(k, b"")
-        owners = [_kazoo(s) for _ in range(OBSERVERS)]
-        try:
-            for j, zk in enumerate(owners):
-                zk.create(f"/o/own{j}", b"")
-            with _Writers(s, keys):
-                for j, zk in enumerate(owners):
-                    path = f"/o/own{j}"
-                    # write, read, write, read... all sent before the first reply: the
-                    # writes of one burst are committed in few batches, and each read
-                    # must see exactly the write sent just before it.
-                    sets, gets = [], []
-                    for i in range(PIPELINED):
-                        sets.append(zk.set_async(path, f"{j}:{i}".encode()))
-                        gets.append(zk.get_async(path))
-                    for i in range(PIPELINED):
-                        stat = sets[i].get(timeout=30)
-                        data, read_stat = gets[i].get(timeout=30)
-                        assert data == f"{j}:{i}".encode(), (i, data)
-                        assert read_stat.version == stat.version == i + 1
-        finally:
-            for zk in owners:
-                zk.stop()
-                zk.close()
+        zk.ensure_path("/o")
+        for k in KEYS:
+            zk.create(k, b"")
     finally:
-        setup.stop()
-        setup.close()
+        zk.stop()
+        zk.close()
 
 
-def test_issue13_sync_then_read_sees_every_acknowledged_write(make_server):
-    s = make_server(ringkeeper__clientCores=2)
-    writer = _kazoo(s)
-    readers = [_kazoo(s) for _ in range(OBSERVERS)]
+def _pipelined_read_your_writes(write_hostport, hostport):
+    owners = [_kazoo(hostport) for _ in range(OBSERVERS)]
+    try:
+        for j, zk in enumerate(owners):
+            zk.create(f"/o/own{j}", b"")
+        with _Writers(write_hostport, KEYS):
+            for j, zk in enumerate(owners):
+                path = f"/o/own{j}"
+                # write, read, write, read... all sent before the first reply: the writes of
+                # one burst are committed in few batches, and each read must see exactly the
+                # write sent just before it.
+                sets, gets = [], []
+                for i in range(PIPELINED):
+                    sets.append(zk.set_async(path, f"{j}:{i}".encode()))
+                    gets.append(zk.get_async(path))
+                for i in range(PIPELINED):
+                    stat = sets[i].get(timeout=30)
+                    data, read_stat = gets[i].get(timeout=30)
+                    assert data == f"{j}:{i}".encode(), (i, data)
+                    assert read_stat.version == stat.version == i + 1
+    finally:
+        for zk in owners:
+            zk.stop()
+            zk.close()
+
+
+def _sync_then_read(write_hostport, hostport):
+    writer = _kazoo(write_hostport)
+    readers = [_kazoo(hostport) for _ in range(OBSERVERS)]
     try:
         writer.create("/sy", b"0")
-        with _noise(s):
+        with _Writers(write_hostport, KEYS):
             for n in range(1, ROUNDS * 4 + 1):
                 stat = writer.set("/sy", str(n).encode())
                 r = readers[n % len(readers)]
@@ -120,54 +124,26 @@ def test_issue13_sync_then_read_sees_every_acknowledged_write(make_server):
             zk.close()
 
 
-class _noise:
-    """Concurrent writes elsewhere in the tree, so commit batches hold several txns."""
-
-    def __init__(self, s):
-        self.s = s
-
-    def __enter__(self):
-        setup = _kazoo(self.s)
-        try:
-            setup.ensure_path("/noise")
-            for i in range(4):
-                setup.create(f"/noise/k{i}", b"")
-        finally:
-            setup.stop()
-            setup.close()
-        self.w = _Writers(self.s, [f"/noise/k{i}" for i in range(4)])
-        return self.w.__enter__()
-
-    def __exit__(self, *exc):
-        return self.w.__exit__(*exc)
-
-
 def _version(r):
     """The Stat version from a getData reply body."""
     r.buffer()
     return r.stat().version
 
 
-def test_issue13_watch_event_precedes_every_reply_that_shows_the_change(make_server):
-    s = make_server(ringkeeper__clientCores=2)
-    setup = _kazoo(s)
-    observers = []
+def _events_before_replies(write_hostport, hostport):
+    observers = [rawzk.RawConn(hostport, timeout_ms=20000, io_timeout=20) for _ in range(OBSERVERS)]
     try:
-        setup.ensure_path("/o")
-        keys = [f"/o/k{i}" for i in range(4)]
-        for k in keys:
-            setup.create(k, b"")
-        observers = [rawzk.RawConn(s.hostport, timeout_ms=20000, io_timeout=20) for _ in range(OBSERVERS)]
-        with _Writers(s, keys):
+        with _Writers(write_hostport, KEYS):
             for rnd in range(ROUNDS):
                 for j, c in enumerate(observers):
-                    path = keys[(rnd + j) % len(keys)]
+                    path = KEYS[(rnd + j) % len(KEYS)]
                     c.events.clear()
                     _, r = c.call(rawzk.OP_GETDATA, rawzk.encode_path_watch(path, True))
                     watched_at = _version(r)
                     # Read again (no watch) until a reply shows a later version: by then the
                     # NodeDataChanged event must already have arrived on this connection.
-                    for _ in range(2000):
+                    deadline = time.monotonic() + 20
+                    while time.monotonic() < deadline:
                         _, r = c.call(rawzk.OP_GETDATA, rawzk.encode_path_watch(path, False))
                         if _version(r) > watched_at:
                             fired = [e for e in c.events if e.path == path]
@@ -179,5 +155,33 @@ def test_issue13_watch_event_precedes_every_reply_that_shows_the_change(make_ser
     finally:
         for c in observers:
             c.close()
-        setup.stop()
-        setup.close()
+
+
+def test_issue13_pipelined_read_your_writes_across_two_cores(make_server):
+    s = make_server(ringkeeper__clientCores=2)
+    _create_keys(s.hostport)
+    _pipelined_read_your_writes(s.hostport, s.hostport)
+
+
+def test_issue13_sync_then_read_sees_every_acknowledged_write(make_server):
+    s = make_server(ringkeeper__clientCores=2)
+    _create_keys(s.hostport)
+    _sync_then_read(s.hostport, s.hostport)
+
+
+def test_issue13_watch_event_precedes_every_reply_that_shows_the_change(make_server):
+    s = make_server(ringkeeper__clientCores=2)
+    _create_keys(s.hostport)
+    _events_before_replies(s.hostport, s.hostport)
+
+
+@pytest.mark.ringkeeper_only
+def test_issue13_ordering_through_a_follower_with_two_cores(ensemble):  # noqa: F811
+    e = ensemble(3, client_cores=2)
+    leader = e.wait_serving([1, 2, 3], timeout=90)
+    follower = next(i for i in (1, 2, 3) if i != leader)
+    lead, fol = e.hostport(leader), e.hostport(follower)
+    _create_keys(lead)
+    _pipelined_read_your_writes(lead, fol)
+    _sync_then_read(lead, fol)
+    _events_before_replies(lead, fol)
