@@ -1,8 +1,9 @@
 //! The peer-to-peer wire format (ours, not ZooKeeper's; `docs/peer-protocol.md`): a hello that
 //! names the sender, then length-prefixed frames, each one `zab::message::Message`.
 //! Rules: big-endian; nothing decoded from the network panics; a frame over
-//! `PEER_FRAME_BYTES_MAX` (a SNAP frame: `PEER_SNAP_FRAME_BYTES_MAX`) is an error before
-//! anything is allocated, and a large frame's buffer grows as its bytes arrive; counts are
+//! `PEER_FRAME_BYTES_MAX` is an error before anything is allocated (a SNAP travels as chunks
+//! of `PEER_SNAP_CHUNK_BYTES_MAX`, never one frame), and a large frame's buffer grows as its
+//! bytes arrive; counts are
 //! checked against the bytes left, so allocation is bounded by the frame; byte fields are
 //! zero-copy slices.
 
@@ -13,7 +14,8 @@ use std::fmt;
 
 /// The first bytes on every peer connection.
 pub const PEER_MAGIC: [u8; 4] = *b"RKPR";
-pub const PEER_PROTOCOL_VERSION: u16 = 1;
+/// 2: a SNAP is streamed (SnapBegin, SnapChunk…, SnapEnd); version 1 sent it as one frame.
+pub const PEER_PROTOCOL_VERSION: u16 = 2;
 /// Hello: magic, version u16, sender sid u64.
 pub const PEER_HELLO_BYTES: usize = 4 + 2 + 8;
 /// Room in a frame around the one txn or forwarded request it carries: tags, link, nonce,
@@ -30,20 +32,21 @@ pub const PEER_FORWARD_BYTES_MAX: usize = PEER_FRAME_BYTES_MAX - PEER_FRAME_OVER
 const _: () = assert!(
     PEER_FRAME_BYTES_MAX + crate::storage::log::RECORD_PREFIX_BYTES <= crate::storage::log::BATCH_BODY_BYTES_MAX
 );
-/// The largest SNAP frame (a leader's whole committed state in one message).
-pub const PEER_SNAP_FRAME_BYTES_MAX: usize = 2 * 1024 * 1024 * 1024 - 1;
+/// Snapshot bytes a leader puts in one SnapChunk (the encoder may overshoot by one znode,
+/// which `jute.maxbuffer` bounds, so a chunk always fits a frame).
+pub const PEER_SNAP_CHUNK_BYTES_MAX: usize = 1024 * 1024;
 /// Bytes reserved ahead for a frame still arriving, at most.
 const FRAME_RESERVE_BYTES_MAX: usize = 4 * 1024 * 1024;
-/// A SNAP frame starts: ToFollower tag, link, leader nonce, seq, then the Snap tag.
-const SNAP_FRAME_PREFIX_BYTES: usize = 1 + 8 + 8 + 8 + 1;
-const TAG_TO_FOLLOWER: u8 = 4;
-const TAG_SNAP: u8 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerCodecError {
     BadMagic,
     UnsupportedVersion(u16),
-    FrameTooLarge(usize),
+    /// A frame's length word is over the limit (both named in the message).
+    FrameTooLarge {
+        len: usize,
+        max: usize,
+    },
     Truncated,
     UnknownTag {
         what: &'static str,
@@ -58,7 +61,9 @@ impl fmt::Display for PeerCodecError {
         match self {
             PeerCodecError::BadMagic => write!(f, "not a ringkeeper peer connection (bad magic)"),
             PeerCodecError::UnsupportedVersion(v) => write!(f, "peer protocol version {v} is not supported"),
-            PeerCodecError::FrameTooLarge(n) => write!(f, "peer frame of {n} bytes exceeds {PEER_FRAME_BYTES_MAX}"),
+            PeerCodecError::FrameTooLarge { len, max } => {
+                write!(f, "peer frame of {len} bytes exceeds the peer frame limit of {max} bytes")
+            }
             PeerCodecError::Truncated => write!(f, "truncated peer message"),
             PeerCodecError::UnknownTag { what, tag } => write!(f, "unknown {what} tag {tag}"),
             PeerCodecError::TrailingBytes(n) => write!(f, "{n} bytes after a complete peer message"),
@@ -97,14 +102,7 @@ pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, PeerCodecError> {
     }
     let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     if len > PEER_FRAME_BYTES_MAX {
-        // Only a SNAP may be larger: look at its first bytes before taking it.
-        if buf.len() < 4 + SNAP_FRAME_PREFIX_BYTES {
-            return Ok(None);
-        }
-        let snap = buf[4] == TAG_TO_FOLLOWER && buf[4 + SNAP_FRAME_PREFIX_BYTES - 1] == TAG_SNAP;
-        if !snap || len > PEER_SNAP_FRAME_BYTES_MAX {
-            return Err(PeerCodecError::FrameTooLarge(len));
-        }
+        return Err(PeerCodecError::FrameTooLarge { len, max: PEER_FRAME_BYTES_MAX });
     }
     if buf.len() < 4 + len {
         buf.reserve((4 + len - buf.len()).min(FRAME_RESERVE_BYTES_MAX));
@@ -229,6 +227,19 @@ fn encode_message(out: &mut BytesMut, msg: &Message) {
                     out.put_u8(9);
                     put_bytes(out, data);
                 }
+                LeaderMsg::SnapBegin { zxid } => {
+                    out.put_u8(10);
+                    out.put_i64(*zxid);
+                }
+                LeaderMsg::SnapChunk { data } => {
+                    out.put_u8(11);
+                    put_bytes(out, data);
+                }
+                LeaderMsg::SnapEnd { length, crc } => {
+                    out.put_u8(12);
+                    out.put_u64(*length);
+                    out.put_u32(*crc);
+                }
             }
         }
     }
@@ -341,6 +352,9 @@ pub fn decode_message(frame: Bytes) -> Result<Message, PeerCodecError> {
                 7 => LeaderMsg::Commit { zxid: r.i64()? },
                 8 => LeaderMsg::Ping,
                 9 => LeaderMsg::Reply { data: r.bytes()? },
+                10 => LeaderMsg::SnapBegin { zxid: r.i64()? },
+                11 => LeaderMsg::SnapChunk { data: r.bytes()? },
+                12 => LeaderMsg::SnapEnd { length: r.u64()?, crc: r.u32()? },
                 tag => return Err(PeerCodecError::UnknownTag { what: "leader message", tag }),
             };
             Message::ToFollower { link, leader_nonce, seq, body }
@@ -393,6 +407,10 @@ mod tests {
             LeaderMsg::UpToDate { committed: 99 },
             LeaderMsg::Proposal(txn(0x5_0000_0001, b"payload")),
             LeaderMsg::Reply { data: Bytes::from_static(b"sync at 5") },
+            LeaderMsg::SnapBegin { zxid: 0x5_0000_0009 },
+            LeaderMsg::SnapChunk { data: Bytes::from(vec![9u8; 3000]) },
+            LeaderMsg::SnapChunk { data: Bytes::new() },
+            LeaderMsg::SnapEnd { length: u64::MAX, crc: 0xdead_beef },
             LeaderMsg::Commit { zxid: 0x5_0000_0001 },
             LeaderMsg::Ping,
         ] {
@@ -436,15 +454,23 @@ mod tests {
     fn hello_and_frame_limits() {
         let mut b = BytesMut::from(&b"RKPQ\0\x01\0\0\0\0\0\0\0\x01"[..]);
         assert_eq!(decode_hello(&mut b), Err(PeerCodecError::BadMagic));
-        let mut b = BytesMut::from(&b"RKPR\0\x02\0\0\0\0\0\0\0\x01"[..]);
-        assert_eq!(decode_hello(&mut b), Err(PeerCodecError::UnsupportedVersion(2)));
+        let mut b = BytesMut::from(&b"RKPR\0\x01\0\0\0\0\0\0\0\x01"[..]);
+        assert_eq!(decode_hello(&mut b), Err(PeerCodecError::UnsupportedVersion(1)));
         let mut b = BytesMut::from(&b"RKPR\0\x01\0\0"[..]);
         assert_eq!(decode_hello(&mut b), Ok(None));
         let mut b = BytesMut::new();
         b.put_u32(PEER_FRAME_BYTES_MAX as u32 + 1);
         b.put_slice(&[0u8; 40]);
-        assert_eq!(next_frame(&mut b), Err(PeerCodecError::FrameTooLarge(PEER_FRAME_BYTES_MAX + 1)));
-        // A SNAP may be larger (a whole committed state): 70 MiB arrives and decodes.
+        let too_large = PeerCodecError::FrameTooLarge { len: PEER_FRAME_BYTES_MAX + 1, max: PEER_FRAME_BYTES_MAX };
+        assert_eq!(next_frame(&mut b), Err(too_large.clone()));
+        // issue13: the refusal names the limit it applies (no frame kind has a larger one).
+        assert!(too_large.to_string().contains(&format!("limit of {PEER_FRAME_BYTES_MAX} bytes")));
+        // Not even a SNAP is one frame over the limit now (it streams in chunks).
+        let mut b = BytesMut::new();
+        b.put_u32(PEER_FRAME_BYTES_MAX as u32 + 1);
+        b.put_slice(&[4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 2]);
+        assert!(matches!(next_frame(&mut b), Err(PeerCodecError::FrameTooLarge { .. })));
+        // A large frame (70 MiB, under the limit) arrives and decodes; its buffer grows as it comes.
         let state = Bytes::from(vec![7u8; 70 << 20]);
         let snap = Message::ToFollower { link: 1, leader_nonce: 2, seq: 3, body: LeaderMsg::Snap { zxid: 9, state } };
         let mut whole = BytesMut::new();

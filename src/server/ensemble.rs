@@ -17,7 +17,10 @@
 //!   that does not own its session fails with SessionMoved.
 //! - A member serves clients only while its peer is an established leader or a synced
 //!   follower; on losing that it closes every client connection (clients move elsewhere).
-//! - Snapshots are of the committed tree, never of the leader's prep tree.
+//! - Snapshots are of the committed tree, never of the leader's prep tree. A SNAP to a
+//!   follower streams from an O(1) clone of it in bounded chunks (`snap_stream`), never one
+//!   message; the follower hands its peer the SNAP only once it is whole and durable in a temp
+//!   file, and installs and loads it off the executor.
 //! - Persists are done in the order the peer asked for them and reported only once durable; a
 //!   full disk leaves them queued (bounded) and retried every tick, never dropped or reordered.
 //! - Backpressure, never drops: the member takes no new work (client requests, and a
@@ -38,6 +41,7 @@ use super::pipeline::{
     dated, doomed_nodes, open_log, refuse_if_ahead, relay_inspection, start_ticker, CoreSenders, Inbox, Snapshots,
     TICK_INTERVAL_MS_MAX,
 };
+use super::snap_stream::{Received, Routed, SnapReceiver, SnapSender, SNAP_PACE_MS};
 use crate::config::Config;
 use crate::proto::peer::PEER_FORWARD_BYTES_MAX;
 use crate::proto::{ErrorCode, Id};
@@ -166,6 +170,10 @@ struct Member {
     encode_buf: BytesMut,
     scratch_changes: Vec<apply::Change>,
     delivered_since_snapshot: u64,
+    /// Leader: SNAPs streaming to followers, and the link messages waiting behind them.
+    snap_out: SnapSender,
+    /// Follower: a SNAP arriving from the leader, and those received whole until installed.
+    snap_in: SnapReceiver,
     collections: Collections,
     stats: Arc<super::stats::Stats>,
 }
@@ -649,6 +657,7 @@ impl Member {
             self.syncs.clear();
             self.touched.clear();
             self.prep = None;
+            self.snap_out.clear();
             self.control(ToClientCore::Serving(ServerMode::NotServing));
             self.unserved_since = Some(std::time::Instant::now());
         }
@@ -780,17 +789,59 @@ async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), St
                 storage::peer_state::clear_rejoin_pending(&m.config.data_dir)
                     .map_err(|e| format!("clearing the rejoin mark: {e}"))?;
             }
-            PersistOp::InstallSnapshot { zxid, state } => {
+            PersistOp::InstallSnapshot { zxid, .. } => {
+                // The streamed SNAP was received whole, checked and fsynced before the peer saw it.
                 tracing::info!("peer {}: installing the leader's snapshot at {zxid:#x} (SNAP)", m.me);
-                let path = m.config.data_dir.join(storage::snapshot::snapshot_name(zxid));
-                storage::files::write_atomic(&path, &state)
-                    .map_err(|e| format!("writing snapshot {}: {e}", path.display()))?;
+                m.snap_in.install(zxid).await?;
                 log.restart_after_snapshot(zxid).await.map_err(|e| format!("restarting the txn log: {e}"))?;
             }
         }
         m.step(Input::Persisted);
     }
     Ok(())
+}
+
+/// A message on a leader's link to this member: parts of a streamed SNAP go to `snap_in`
+/// (the peer gets one `Snap` once it is whole and staged); a broken transfer, or a SNAP sent in
+/// one piece (not part of this protocol version), makes the follower elect again.
+async fn on_leader_frame(m: &mut Member, from: Sid, msg: Message) {
+    let leader = match m.peer.role() {
+        Role::Following { leader, serving: false } => Some(leader),
+        _ => None,
+    };
+    if msg.is_snap_part() {
+        match m.snap_in.on_part(from, msg, leader).await {
+            Received::Nothing => {}
+            Received::Broken(why) => {
+                tracing::warn!("peer {}: the SNAP from peer {from} broke: {why}; electing again", m.me);
+                m.step(Input::PeerLost { sid: from });
+            }
+            Received::Complete(snap) => {
+                let Message::ToFollower { body: LeaderMsg::Snap { zxid, .. }, .. } = &snap else { return };
+                let zxid = *zxid;
+                let before = m.out.len();
+                m.step(Input::Message { from, msg: snap });
+                let taken = m.out[before..].iter().any(|o| matches!(o, Output::Restore { zxid: z, .. } if *z == zxid));
+                if !taken {
+                    m.snap_in.unstage(zxid).await;
+                }
+            }
+        }
+        if leader == Some(from) {
+            m.step(Input::Heard { from });
+        }
+        return;
+    }
+    if let Message::ToFollower { body: LeaderMsg::Snap { .. }, .. } = msg {
+        tracing::warn!("peer {}: peer {from} sent a SNAP in one message (not streamed); electing again", m.me);
+        m.step(Input::PeerLost { sid: from });
+        return;
+    }
+    if m.snap_in.receiving_from(from) {
+        // The leader sends nothing else on the link while its SNAP streams: the transfer is over.
+        m.snap_in.discard().await;
+    }
+    m.step(Input::Message { from, msg });
 }
 
 /// Performs the peer's outputs until it has nothing more to say.
@@ -803,21 +854,22 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
         let mut persists = Vec::new();
         for o in outs {
             match o {
-                Output::Send(env) => {
-                    let sent = net.send(env.to, &env.msg);
-                    tracing::trace!("peer {} → {}: {:?} ({sent:?})", m.me, env.to, env.msg);
-                }
+                Output::Send(env) => match m.snap_out.route(env.to, env.msg) {
+                    Routed::Send(msg) => {
+                        let sent = net.send(env.to, &msg);
+                        tracing::trace!("peer {} → {}: {msg:?} ({sent:?})", m.me, env.to);
+                    }
+                    Routed::Held => {}
+                    Routed::Overflow => {
+                        net.disconnect(env.to);
+                        m.step(Input::PeerLost { sid: env.to });
+                    }
+                },
                 Output::Persist(op) => persists.push(op),
                 Output::Deliver(t) => m.deliver(t)?,
-                Output::Restore { zxid, state } => {
-                    let tree = storage::snapshot::decode_snapshot(&state)
-                        .map_err(|e| format!("the leader's snapshot at {zxid:#x} does not decode: {e}"))?;
-                    if tree.last_zxid() != zxid {
-                        return Err(format!(
-                            "the leader's snapshot claims {zxid:#x} but holds {:#x}",
-                            tree.last_zxid()
-                        ));
-                    }
+                Output::Restore { zxid, .. } => {
+                    // The SNAP was staged in a file by `snap_in`; read and decoded off the executor.
+                    let (tree, _state) = m.snap_in.load(zxid).await?;
                     m.committed = tree;
                     m.delivered_since_snapshot = 0;
                     m.control(ToClientCore::Reset(m.committed.clone()));
@@ -828,10 +880,13 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
                         zxid,
                         "a snapshot asked for at a zxid the committed tree is not at"
                     );
-                    let state = Bytes::from(storage::snapshot::encode_snapshot(&m.committed));
-                    tracing::info!("peer {}: sending peer {to} a snapshot at {zxid:#x} ({} bytes)", m.me, state.len());
-                    let body = LeaderMsg::Snap { zxid, state };
-                    net.send(to, &Message::ToFollower { link, leader_nonce, seq, body });
+                    // Streamed from an O(1) clone of the tree, encoded off this core (`snap_stream`).
+                    tracing::info!("peer {}: sending peer {to} a snapshot at {zxid:#x} (streamed in chunks)", m.me);
+                    if let Err(e) = m.snap_out.start(to, link, leader_nonce, seq, m.committed.clone()) {
+                        tracing::warn!("peer {}: {e}; disconnecting peer {to} (it re-syncs)", m.me);
+                        net.disconnect(to);
+                        m.step(Input::PeerLost { sid: to });
+                    }
                 }
                 Output::Forwarded { from, data } => {
                     if m.held.is_empty() && m.pass_has_room() && m.intake_open(net) {
@@ -957,12 +1012,16 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         encode_buf: BytesMut::with_capacity(64 * 1024),
         scratch_changes: Vec::new(),
         delivered_since_snapshot: 0,
+        snap_out: SnapSender::default(),
+        snap_in: SnapReceiver::new(config.data_dir.clone()),
         collections: Collections::new(config.client_cores),
         stats: stats.clone(),
     };
 
     let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
+    // A task wakes the loop every SNAP_PACE_MS while a SNAP streams (see `snap_stream`).
+    let pacing = Rc::new(Cell::new(false));
     let inbox = Inbox::start(from_cores, wake.clone(), stats.clone()).await;
     let peer_inbox: Rc<std::cell::RefCell<VecDeque<PeerIn>>> = Rc::default();
     let peer_reader = {
@@ -1006,10 +1065,47 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
                 None => break,
                 Some((from, Some(msg))) => {
                     tracing::trace!("peer {my_id} ← {from}: {msg:?}");
-                    m.step(Input::Message { from, msg });
+                    if msg.is_snap_part() || matches!(msg, Message::ToFollower { .. }) {
+                        on_leader_frame(&mut m, from, msg).await;
+                    } else {
+                        m.step(Input::Message { from, msg });
+                    }
                 }
-                Some((sid, None)) => m.step(Input::PeerLost { sid }),
+                Some((sid, None)) => {
+                    if m.snap_in.receiving_from(sid) {
+                        m.snap_in.discard().await;
+                    }
+                    m.snap_out.abandon(sid);
+                    m.step(Input::PeerLost { sid });
+                }
             }
+        }
+        if m.snap_out.active() && !matches!(m.peer.role(), Role::Leading { .. }) {
+            m.snap_out.clear();
+        }
+        if m.snap_out.active() {
+            let (heard, gone) = m.snap_out.pump(&net, my_id);
+            for from in heard {
+                m.step(Input::Heard { from });
+            }
+            for sid in gone {
+                m.step(Input::PeerLost { sid });
+            }
+            if m.snap_out.active() && !pacing.replace(true) {
+                let (wake, pacing) = (wake.clone(), pacing.clone());
+                glommio::spawn_local(async move {
+                    // Looks again soon while a stream is in flight (its follower's queue drains
+                    // and the encoder fills the channel without waking the loop).
+                    while pacing.get() {
+                        glommio::timer::sleep(std::time::Duration::from_millis(SNAP_PACE_MS)).await;
+                        wake.signal(1);
+                    }
+                })
+                .detach();
+            }
+        }
+        if !m.snap_out.active() {
+            pacing.set(false);
         }
         if let Some(z) = snapshots.take_written() {
             m.step(Input::SnapshotTaken { zxid: z });

@@ -19,6 +19,7 @@ pub mod log_writer;
 pub mod messages;
 pub mod peer_net;
 pub mod pipeline;
+pub mod snap_stream;
 pub mod snapshot_writer;
 pub mod startup;
 pub mod stats;

@@ -11,8 +11,9 @@
 //!   passes `PEER_OUTBOUND_BYTES_MAX` is disconnected cleanly: its queue is discarded, the
 //!   connection closed (the peer sees it close) and dialed again, and the shell hears of it as
 //!   a lost peer, so its ZAB link ends and the peer re-syncs on a new one. A follower's
-//!   catch-up (SNAP and DIFF, `Message::is_catch_up`) is queued whatever its size: it is bounded
-//!   by the history it carries and must arrive whole.
+//!   DIFF (`Message::is_catch_up`) is queued whatever its size: it is bounded by the history it
+//!   carries and must arrive whole. A SNAP is streamed by the shell in chunks, each queued only
+//!   while the peer's queue is short (`ensemble.rs`), so it never grows a queue past that.
 //! - The loss of a connection either way (the one from a peer closing, or the one to it
 //!   failing or being closed here) reaches the shell as (sid, None).
 //! - Every queue is bounded; a bad hello or frame closes that one connection with a log line.
@@ -156,16 +157,30 @@ impl PeerNet {
                 self.me,
                 o.queued()
             );
-            o.connected.set(false);
-            o.buf.borrow_mut().clear();
-            o.reset.signal(1);
-            o.wake.signal(1);
-            self.resets.set(self.resets.get() + 1);
+            self.reset(o);
             return Sent::Reset;
         }
         encode_frame(&mut o.buf.borrow_mut(), msg);
         o.wake.signal(1);
         Sent::Queued
+    }
+
+    /// Disconnects `to` cleanly, as when it falls too far behind: its queue is discarded, the
+    /// connection closed and dialed again, and the shell hears of it as a lost peer.
+    pub fn disconnect(&self, to: Sid) {
+        if let Some(o) = self.out.get(&to) {
+            if o.connected.get() {
+                self.reset(o);
+            }
+        }
+    }
+
+    fn reset(&self, o: &Outbound) {
+        o.connected.set(false);
+        o.buf.borrow_mut().clear();
+        o.reset.signal(1);
+        o.wake.signal(1);
+        self.resets.set(self.resets.get() + 1);
     }
 
     /// Bytes queued for `to` and not yet written to its connection.

@@ -54,10 +54,22 @@ pub enum Message {
 }
 
 impl Message {
-    /// A leader's SNAP or DIFF for a follower catching up: bounded by the history it carries,
-    /// and worthless unless it arrives whole (the transport never refuses it for size).
+    /// A leader's DIFF for a follower catching up: bounded by the history it carries, and
+    /// worthless unless it arrives whole (the transport never refuses it for size). A streamed
+    /// SNAP is not: its chunks are sent only while the link's queue is short.
     pub fn is_catch_up(&self) -> bool {
         matches!(self, Message::ToFollower { body: LeaderMsg::Snap { .. } | LeaderMsg::Sync { .. }, .. })
+    }
+
+    /// A part of a streamed SNAP (`LeaderMsg::SnapBegin`, `SnapChunk`, `SnapEnd`).
+    pub fn is_snap_part(&self) -> bool {
+        matches!(
+            self,
+            Message::ToFollower {
+                body: LeaderMsg::SnapBegin { .. } | LeaderMsg::SnapChunk { .. } | LeaderMsg::SnapEnd { .. },
+                ..
+            }
+        )
     }
 }
 
@@ -68,10 +80,27 @@ pub enum LeaderMsg {
         new_epoch: u32,
     },
     /// SNAP: the leader's committed state at `zxid` (opaque, made by the leader's shell);
-    /// a `Sync` with the txns after it follows.
+    /// a `Sync` with the txns after it follows. This is how the peer sees a SNAP; the
+    /// production shells stream it instead (`SnapBegin`, `SnapChunk`…, `SnapEnd`, all with this
+    /// message's link and seq): the follower's shell stages the state in a file and hands its
+    /// peer this message, with `state` empty, once it has arrived whole and checked. The
+    /// simulator carries the state here.
     Snap {
         zxid: Zxid,
         state: Bytes,
+    },
+    /// Wire only (the shells consume it; a peer ignores it): a streamed SNAP at `zxid` starts.
+    SnapBegin {
+        zxid: Zxid,
+    },
+    /// Wire only: the next bytes of a streamed SNAP.
+    SnapChunk {
+        data: Bytes,
+    },
+    /// Wire only: a streamed SNAP is complete; its bytes number `length` and have this crc32c.
+    SnapEnd {
+        length: u64,
+        crc: u32,
     },
     /// Sync: cut the log after `trunc_to` (TRUNC) if given, then append `txns` (DIFF).
     Sync {

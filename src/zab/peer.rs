@@ -83,6 +83,13 @@ pub enum Input {
     SnapshotTaken {
         zxid: Zxid,
     },
+    /// The shell is moving a streamed SNAP between this peer and `from` (a follower received a
+    /// chunk from its leader; a leader's follower took in a chunk): the link is alive, though
+    /// none of its sequenced messages moves meanwhile (a SNAP may take longer than initLimit,
+    /// as ZooKeeper's initLimit bounds each read of a SNAP, not the whole).
+    Heard {
+        from: Sid,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -365,6 +372,18 @@ impl Peer {
             },
             Input::Reply { to, data } => self.on_reply(to, data, out),
             Input::SnapshotTaken { zxid } => self.on_snapshot_taken(zxid),
+            Input::Heard { from } => {
+                let tick = self.tick;
+                match &mut self.state {
+                    RoleState::Following(f) if f.leader == from => f.last_heard_tick = tick,
+                    RoleState::Leading(l) => {
+                        if let Some(v) = l.followers.get_mut(&from) {
+                            v.last_heard_tick = tick;
+                        }
+                    }
+                    _ => {}
+                }
+            }
             Input::Message { from, msg } => self.on_message(from, msg, out),
         }
     }
@@ -564,6 +583,8 @@ impl Peer {
         let phase = f.phase;
         match body {
             LeaderMsg::Ping => self.send_to_leader(FollowerMsg::Ping, out),
+            // The shell streams a SNAP and hands the peer one `Snap`; parts never reach here.
+            LeaderMsg::SnapBegin { .. } | LeaderMsg::SnapChunk { .. } | LeaderMsg::SnapEnd { .. } => {}
             LeaderMsg::Reply { data } => {
                 if phase == FollowPhase::Broadcast {
                     out.push(Output::FromLeader { data });
