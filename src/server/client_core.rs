@@ -135,14 +135,15 @@ impl Conn {
         self.core_stats().outstanding.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// A read waits behind the last request still at the pipeline core (a connect, write or
-    /// sync): a write sent now needs a commit batch of its own (`ToPipeline::Write::fence`).
-    fn read_waits_behind_a_commit(&self) -> bool {
+    /// A request answered on this core (a read, or an error owed in order) waits behind the
+    /// last request still at the pipeline core (a connect, write or sync): a write sent now
+    /// needs a commit batch of its own (`ToPipeline::Write::fence`), since what waits is
+    /// answered after the batch's replies.
+    fn answer_waits_behind_a_commit(&self) -> bool {
         for p in self.pending.borrow().iter().rev() {
             match p {
-                Pending::Local { .. } => return true,
+                Pending::Local { .. } | Pending::Error { .. } => return true,
                 Pending::Connect | Pending::Write { .. } | Pending::Sync { .. } => return false,
-                Pending::Error { .. } => {}
             }
         }
         false
@@ -455,7 +456,7 @@ impl Core {
         }
         let write = WriteOp::from_request(&req).map(|op| (req.opcode(), op));
         if let Some((opcode, op)) = write {
-            let fence = conn.read_waits_behind_a_commit();
+            let fence = conn.answer_waits_behind_a_commit();
             conn.enqueue(Pending::Write { xid, opcode, at: Instant::now() });
             let auth = conn.auth.borrow().clone();
             self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth, fence });

@@ -185,3 +185,30 @@ def test_issue13_ordering_through_a_follower_with_two_cores(ensemble):  # noqa: 
     _pipelined_read_your_writes(lead, fol)
     _sync_then_read(lead, fol)
     _events_before_replies(lead, fol)
+
+
+@pytest.mark.ringkeeper_only
+def test_issue13_an_error_owed_between_two_pipelined_writes_keeps_its_place(make_server):
+    """setData, a request the decoder refuses without closing (deleteContainer from a client:
+    BadArguments), setData, getData — sent at once: the error reply is owed between the two
+    writes' replies, so the second write needs a commit batch of its own (an answer owed on the
+    core waits behind the first). Every reply arrives, in order, and the connection stays."""
+    s = make_server(ringkeeper__clientCores=2)
+    c = rawzk.RawConn(s.hostport, io_timeout=10)
+    try:
+        c.create("/pe", b"0")
+        for rnd in range(50):
+            xids = [
+                c.send_request(rawzk.OP_SETDATA, rawzk.Writer().ustring("/pe").buffer(b"a").int(-1).bytes()),
+                c.send_request(rawzk.OP_DELETECONTAINER, rawzk.Writer().ustring("/pe").bytes()),
+                c.send_request(rawzk.OP_SETDATA, rawzk.Writer().ustring("/pe").buffer(b"b").int(-1).bytes()),
+                c.send_request(rawzk.OP_GETDATA, rawzk.encode_path_watch("/pe", False)),
+            ]
+            errs = []
+            for x in xids:
+                hdr, r = c.read_reply(x)
+                errs.append(hdr.err)
+            assert errs == [0, rawzk.BAD_ARGUMENTS, 0, 0], (rnd, errs)
+            assert r.buffer() == b"b"
+    finally:
+        c.close()
