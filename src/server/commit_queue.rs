@@ -55,6 +55,11 @@ impl CommitQueue {
         self.open.push(Commit::Txn { txn, origin, result, changes });
     }
 
+    /// The open batch already holds an item for `conn`.
+    pub fn answers(&self, conn: &ConnRef) -> bool {
+        self.conns.contains(conn)
+    }
+
     /// A second item for one connection: the open batch ends here, with the root as of
     /// before that item.
     fn split_for(&mut self, conn: Option<&ConnRef>, tree: &DataTree) {

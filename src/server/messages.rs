@@ -36,6 +36,19 @@ pub enum ToPipeline {
     Report { asker: u16, token: u64, report: CoreReport },
 }
 
+impl ToPipeline {
+    /// The connection whose requests this message carries (their order is that connection's).
+    pub fn conn(&self) -> Option<ConnRef> {
+        match self {
+            ToPipeline::Connect { conn, .. }
+            | ToPipeline::Write { conn, .. }
+            | ToPipeline::Sync { conn, .. }
+            | ToPipeline::Detached { conn } => Some(*conn),
+            ToPipeline::Touch { .. } | ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => None,
+        }
+    }
+}
+
 /// What a client core does with one item of a committed batch.
 #[derive(Debug)]
 pub enum Commit {

@@ -29,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -65,6 +65,11 @@ struct Pipeline {
     sessions: SessionTracker,
     conn_sessions: HashMap<ConnRef, i64>,
     commits: CommitQueue,
+    /// Messages held for the next round of this pass (a fenced write of a connection the
+    /// open batch already answers, and every later message of that connection), in order.
+    held: VecDeque<ToPipeline>,
+    /// Connections with a message in `held` this round.
+    holding: HashSet<ConnRef>,
     records: Vec<Bytes>,
     /// Bytes of `records`: the batch closes at `ringkeeper.batchBytesMax`.
     record_bytes: usize,
@@ -97,6 +102,40 @@ impl Pipeline {
     /// Queues an item that changes nothing in the tree.
     fn answer(&mut self, item: Commit) {
         self.commits.push(item, &self.tree);
+    }
+
+    /// Takes one message in, or holds it for the next round. A fenced write of a connection
+    /// the open batch already answers would seal the batch (a root of its own, and a
+    /// copy-on-write of the tree's path by the next txn: `commit_queue`); held to the next
+    /// round instead, the writes of every connection share one root per round. A connection's
+    /// messages keep their order; sessions are independent, so their txns may interleave in
+    /// any order.
+    fn take_in(&mut self, msg: ToPipeline, now: Now) {
+        if let Some(conn) = msg.conn() {
+            let fenced_repeat = matches!(msg, ToPipeline::Write { fence: true, .. }) && self.commits.answers(&conn);
+            if fenced_repeat || self.holding.contains(&conn) {
+                self.holding.insert(conn);
+                self.held.push_back(msg);
+                return;
+            }
+        }
+        self.handle(msg, now);
+    }
+
+    /// Ends a round: the open batch is sealed, and what was held is taken in again (the
+    /// first held message of each connection always is, so every round makes progress).
+    fn next_round(&mut self, now: Now) {
+        self.commits.seal(&self.tree);
+        self.holding.clear();
+        for msg in std::mem::take(&mut self.held) {
+            self.take_in(msg, now);
+        }
+    }
+
+    /// The batch is full by count or by bytes (the log writer splits a larger append too;
+    /// stopping here bounds what the pipeline holds).
+    fn batch_full(&self) -> bool {
+        self.records.len() >= self.config.batch_txns_max.max(1) || self.record_bytes >= self.config.batch_bytes_max
     }
 
     /// Handles one message; sessions are timed by `now.mono_ms`, txns dated `now.wall_ms`.
@@ -550,6 +589,8 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         sessions,
         conn_sessions: HashMap::new(),
         commits: CommitQueue::new(),
+        held: VecDeque::new(),
+        holding: HashSet::new(),
         records: Vec::new(),
         record_bytes: 0,
         encode_buf: BytesMut::with_capacity(64 * 1024),
@@ -571,20 +612,23 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     let mut durable = p.tree.clone();
     let mut disk_full = false;
     let mut last_reap_ms = now.mono_ms;
-    let batch_max = config.batch_txns_max.max(1);
     loop {
         if wake.acquire(1).await.is_err() {
             break;
         }
         let now = Now::read();
         let stopping = shutdown.load(Ordering::Relaxed);
-        while let Some(msg) = inbox.pop() {
-            p.handle(msg, now);
-            // The batch is full by count or by bytes (the log writer splits a larger append
-            // too; stopping here bounds what the pipeline holds).
-            if p.records.len() >= batch_max || p.record_bytes >= config.batch_bytes_max {
-                break;
-            }
+        // What the last pass held goes first (a connection's order), then the inbox, then
+        // the rounds of what this pass held, while the batch has room.
+        if !p.held.is_empty() {
+            p.next_round(now);
+        }
+        while !p.batch_full() {
+            let Some(msg) = inbox.pop() else { break };
+            p.take_in(msg, now);
+        }
+        while !p.held.is_empty() && !p.batch_full() {
+            p.next_round(now);
         }
         inbox.made_room();
         // After the inbox: the pings and requests that waited there (during a slow
@@ -632,7 +676,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
             senders.send_all(msg).await;
         }
         stats.inbox_depth.store(inbox.len() as u64, Ordering::Relaxed);
-        if !inbox.is_empty() {
+        if !inbox.is_empty() || !p.held.is_empty() {
             wake.signal(1);
         }
         if p.txns_since_snapshot >= config.snap_count && snapshots.idle() {
@@ -642,7 +686,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 return Err(e);
             }
         }
-        if stopping && inbox.is_empty() {
+        if stopping && inbox.is_empty() && p.held.is_empty() {
             tracing::info!("pipeline core stopping at zxid {:#x}", p.tree.last_zxid());
             senders.shutdown().await;
             break;
