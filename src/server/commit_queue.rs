@@ -12,11 +12,11 @@
 //! items always seal on a repeat. Roots are O(1) clones; what one costs is the copy-on-write
 //! of the nodes the next txn touches, so batches are sealed only where a read needs it.
 
-use super::messages::{Commit, CommitBatch};
+use super::messages::{Commit, CommitBatch, ToPipeline};
 use crate::session::ConnRef;
 use crate::tree::DataTree;
 use crate::txn::{apply, Txn};
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 /// Items of the open batch, and the batches sealed since the last `take`.
 #[derive(Debug, Default)]
@@ -107,6 +107,50 @@ impl CommitQueue {
     }
 }
 
+/// Requests taken in by rounds, so that the fenced writes of many connections share one
+/// commit batch root per round instead of one each (a root costs the next txn a copy-on-write
+/// of the tree's path). A fenced write of a connection already taken in this round is held,
+/// with every later message of that connection, for the next round of the same pass. A
+/// connection's messages keep their order; sessions are independent, so their txns may
+/// interleave in any order. Where the pipeline applies at intake (standalone), it seals the
+/// open batch at each round's end; in an ensemble the batches are sealed at delivery, which
+/// follows the order the rounds gave the proposals.
+#[derive(Debug, Default)]
+pub struct Rounds {
+    held: VecDeque<ToPipeline>,
+    /// Connections with a message in `held`.
+    holding: HashSet<ConnRef>,
+    /// Connections with a message taken in this round.
+    taken: HashSet<ConnRef>,
+}
+
+impl Rounds {
+    /// The message to handle now, or None when it is held for the next round.
+    pub fn take_in(&mut self, msg: ToPipeline) -> Option<ToPipeline> {
+        let Some(conn) = msg.conn() else { return Some(msg) };
+        let fenced_repeat = matches!(msg, ToPipeline::Write { fence: true, .. }) && self.taken.contains(&conn);
+        if fenced_repeat || self.holding.contains(&conn) {
+            self.holding.insert(conn);
+            self.held.push_back(msg);
+            return None;
+        }
+        self.taken.insert(conn);
+        Some(msg)
+    }
+
+    /// Ends a round: what was held, to be taken in again in order (the first held message of
+    /// each connection is then always taken, so every round makes progress).
+    pub fn next_round(&mut self) -> VecDeque<ToPipeline> {
+        self.holding.clear();
+        self.taken.clear();
+        std::mem::take(&mut self.held)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +212,43 @@ mod tests {
         }
         // The tree itself went on: the roots are snapshots, not the tree.
         assert_eq!(tree.get("/x").map(|n| n.stat().version), Some(3));
+    }
+
+    fn write(c: u64, xid: i32, fence: bool) -> ToPipeline {
+        ToPipeline::Write {
+            conn: conn(c),
+            xid,
+            op: crate::txn::WriteOp::Delete { path: "/x".into(), version: -1 },
+            auth: std::sync::Arc::from(Vec::new()),
+            fence,
+        }
+    }
+
+    fn xids(msgs: &[ToPipeline]) -> Vec<(u64, i32)> {
+        msgs.iter()
+            .map(|m| match m {
+                ToPipeline::Write { conn, xid, .. } => (conn.conn, *xid),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn issue13_rounds_hold_a_fenced_repeat_and_what_follows_it_in_order() {
+        let mut r = Rounds::default();
+        let mut now = Vec::new();
+        for m in [write(1, 1, false), write(1, 2, false), write(2, 1, true), write(1, 3, true), write(1, 4, false)] {
+            now.extend(r.take_in(m));
+        }
+        now.extend(r.take_in(write(2, 2, true)));
+        // Connection 1's fenced write 3 and its write 4 wait; connection 2's second write too.
+        assert_eq!(xids(&now), vec![(1, 1), (1, 2), (2, 1)]);
+        let mut next = Vec::new();
+        for m in r.next_round() {
+            next.extend(r.take_in(m));
+        }
+        assert_eq!(xids(&next), vec![(1, 3), (1, 4), (2, 2)]);
+        assert!(r.is_empty());
     }
 
     #[test]

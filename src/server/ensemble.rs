@@ -32,7 +32,7 @@
 //!   holds requests back (their touches are among them).
 
 use super::clock::Now;
-use super::commit_queue::CommitQueue;
+use super::commit_queue::{CommitQueue, Rounds};
 use super::inspect::Collections;
 use super::log_writer::TxnLogWriter;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
@@ -165,6 +165,8 @@ struct Member {
     unserved_since: Option<std::time::Instant>,
     /// Delivered txns (applied to `committed`) and answers, on their way to the client cores.
     commits: CommitQueue,
+    /// Client requests held for the next round of this pass (`commit_queue::Rounds`).
+    rounds: Rounds,
     to_cores: Vec<CoreMsg>,
     out: Vec<Output>,
     encode_buf: BytesMut,
@@ -256,6 +258,13 @@ impl Member {
     }
 
     // ---- client requests (from the client cores of this member) ----
+
+    /// Takes one client message in, or holds it for the next round (`commit_queue::Rounds`).
+    fn take_in(&mut self, msg: ToPipeline, now: Now) {
+        if let Some(msg) = self.rounds.take_in(msg) {
+            self.on_client(msg, now);
+        }
+    }
 
     fn on_client(&mut self, msg: ToPipeline, now: Now) {
         if let ToPipeline::Inspect { .. } | ToPipeline::Report { .. } = msg {
@@ -1007,6 +1016,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         observer: config.servers.iter().any(|s| s.id == my_id && s.observer),
         unserved_since: Some(std::time::Instant::now()),
         commits: CommitQueue::new(),
+        rounds: Rounds::default(),
         to_cores: Vec::new(),
         out: Vec::new(),
         encode_buf: BytesMut::with_capacity(64 * 1024),
@@ -1053,9 +1063,23 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         let stopping = shutdown.load(Ordering::Relaxed);
         m.intake_bytes = 0;
         m.release_held(&net, now);
+        // What the last pass held goes first (a connection's order), then the inbox, then
+        // the rounds of what this pass held, while the pass has room.
+        // Client requests the last pass held go first (a connection's order), then the inbox,
+        // then the rounds of what this pass held (`commit_queue::Rounds`).
+        if !m.rounds.is_empty() && m.pass_has_room() && m.intake_open(&net) {
+            for msg in m.rounds.next_round() {
+                m.take_in(msg, now);
+            }
+        }
         while m.held.is_empty() && m.pass_has_room() && m.intake_open(&net) {
             let Some(msg) = inbox.pop() else { break };
-            m.on_client(msg, now);
+            m.take_in(msg, now);
+        }
+        while !m.rounds.is_empty() && m.pass_has_room() && m.intake_open(&net) {
+            for msg in m.rounds.next_round() {
+                m.take_in(msg, now);
+            }
         }
         inbox.made_room();
         m.forward_touches();
@@ -1164,7 +1188,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
             );
         }
         // Held-back work waits for the peers' acks (peer messages) or the ticker, not a spin.
-        let intake_waits = (!inbox.is_empty() || !m.held.is_empty()) && open;
+        let intake_waits = (!inbox.is_empty() || !m.held.is_empty() || !m.rounds.is_empty()) && open;
         if !m.out.is_empty() || intake_waits || !peer_inbox.borrow().is_empty() {
             wake.signal(1);
         }

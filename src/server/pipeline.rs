@@ -12,7 +12,7 @@
 //! the wall clock's (`clock::Now`).
 
 use super::clock::Now;
-use super::commit_queue::CommitQueue;
+use super::commit_queue::{CommitQueue, Rounds};
 use super::inspect::{Collections, Inspect, SessionSets};
 use super::log_writer::{is_disk_full, TxnLogWriter};
 use super::messages::{Commit, ToClientCore, ToPipeline};
@@ -29,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -65,11 +65,8 @@ struct Pipeline {
     sessions: SessionTracker,
     conn_sessions: HashMap<ConnRef, i64>,
     commits: CommitQueue,
-    /// Messages held for the next round of this pass (a fenced write of a connection the
-    /// open batch already answers, and every later message of that connection), in order.
-    held: VecDeque<ToPipeline>,
-    /// Connections with a message in `held` this round.
-    holding: HashSet<ConnRef>,
+    /// Requests held for the next round of this pass (`commit_queue::Rounds`).
+    rounds: Rounds,
     records: Vec<Bytes>,
     /// Bytes of `records`: the batch closes at `ringkeeper.batchBytesMax`.
     record_bytes: usize,
@@ -104,30 +101,17 @@ impl Pipeline {
         self.commits.push(item, &self.tree);
     }
 
-    /// Takes one message in, or holds it for the next round. A fenced write of a connection
-    /// the open batch already answers would seal the batch (a root of its own, and a
-    /// copy-on-write of the tree's path by the next txn: `commit_queue`); held to the next
-    /// round instead, the writes of every connection share one root per round. A connection's
-    /// messages keep their order; sessions are independent, so their txns may interleave in
-    /// any order.
+    /// Takes one message in, or holds it for the next round (`commit_queue::Rounds`).
     fn take_in(&mut self, msg: ToPipeline, now: Now) {
-        if let Some(conn) = msg.conn() {
-            let fenced_repeat = matches!(msg, ToPipeline::Write { fence: true, .. }) && self.commits.answers(&conn);
-            if fenced_repeat || self.holding.contains(&conn) {
-                self.holding.insert(conn);
-                self.held.push_back(msg);
-                return;
-            }
+        if let Some(msg) = self.rounds.take_in(msg) {
+            self.handle(msg, now);
         }
-        self.handle(msg, now);
     }
 
-    /// Ends a round: the open batch is sealed, and what was held is taken in again (the
-    /// first held message of each connection always is, so every round makes progress).
+    /// Ends a round: the open batch is sealed, and what was held is taken in again.
     fn next_round(&mut self, now: Now) {
         self.commits.seal(&self.tree);
-        self.holding.clear();
-        for msg in std::mem::take(&mut self.held) {
+        for msg in self.rounds.next_round() {
             self.take_in(msg, now);
         }
     }
@@ -589,8 +573,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         sessions,
         conn_sessions: HashMap::new(),
         commits: CommitQueue::new(),
-        held: VecDeque::new(),
-        holding: HashSet::new(),
+        rounds: Rounds::default(),
         records: Vec::new(),
         record_bytes: 0,
         encode_buf: BytesMut::with_capacity(64 * 1024),
@@ -620,14 +603,14 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         let stopping = shutdown.load(Ordering::Relaxed);
         // What the last pass held goes first (a connection's order), then the inbox, then
         // the rounds of what this pass held, while the batch has room.
-        if !p.held.is_empty() {
+        if !p.rounds.is_empty() {
             p.next_round(now);
         }
         while !p.batch_full() {
             let Some(msg) = inbox.pop() else { break };
             p.take_in(msg, now);
         }
-        while !p.held.is_empty() && !p.batch_full() {
+        while !p.rounds.is_empty() && !p.batch_full() {
             p.next_round(now);
         }
         inbox.made_room();
@@ -676,7 +659,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
             senders.send_all(msg).await;
         }
         stats.inbox_depth.store(inbox.len() as u64, Ordering::Relaxed);
-        if !inbox.is_empty() || !p.held.is_empty() {
+        if !inbox.is_empty() || !p.rounds.is_empty() {
             wake.signal(1);
         }
         if p.txns_since_snapshot >= config.snap_count && snapshots.idle() {
@@ -686,7 +669,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 return Err(e);
             }
         }
-        if stopping && inbox.is_empty() && p.held.is_empty() {
+        if stopping && inbox.is_empty() && p.rounds.is_empty() {
             tracing::info!("pipeline core stopping at zxid {:#x}", p.tree.last_zxid());
             senders.shutdown().await;
             break;
