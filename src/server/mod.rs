@@ -11,6 +11,7 @@ pub mod client_core;
 pub mod clock;
 pub mod conn_limits;
 pub mod connection;
+pub mod diff_read;
 pub mod ensemble;
 pub mod four_letter;
 pub mod inspect;
