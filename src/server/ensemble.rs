@@ -1103,8 +1103,13 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
                 None => break,
                 Some((from, Some(msg))) => {
                     tracing::trace!("peer {my_id} ← {from}: {msg:?}");
-                    if msg.is_snap_part() || matches!(msg, Message::ToFollower { .. }) {
+                    if let Message::ToFollower { body, .. } = &msg {
+                        let chunk = match body {
+                            LeaderMsg::SnapChunk { data } => data.len(),
+                            _ => 0,
+                        };
                         on_leader_frame(&mut m, from, msg).await;
+                        net.snap_chunk_taken(chunk);
                     } else {
                         m.step(Input::Message { from, msg });
                     }

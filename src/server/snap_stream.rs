@@ -483,7 +483,7 @@ mod tests {
                 let (a, b) = (free_addr(), free_addr());
                 let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
                 let (net1, _rx1) = PeerNet::start(1, a, &peers).unwrap();
-                let (_net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
+                let (net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
                 for _ in 0..200 {
                     if net1.connected(2) {
                         break;
@@ -524,6 +524,9 @@ mod tests {
                     }
                     // Whatever arrived (the loop hands the receiver one message at a time).
                     let Some(msg) = recv_within(&rx2, 5).await else { continue };
+                    if let Message::ToFollower { body: LeaderMsg::SnapChunk { data }, .. } = &msg {
+                        net2.snap_chunk_taken(data.len());
+                    }
                     match rcv.on_part(1, msg.clone(), Some(1)).await {
                         Received::Nothing => assert!(msg.is_snap_part(), "{msg:?} before the SNAP's end"),
                         Received::Complete(snap) => complete = Some(snap),
