@@ -12,8 +12,9 @@
 # Each server gets RK_ENSEMBLE_DIR/<id>/ (default target/ensemble) holding zoo.cfg, data/ with
 # myid, server.log and pid; `start` prints that path. Set RK_TICK_TIME (ms, default 200) to
 # change the tick (initLimit is 10 ticks, syncLimit 5), and RK_OBSERVERS=K to make the last K
-# of the N servers observers (N - K voters, 3, 5 or 7), RK_SNAP_COUNT to change snapCount, and
-# RK_CLIENT_CORES to give each server that many client cores (default 1).
+# of the N servers observers (N - K voters, 3, 5 or 7), RK_SNAP_COUNT to change snapCount,
+# RK_CLIENT_CORES to give each server that many client cores (default 1); RK_EXTRA_CONFIG is
+# appended to every member's zoo.cfg.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -64,6 +65,7 @@ ringkeeper.clientCores=$client_cores
 admin.serverAddress=127.0.0.1
 admin.serverPort=$((base + 10200 + i))
 ${servers}
+${RK_EXTRA_CONFIG:-}
 EOF
         launch "$d"
     done

@@ -43,6 +43,13 @@ pub const GLOBAL_OUTSTANDING_LIMIT_DEFAULT: u32 = 1000;
 pub const SESSIONLESS_CNXN_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 pub const SESSIONLESS_CNXN_TIMEOUT_MS_MAX: u64 = i32::MAX as u64;
 pub const SNAP_COUNT_DEFAULT: u64 = 100_000;
+/// commitLogCount: committed txns an ensemble member keeps in memory (ZooKeeper's default,
+/// and its minimum: a smaller value is raised to it).
+pub const COMMIT_LOG_COUNT_DEFAULT: u64 = 500;
+/// snapshotSizeFactor: a follower behind the in-memory txns is sent a DIFF read from the log on
+/// disk when those txns are at most this fraction of the newest snapshot's size (ZooKeeper's
+/// default; negative: never, values above 1 fall back to it).
+pub const SNAPSHOT_SIZE_FACTOR_DEFAULT: f64 = 0.33;
 /// preAllocSize is given in KiB, as in ZooKeeper.
 pub const PRE_ALLOC_SIZE_KIB_DEFAULT: u64 = 65_536;
 pub const PRE_ALLOC_SIZE_KIB_MIN: u64 = 4;
@@ -117,6 +124,10 @@ pub struct Config {
     pub max_session_timeout_ms: u32,
     /// snapCount: txns between snapshots.
     pub snap_count: u64,
+    /// commitLogCount (`zookeeper.commitLogCount`): committed txns kept in memory for DIFFs.
+    pub commit_log_count: u64,
+    /// snapshotSizeFactor (`zookeeper.snapshotSizeFactor`): see SNAPSHOT_SIZE_FACTOR_DEFAULT.
+    pub snapshot_size_factor: f64,
     /// preAllocSize (given in KiB), in bytes.
     pub pre_alloc_size_bytes: u64,
     /// autopurge.snapRetainCount, at least SNAP_RETAIN_COUNT_MIN.
@@ -299,6 +310,8 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "globalOutstandingLimit",
     "nio.sessionlessCnxnTimeout",
     "snapCount",
+    "commitLogCount",
+    "snapshotSizeFactor",
     "preAllocSize",
     "forceSync",
     "fsync.warningthresholdms",
@@ -344,7 +357,6 @@ const SYSPROP_KEYS_UNUSED: &[&str] = &[
     "snapshot.compression.method",
     "snapSizeLimitInKb",
     "txnLogSizeLimitInKb",
-    "commitLogCount",
     "digest.enabled",
     "closeSessionTxn.enabled",
     "enforceQuota",
@@ -653,6 +665,8 @@ impl Config {
         let mut min_session: Option<(u32, usize)> = None;
         let mut max_session: Option<(u32, usize)> = None;
         let mut snap_count = SNAP_COUNT_DEFAULT;
+        let mut commit_log_count = COMMIT_LOG_COUNT_DEFAULT;
+        let mut snapshot_size_factor = SNAPSHOT_SIZE_FACTOR_DEFAULT;
         let mut pre_alloc_size_kib = PRE_ALLOC_SIZE_KIB_DEFAULT;
         let mut snap_retain = SNAP_RETAIN_COUNT_MIN;
         let mut purge_interval_hours = 0u32;
@@ -751,6 +765,28 @@ impl Config {
                 "minSessionTimeout" => min_session = e.session_timeout()?.map(|v| (v, line)),
                 "maxSessionTimeout" => max_session = e.session_timeout()?.map(|v| (v, line)),
                 "snapCount" => snap_count = e.int(1, i64::MAX, " txns")? as u64,
+                "commitLogCount" => {
+                    let v = e.int(i64::MIN, i64::MAX, " txns")?;
+                    if v < COMMIT_LOG_COUNT_DEFAULT as i64 {
+                        warnings.push(format!(
+                            "{origin}: commitLogCount {v} at line {line} is below the minimum; using \
+                             {COMMIT_LOG_COUNT_DEFAULT}"
+                        ));
+                    }
+                    commit_log_count = v.max(COMMIT_LOG_COUNT_DEFAULT as i64) as u64;
+                }
+                "snapshotSizeFactor" => {
+                    let v: f64 = value.parse().map_err(|_| e.bad("not a number"))?;
+                    if v.is_nan() || v > 1.0 {
+                        warnings.push(format!(
+                            "{origin}: snapshotSizeFactor {v} at line {line} is above 1; using \
+                             {SNAPSHOT_SIZE_FACTOR_DEFAULT}"
+                        ));
+                        snapshot_size_factor = SNAPSHOT_SIZE_FACTOR_DEFAULT;
+                    } else {
+                        snapshot_size_factor = v;
+                    }
+                }
                 "preAllocSize" => {
                     pre_alloc_size_kib =
                         e.int(PRE_ALLOC_SIZE_KIB_MIN as i64, PRE_ALLOC_SIZE_KIB_MAX as i64, " KiB")? as u64;
@@ -947,6 +983,8 @@ impl Config {
             min_session_timeout_ms,
             max_session_timeout_ms,
             snap_count,
+            commit_log_count,
+            snapshot_size_factor,
             pre_alloc_size_bytes: pre_alloc_size_kib * 1024,
             autopurge_snap_retain_count: snap_retain,
             autopurge_purge_interval_hours: purge_interval_hours,

@@ -33,6 +33,7 @@
 
 use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
+use super::diff_read;
 use super::inspect::Collections;
 use super::log_writer::TxnLogWriter;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
@@ -176,6 +177,10 @@ struct Member {
     snap_out: SnapSender,
     /// Follower: a SNAP arriving from the leader, and those received whole until installed.
     snap_in: SnapReceiver,
+    /// Leader: answered log reads (`Output::ReadLog`), for the peer; at most one per follower.
+    log_reads: Rc<std::cell::RefCell<VecDeque<Input>>>,
+    /// Wakes the loop (a log read finished).
+    wake: Rc<Semaphore>,
     collections: Collections,
     stats: Arc<super::stats::Stats>,
 }
@@ -614,6 +619,49 @@ impl Member {
         Ok(())
     }
 
+    /// Leader: reads a DIFF from the log on disk on the blocking pool (`diff_read`); the
+    /// answer reaches the peer as `Input::LogRead` on a later pass.
+    fn read_log(&mut self, to: Sid, link: zab::message::LinkId, after: Zxid, upto: Zxid, check_after: bool) {
+        let (data_dir, log_dir) = (self.config.data_dir.clone(), self.config.data_log_dir.clone());
+        let factor = self.config.snapshot_size_factor;
+        let (done, wake, me) = (self.log_reads.clone(), self.wake.clone(), self.me);
+        glommio::spawn_local(async move {
+            let read = glommio::executor()
+                .spawn_blocking(move || {
+                    let limit = match diff_read::diff_bytes_limit(&data_dir, factor) {
+                        Ok(Some(l)) => l,
+                        Ok(None) => return diff_read::DiffRead::TooLarge { bytes: 0, limit: 0 },
+                        Err(e) => return diff_read::DiffRead::Missing(format!("the newest snapshot's size: {e}")),
+                    };
+                    diff_read::read_diff(&log_dir, after, upto, check_after, limit)
+                })
+                .await;
+            let txns = match read {
+                diff_read::DiffRead::Txns(t) => {
+                    tracing::info!(
+                        "peer {me}: DIFF for peer {to} from the log on disk: {} txns after {after:#x}",
+                        t.len()
+                    );
+                    Some(t)
+                }
+                diff_read::DiffRead::TooLarge { bytes, limit } => {
+                    tracing::info!(
+                        "peer {me}: the txns peer {to} lacks are more than {limit} bytes on disk ({bytes} read, \
+                         snapshotSizeFactor); sending a SNAP"
+                    );
+                    None
+                }
+                diff_read::DiffRead::Missing(why) => {
+                    tracing::info!("peer {me}: no DIFF for peer {to} from the log on disk ({why}); sending a SNAP");
+                    None
+                }
+            };
+            done.borrow_mut().push_back(Input::LogRead { to, link, txns });
+            wake.signal(1);
+        })
+        .detach();
+    }
+
     fn release_syncs(&mut self) {
         let at = self.committed.last_zxid();
         while self.syncs.front().is_some_and(|(z, ..)| *z <= at) {
@@ -905,6 +953,9 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
                     }
                 }
                 Output::FromLeader { data } => m.on_leader_reply(data),
+                Output::ReadLog { to, link, after, upto, check_after } => {
+                    m.read_log(to, link, after, upto, check_after)
+                }
             }
         }
         if !persists.is_empty() {
@@ -944,6 +995,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         sync_limit_ticks: config.sync_limit_ticks,
         zxid_counter_max: ZXID_COUNTER_MAX,
         sync_chunk_bytes_max: SYNC_CHUNK_BYTES_MAX,
+        commit_log_count: usize::try_from(config.commit_log_count).unwrap_or(usize::MAX),
     };
     let (accepted_epoch, current_epoch) =
         storage::peer_state::read_epochs(&config.data_dir).map_err(|e| format!("reading the epochs: {e}"))?;
@@ -984,6 +1036,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         committed.last_zxid()
     );
 
+    let wake = Rc::new(Semaphore::new(0));
     let mut m = Member {
         config: config.clone(),
         me: my_id,
@@ -1024,11 +1077,12 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         delivered_since_snapshot: 0,
         snap_out: SnapSender::default(),
         snap_in: SnapReceiver::new(config.data_dir.clone()),
+        log_reads: Rc::default(),
+        wake: wake.clone(),
         collections: Collections::new(config.client_cores),
         stats: stats.clone(),
     };
 
-    let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
     // A task wakes the loop every SNAP_PACE_MS while a SNAP streams (see `snap_stream`).
     let pacing = Rc::new(Cell::new(false));
@@ -1089,8 +1143,13 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
                 None => break,
                 Some((from, Some(msg))) => {
                     tracing::trace!("peer {my_id} ← {from}: {msg:?}");
-                    if msg.is_snap_part() || matches!(msg, Message::ToFollower { .. }) {
+                    if let Message::ToFollower { body, .. } = &msg {
+                        let chunk = match body {
+                            LeaderMsg::SnapChunk { data } => data.len(),
+                            _ => 0,
+                        };
                         on_leader_frame(&mut m, from, msg).await;
+                        net.snap_chunk_taken(chunk);
                     } else {
                         m.step(Input::Message { from, msg });
                     }
@@ -1133,6 +1192,11 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         }
         if let Some(z) = snapshots.take_written() {
             m.step(Input::SnapshotTaken { zxid: z });
+        }
+        loop {
+            let read = m.log_reads.borrow_mut().pop_front();
+            let Some(read) = read else { break };
+            m.step(read);
         }
         if ticked.replace(false) && now.mono_ms - last_peer_tick_ms >= config.tick_time_ms as i64 {
             last_peer_tick_ms = now.mono_ms;

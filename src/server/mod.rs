@@ -12,6 +12,7 @@ pub mod clock;
 pub mod commit_queue;
 pub mod conn_limits;
 pub mod connection;
+pub mod diff_read;
 pub mod ensemble;
 pub mod four_letter;
 pub mod inspect;

@@ -17,9 +17,11 @@
 //! - The loss of a connection either way (the one from a peer closing, or the one to it
 //!   failing or being closed here) reaches the shell as (sid, None).
 //! - Every queue is bounded; a bad hello or frame closes that one connection with a log line.
+//!   Received SNAP chunks count in bytes too, until the shell says it took them
+//!   (`PEER_INBOUND_SNAP_BYTES_MAX`), so a slow follower disk slows the leader's stream.
 
 use crate::proto::peer::{decode_hello, decode_message, encode_frame, encode_hello, next_frame};
-use crate::zab::message::Message;
+use crate::zab::message::{LeaderMsg, Message};
 use crate::zab::Sid;
 use bytes::BytesMut;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -55,6 +57,12 @@ pub const PEER_OUTBOUND_BYTES_MAX: usize = {
 };
 /// Received messages waiting for the pipeline before readers stop reading.
 pub const PEER_INBOUND_MESSAGES_MAX: usize = 4096;
+/// Received SNAP chunk bytes the pipeline has not taken (`PeerNet::snap_chunk_taken`: written
+/// to the follower's temp file) past which readers stop reading: a follower's disk slower than
+/// the network pushes back to the leader's queue (and so its flow control) through TCP.
+pub const PEER_INBOUND_SNAP_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// How often a reader held back by `PEER_INBOUND_SNAP_BYTES_MAX` looks again.
+const INBOUND_WAIT_MS: u64 = 1;
 /// Wait between attempts to reach a peer.
 pub const PEER_RECONNECT_MS: u64 = 200;
 /// How long one connection attempt may take.
@@ -98,6 +106,8 @@ pub struct PeerNet {
     resets: Cell<u64>,
     /// `PEER_OUTBOUND_BYTES_MAX` (smaller in tests).
     outbound_bytes_max: usize,
+    /// SNAP chunk bytes received and not yet taken by the shell.
+    snap_bytes_in: Rc<Cell<usize>>,
 }
 
 /// Pending peer connections the kernel queues.
@@ -117,7 +127,8 @@ impl PeerNet {
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
         let tx = Rc::new(tx);
         let mut tasks = Vec::new();
-        tasks.push(glommio::spawn_local(accept_loop(listener, tx.clone())).detach());
+        let snap_bytes_in = Rc::new(Cell::new(0));
+        tasks.push(glommio::spawn_local(accept_loop(listener, tx.clone(), snap_bytes_in.clone())).detach());
         let mut out = BTreeMap::new();
         for (&sid, &addr) in peers {
             if sid == me {
@@ -140,6 +151,7 @@ impl PeerNet {
             dropped: Cell::new(0),
             resets: Cell::new(0),
             outbound_bytes_max: PEER_OUTBOUND_BYTES_MAX,
+            snap_bytes_in,
         };
         Ok((net, rx))
     }
@@ -181,6 +193,12 @@ impl PeerNet {
         o.reset.signal(1);
         o.wake.signal(1);
         self.resets.set(self.resets.get() + 1);
+    }
+
+    /// The shell is done with a received SNAP chunk of `len` bytes (see
+    /// `PEER_INBOUND_SNAP_BYTES_MAX`).
+    pub fn snap_chunk_taken(&self, len: usize) {
+        self.snap_bytes_in.set(self.snap_bytes_in.get().saturating_sub(len));
     }
 
     /// Bytes queued for `to` and not yet written to its connection.
@@ -294,11 +312,11 @@ async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
     }
 }
 
-async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<PeerIn>>) {
+async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<PeerIn>>, snap_bytes_in: Rc<Cell<usize>>) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                glommio::spawn_local(read_loop(stream, tx.clone())).detach();
+                glommio::spawn_local(read_loop(stream, tx.clone(), snap_bytes_in.clone())).detach();
             }
             Err(e) => {
                 tracing::warn!("peer listener: accept failed: {e}");
@@ -309,7 +327,7 @@ async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<PeerIn>>) {
 }
 
 /// Reads one incoming connection: the hello, then frames, each decoded and handed over.
-async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<PeerIn>>) {
+async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<PeerIn>>, snap_bytes_in: Rc<Cell<usize>>) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
@@ -348,8 +366,16 @@ async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<PeerIn>>) {
             };
             match decode_message(frame) {
                 Ok(msg) => {
+                    let chunk = match &msg {
+                        Message::ToFollower { body: LeaderMsg::SnapChunk { data }, .. } => data.len(),
+                        _ => 0,
+                    };
+                    snap_bytes_in.set(snap_bytes_in.get() + chunk);
                     if tx.send((sid, Some(msg))).await.is_err() {
                         return;
+                    }
+                    while snap_bytes_in.get() > PEER_INBOUND_SNAP_BYTES_MAX {
+                        glommio::timer::sleep(Duration::from_millis(INBOUND_WAIT_MS)).await;
                     }
                 }
                 Err(e) => {
@@ -364,7 +390,7 @@ async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<PeerIn>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::zab::message::{FollowerMsg, LeaderMsg, PeerState, Vote};
+    use crate::zab::message::{FollowerMsg, PeerState, Vote};
     use glommio::LocalExecutorBuilder;
 
     fn free_addr() -> SocketAddr {

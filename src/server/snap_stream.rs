@@ -415,3 +415,189 @@ impl SnapReceiver {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::files::tests::TempDir;
+    use crate::storage::snapshot::encode_snapshot;
+    use crate::zab::message::{PeerState, Vote};
+    use glommio::channels::local_channel::LocalReceiver;
+    use glommio::LocalExecutorBuilder;
+    use std::collections::BTreeMap;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    fn free_addr() -> SocketAddr {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    }
+
+    /// `nodes` znodes of 1 KiB: a snapshot of several chunks.
+    fn tree(nodes: usize) -> DataTree {
+        let mut t = DataTree::new();
+        let open: std::sync::Arc<[crate::proto::Acl]> = crate::tree::acl::open_acl_unsafe().into();
+        t.create_node("/p", None, open.clone(), 0, 1, 1000);
+        for i in 0..nodes {
+            let data = Bytes::from(vec![(i % 251) as u8; 1024]);
+            t.create_node(&format!("/p/n{i:06}"), Some(data), open.clone(), 0, 2 + i as i64, 1000);
+        }
+        t.set_last_zxid(1 + nodes as i64);
+        t
+    }
+
+    fn temps(dir: &std::path::Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(SNAPSHOT_TMP_SUFFIX))
+            .collect()
+    }
+
+    async fn recv_within(rx: &LocalReceiver<(Sid, Option<Message>)>, ms: u64) -> Option<Message> {
+        let timeout = glommio::timer::sleep(Duration::from_millis(ms));
+        let got = futures_lite::future::or(async { rx.recv().await }, async {
+            timeout.await;
+            None
+        })
+        .await;
+        match got {
+            Some((1, Some(m))) => Some(m),
+            None => None,
+            other => panic!("expected a message from peer 1, got {other:?}"),
+        }
+    }
+
+    async fn next_msg(rx: &LocalReceiver<(Sid, Option<Message>)>) -> Message {
+        recv_within(rx, 10_000).await.expect("a message within 10 s")
+    }
+
+    /// A SNAP streams in bounded chunks under the flow-control window, what the peer sends on
+    /// the link meanwhile waits and arrives after it in order, the follower stages it in a temp
+    /// file, checks it, installs it and loads the very tree; broken transfers leave no file.
+    #[test]
+    fn issue13_snap_streams_in_chunks_holds_the_link_and_stages_a_checked_file() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let dir = TempDir::new("snap-stream");
+                let (a, b) = (free_addr(), free_addr());
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+                let (net1, _rx1) = PeerNet::start(1, a, &peers).unwrap();
+                let (net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
+                for _ in 0..200 {
+                    if net1.connected(2) {
+                        break;
+                    }
+                    glommio::timer::sleep(Duration::from_millis(10)).await;
+                }
+                assert!(net1.connected(2));
+                let t = tree(12_000); // ~12.5 MB: more than the 8 MiB window
+                let expected = encode_snapshot(&t);
+                assert!(expected.len() > SNAP_QUEUED_BYTES_MAX + PEER_SNAP_CHUNK_BYTES_MAX);
+                let zxid = t.last_zxid();
+                let mut out = SnapSender::default();
+                out.start(2, 7, 9, 3, t.clone()).unwrap();
+                let proposal = Message::ToFollower {
+                    link: 7,
+                    leader_nonce: 9,
+                    seq: 4,
+                    body: LeaderMsg::Proposal(crate::zab::Txn { zxid: zxid + 1, data: Bytes::from_static(b"p") }),
+                };
+                assert!(matches!(out.route(2, proposal.clone()), Routed::Held));
+                let note = Message::Notification {
+                    vote: Vote { leader: 1, zxid: 0, peer_epoch: 0 },
+                    round: 1,
+                    state: PeerState::Leading,
+                };
+                assert!(matches!(out.route(2, note.clone()), Routed::Send(_)), "not on the link: goes at once");
+
+                let mut rcv = SnapReceiver::new(dir.0.clone());
+                let mut most_queued = 0;
+                let mut complete = None;
+                let started = Instant::now();
+                while complete.is_none() {
+                    assert!(started.elapsed() < Duration::from_secs(60), "the stream finishes");
+                    if out.active() {
+                        let (_heard, gone) = out.pump(&net1, 1);
+                        assert!(gone.is_empty());
+                        most_queued = most_queued.max(net1.queued(2));
+                    }
+                    // Whatever arrived (the loop hands the receiver one message at a time).
+                    let Some(msg) = recv_within(&rx2, 5).await else { continue };
+                    if let Message::ToFollower { body: LeaderMsg::SnapChunk { data }, .. } = &msg {
+                        net2.snap_chunk_taken(data.len());
+                    }
+                    match rcv.on_part(1, msg.clone(), Some(1)).await {
+                        Received::Nothing => assert!(msg.is_snap_part(), "{msg:?} before the SNAP's end"),
+                        Received::Complete(snap) => complete = Some(snap),
+                        Received::Broken(why) => panic!("{why}"),
+                    }
+                }
+                assert!(!out.active());
+                assert!(
+                    most_queued
+                        <= SNAP_QUEUED_BYTES_MAX + SNAP_CHUNKS_PER_PASS_MAX * (PEER_SNAP_CHUNK_BYTES_MAX + 4096),
+                    "the queue stayed within the window ({most_queued} bytes)"
+                );
+                let snap = complete.unwrap();
+                assert_eq!(
+                    snap,
+                    Message::ToFollower {
+                        link: 7,
+                        leader_nonce: 9,
+                        seq: 3,
+                        body: LeaderMsg::Snap { zxid, state: Bytes::new() }
+                    }
+                );
+                assert_eq!(next_msg(&rx2).await, proposal, "what waited follows the SNAP, in order");
+                // Staged as a temp file holding exactly the snapshot; loads the same tree; installs.
+                assert_eq!(temps(&dir.0).len(), 1);
+                let (loaded, bytes) = rcv.load(zxid).await.unwrap();
+                assert_eq!(bytes.as_ref(), &expected[..]);
+                assert_eq!(encode_snapshot(&loaded), expected);
+                rcv.install(zxid).await.unwrap();
+                assert!(temps(&dir.0).is_empty());
+                assert_eq!(std::fs::read(dir.0.join(snapshot_name(zxid))).unwrap(), expected);
+
+                // A transfer cut off (the leader's connection closes): its file goes.
+                let part = |body| Message::ToFollower { link: 8, leader_nonce: 9, seq: 0, body };
+                let r = rcv.on_part(1, part(LeaderMsg::SnapBegin { zxid: 5 }), Some(1)).await;
+                assert!(matches!(r, Received::Nothing));
+                let chunk = Bytes::from_static(b"some bytes");
+                rcv.on_part(1, part(LeaderMsg::SnapChunk { data: chunk.clone() }), Some(1)).await;
+                assert_eq!(temps(&dir.0).len(), 1);
+                assert!(rcv.receiving_from(1));
+                rcv.discard().await;
+                assert!(temps(&dir.0).is_empty());
+                // A bad length or crc: broken, no file.
+                rcv.on_part(1, part(LeaderMsg::SnapBegin { zxid: 5 }), Some(1)).await;
+                rcv.on_part(1, part(LeaderMsg::SnapChunk { data: chunk.clone() }), Some(1)).await;
+                let crc = crc32c::crc32c(&chunk) ^ 1;
+                let r = rcv.on_part(1, part(LeaderMsg::SnapEnd { length: chunk.len() as u64, crc }), Some(1)).await;
+                assert!(matches!(r, Received::Broken(_)), "{r:?}");
+                assert!(temps(&dir.0).is_empty());
+                // Parts from a peer this member does not follow are ignored.
+                let r = rcv.on_part(3, part(LeaderMsg::SnapBegin { zxid: 5 }), Some(1)).await;
+                assert!(matches!(r, Received::Nothing));
+                assert!(temps(&dir.0).is_empty() && !rcv.receiving_from(3));
+                // A leader's stream whose link is replaced is abandoned; one that would hold
+                // too much disconnects the follower.
+                out.start(2, 10, 9, 0, t.clone()).unwrap();
+                let newer = Message::ToFollower { link: 11, leader_nonce: 9, seq: 0, body: LeaderMsg::Ping };
+                assert!(matches!(out.route(2, newer), Routed::Send(_)));
+                assert!(!out.active());
+                out.start(2, 12, 9, 0, t).unwrap();
+                let big = Message::ToFollower {
+                    link: 12,
+                    leader_nonce: 9,
+                    seq: 1,
+                    body: LeaderMsg::Reply { data: Bytes::from(vec![0u8; SNAP_HELD_BYTES_MAX]) },
+                };
+                assert!(matches!(out.route(2, big), Routed::Overflow));
+                assert!(!out.active());
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+}

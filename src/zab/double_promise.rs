@@ -50,6 +50,7 @@ impl Net {
                 sync_limit_ticks: 5,
                 zxid_counter_max: 1000,
                 sync_chunk_bytes_max: 1 << 20,
+                commit_log_count: 500,
             };
             n.durable.insert(id, d.clone());
             n.pending.insert(id, VecDeque::new());

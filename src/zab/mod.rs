@@ -75,6 +75,9 @@ pub struct ZabConfig {
     /// Txn bytes a leader puts in one Sync message at most (at least one txn each): a DIFF
     /// longer than this goes as several, so no message outgrows the peer frame limit.
     pub sync_chunk_bytes_max: usize,
+    /// Delivered txns a peer keeps in memory at most (ZooKeeper's commitLogCount): a follower
+    /// behind them is synced from the log on disk (`Output::ReadLog`) or with a SNAP.
+    pub commit_log_count: usize,
 }
 
 impl ZabConfig {

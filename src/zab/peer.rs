@@ -9,6 +9,10 @@
 //! - Role changes bump `term`: completions of persists issued in an older term do nothing.
 //! - Committed txns are delivered once each per incarnation, in zxid order, never past what
 //!   a quorum has logged; a leader that would cut a delivered txn is an impossible state.
+//! - Memory holds a window of the log: at most about `commit_log_count` delivered txns (plus
+//!   those not yet delivered); a leader syncs a follower behind the window from the log on
+//!   disk (`Output::ReadLog`, answered by `Input::LogRead`, the window held meanwhile), or with
+//!   a SNAP when the shell cannot or will not read it.
 //! - A peer that lost logged txns (`Durable::lost_log`) may have acknowledged some of them, so
 //!   until an established leader has synced it (UPTODATE) it counts toward no quorum: its
 //!   notifications carry `NON_VOTE` and say LOOKING (no vote, no FOLLOWING backing), it never
@@ -90,6 +94,12 @@ pub enum Input {
     Heard {
         from: Sid,
     },
+    /// The shell's answer to `Output::ReadLog` for follower `to` on `link`.
+    LogRead {
+        to: Sid,
+        link: LinkId,
+        txns: Option<Vec<Txn>>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +121,19 @@ pub enum Output {
         leader_nonce: u64,
         seq: u64,
         zxid: Zxid,
+    },
+    /// Leader: read the txns after `after`, up to and including `upto`, from the log on disk
+    /// for follower `to` on `link` (a DIFF older than the in-memory window) and answer with
+    /// `Input::LogRead`. With `check_after`, `after` itself must be in the log (else it is this
+    /// peer's snapshot point). The shell answers None when they cannot be read whole, when
+    /// `after` is not there, or when they are larger than ZooKeeper's limit (snapshotSizeFactor
+    /// × the newest snapshot's size): the follower is sent a SNAP instead.
+    ReadLog {
+        to: Sid,
+        link: LinkId,
+        after: Zxid,
+        upto: Zxid,
+        check_after: bool,
     },
     /// Leader: a follower's shell forwarded `data` (see `Input::Forward`).
     Forwarded {
@@ -205,6 +228,8 @@ struct FollowerView {
     newleader_acked: bool,
     up_to_date: bool,
     last_heard_tick: u64,
+    /// An `Output::ReadLog` for it is outstanding (ending at `mem_base` as it was then).
+    reading: Option<Zxid>,
 }
 
 #[derive(Debug)]
@@ -267,7 +292,10 @@ pub struct Peer {
     current_epoch: u32,
     /// The snapshot the log continues from (0: the empty state).
     base: Zxid,
-    /// The log after `base` as this peer sees it, including appends not yet reported durable.
+    /// `log` holds the txns after this (at least `base`); those in (base, mem_base] are in the
+    /// log on disk only (the window: at most `commit_log_count` delivered txns in memory).
+    mem_base: Zxid,
+    /// The log after `mem_base` as this peer sees it, including appends not yet reported durable.
     log: Vec<Txn>,
     committed: Zxid,
     delivered: Zxid,
@@ -297,6 +325,7 @@ impl Peer {
             accepted_epoch: durable.accepted_epoch,
             current_epoch: durable.current_epoch,
             base: durable.snapshot_zxid,
+            mem_base: durable.snapshot_zxid,
             log: durable.log,
             // A snapshot holds committed state only, already in the shell's state machine.
             committed: durable.snapshot_zxid,
@@ -337,7 +366,12 @@ impl Peer {
     }
 
     pub fn last_zxid(&self) -> Zxid {
-        self.log.last().map_or(self.base, |t| t.zxid)
+        self.log.last().map_or(self.mem_base, |t| t.zxid)
+    }
+
+    /// Txns this peer holds in memory (the window and everything not yet delivered).
+    pub fn txns_in_memory(&self) -> usize {
+        self.log.len()
     }
 
     pub fn committed(&self) -> Zxid {
@@ -372,6 +406,7 @@ impl Peer {
             },
             Input::Reply { to, data } => self.on_reply(to, data, out),
             Input::SnapshotTaken { zxid } => self.on_snapshot_taken(zxid),
+            Input::LogRead { to, link, txns } => self.on_log_read(to, link, txns, out),
             Input::Heard { from } => {
                 let tick = self.tick;
                 match &mut self.state {
@@ -418,8 +453,29 @@ impl Peer {
         self.cfg.is_voter(self.cfg.my_id) && !self.lost_log
     }
 
-    fn has_zxid(&self, z: Zxid) -> bool {
-        z == self.base || self.log.binary_search_by_key(&z, |t| t.zxid).is_ok()
+    /// Whether `z` is in this peer's history as far as memory shows (the window's start or a
+    /// txn in it).
+    fn in_memory(&self, z: Zxid) -> bool {
+        z == self.mem_base || self.log.binary_search_by_key(&z, |t| t.zxid).is_ok()
+    }
+
+    /// Drops delivered txns past the window from memory (they stay in the log on disk), unless
+    /// a leader is reading the log for a follower (the read ends where memory starts).
+    fn trim_window(&mut self) {
+        let limit = self.cfg.commit_log_count.max(1);
+        let delivered = self.log.partition_point(|t| t.zxid <= self.delivered);
+        // Trim in steps of the window, so draining the front costs O(1) per txn.
+        if delivered <= 2 * limit {
+            return;
+        }
+        if let RoleState::Leading(l) = &self.state {
+            if l.followers.values().any(|v| v.reading.is_some()) {
+                return;
+            }
+        }
+        let cut = delivered - limit;
+        self.mem_base = self.log[cut - 1].zxid;
+        self.log.drain(..cut);
     }
 
     /// Txns after `z`, in order.
@@ -463,6 +519,7 @@ impl Peer {
             out.push(Output::Deliver(t.clone()));
             self.delivered = t.zxid;
         }
+        self.trim_window();
     }
 
     // ---- election ----
@@ -621,6 +678,7 @@ impl Peer {
                 );
                 self.log.clear();
                 self.base = zxid;
+                self.mem_base = zxid;
                 self.committed = zxid;
                 self.delivered = zxid;
                 out.push(Output::Restore { zxid, state: state.clone() });
@@ -773,6 +831,7 @@ impl Peer {
                 newleader_acked: false,
                 up_to_date: false,
                 last_heard_tick: tick,
+                reading: None,
             },
         );
         l.epoch_acks.remove(&from);
@@ -878,61 +937,103 @@ impl Peer {
     }
 
     /// TRUNC and/or DIFF (or SNAP, when the common point is before this leader's snapshot)
-    /// to bring `to` to this leader's history, then NEWLEADER.
+    /// to bring `to` to this leader's history, then NEWLEADER. A DIFF from before the
+    /// in-memory window is read from the log on disk first (`Output::ReadLog`).
     fn sync_follower(&mut self, to: Sid, out: &mut Vec<Output>) {
+        let last = self.last_zxid();
+        let (base, mem_base) = (self.base, self.mem_base);
+        let l = self.leading();
+        let Some(v) = l.followers.get(&to) else { return };
+        let Some((_, theirs)) = v.ack_epoch else { return };
+        if v.synced || v.reading.is_some() {
+            return;
+        }
+        let link = v.link.id;
+        if theirs <= last && self.in_memory(theirs) {
+            // DIFF from memory.
+            return self.finish_sync(to, None, Vec::new(), theirs, out);
+        }
+        if theirs > mem_base {
+            // The follower holds txns this leader never had: it cuts after the newest txn of
+            // this history before them (TRUNC), then takes the txns after it.
+            let i = self.log.partition_point(|t| t.zxid < theirs);
+            let common = if i > 0 { self.log[i - 1].zxid } else { mem_base };
+            return self.finish_sync(to, Some(common), Vec::new(), common, out);
+        }
+        if theirs >= base && mem_base > base {
+            // Behind the window but not behind the snapshot: the txns in between are on disk.
+            if let Some(v) = self.leading().followers.get_mut(&to) {
+                v.reading = Some(mem_base);
+            }
+            out.push(Output::ReadLog { to, link, after: theirs, upto: mem_base, check_after: theirs != base });
+            return;
+        }
+        self.snapshot_sync(to, out);
+    }
+
+    /// Completes a sync: `read` (txns from disk, ending at `after`), then the txns in memory
+    /// after `after`, as Syncs (the first one cutting after `trunc_to`), then NEWLEADER.
+    fn finish_sync(&mut self, to: Sid, trunc_to: Option<Zxid>, read: Vec<Txn>, after: Zxid, out: &mut Vec<Output>) {
         let last = self.last_zxid();
         let l = self.leading();
         let epoch = l.epoch.expect("sync before the epoch was chosen");
-        let Some(v) = l.followers.get(&to) else { return };
-        let Some((_, theirs)) = v.ack_epoch else { return };
-        if v.synced {
-            return;
-        }
-        // The last txn both histories share, and whether the follower must cut after it.
-        let (common, trunc) = if theirs <= last && self.has_zxid(theirs) {
-            (Some(theirs), false)
-        } else {
-            // The follower holds txns this leader never had: the last common one is the
-            // newest txn of this history before them.
-            let i = self.log.partition_point(|t| t.zxid < theirs);
-            let t = if i > 0 {
-                Some(self.log[i - 1].zxid)
-            } else if self.base < theirs {
-                Some(self.base)
-            } else {
-                None
-            };
-            (t, true)
-        };
-        let l = self.leading();
         if let Some(v) = l.followers.get_mut(&to) {
             v.synced = true;
             v.synced_upto = last;
         }
-        match common {
-            Some(c) if c >= self.base => {
-                let trunc_to = trunc.then_some(c);
-                self.send_sync(to, trunc_to, c, out);
-            }
-            _ => {
-                // Behind this leader's snapshot: the committed state, then the txns after it.
-                let zxid = self.committed;
-                let l = self.leading();
-                let leader_nonce = l.nonce;
-                if let Some(v) = l.followers.get_mut(&to) {
-                    let (link, seq) = (v.link.id, v.link.next_seq());
-                    out.push(Output::SendSnapshot { to, link, leader_nonce, seq, zxid });
-                }
-                self.send_sync(to, None, zxid, out);
-            }
-        }
+        let mut txns = read;
+        txns.extend(self.txns_after(after));
+        self.send_sync(to, trunc_to, txns, out);
         self.send_to_follower(to, LeaderMsg::NewLeader { epoch }, out);
     }
 
-    /// The txns after `after` as Syncs of at most `sync_chunk_bytes_max` txn bytes each (at
+    /// Behind this leader's snapshot (or its log): the committed state, then the txns after it.
+    fn snapshot_sync(&mut self, to: Sid, out: &mut Vec<Output>) {
+        let last = self.last_zxid();
+        let zxid = self.committed;
+        let l = self.leading();
+        let epoch = l.epoch.expect("sync before the epoch was chosen");
+        let leader_nonce = l.nonce;
+        if let Some(v) = l.followers.get_mut(&to) {
+            v.synced = true;
+            v.synced_upto = last;
+            let (link, seq) = (v.link.id, v.link.next_seq());
+            out.push(Output::SendSnapshot { to, link, leader_nonce, seq, zxid });
+        }
+        let txns = self.txns_after(zxid);
+        self.send_sync(to, None, txns, out);
+        self.send_to_follower(to, LeaderMsg::NewLeader { epoch }, out);
+    }
+
+    /// The shell read the log for follower `to` (see `Output::ReadLog`).
+    fn on_log_read(&mut self, to: Sid, link: LinkId, txns: Option<Vec<Txn>>, out: &mut Vec<Output>) {
+        let mem_base = self.mem_base;
+        let RoleState::Leading(l) = &mut self.state else { return };
+        let Some(v) = l.followers.get_mut(&to) else { return };
+        if v.link.id != link || v.synced {
+            return;
+        }
+        let Some(upto) = v.reading.take() else { return };
+        let theirs = v.ack_epoch.map_or(Zxid::MAX, |(_, z)| z);
+        match txns {
+            Some(_) if upto != mem_base => {
+                // A snapshot moved the window meanwhile: decide again.
+                self.sync_follower(to, out)
+            }
+            Some(t)
+                if t.first().is_some_and(|x| x.zxid > theirs)
+                    && t.last().is_some_and(|x| x.zxid == upto)
+                    && t.windows(2).all(|w| w[0].zxid < w[1].zxid) =>
+            {
+                self.finish_sync(to, None, t, upto, out)
+            }
+            _ => self.snapshot_sync(to, out),
+        }
+    }
+
+    /// `txns` as Syncs of at most `sync_chunk_bytes_max` txn bytes each (at
     /// least one Sync, which carries `trunc_to`).
-    fn send_sync(&mut self, to: Sid, trunc_to: Option<Zxid>, after: Zxid, out: &mut Vec<Output>) {
-        let txns = self.txns_after(after);
+    fn send_sync(&mut self, to: Sid, trunc_to: Option<Zxid>, txns: Vec<Txn>, out: &mut Vec<Output>) {
         let limit = self.cfg.sync_chunk_bytes_max;
         let mut chunks: Vec<Vec<Txn>> = vec![Vec::new()];
         let mut bytes = 0usize;
@@ -1206,6 +1307,7 @@ impl Peer {
         let keep = self.log.partition_point(|t| t.zxid <= zxid);
         self.log.drain(..keep);
         self.base = zxid;
+        self.mem_base = self.mem_base.max(zxid);
     }
 
     fn on_persisted(&mut self, out: &mut Vec<Output>) {

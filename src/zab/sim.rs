@@ -17,6 +17,11 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 /// Sync chunks of a few txns (8-byte writes), so DIFFs in several messages are exercised.
 const SYNC_CHUNK_BYTES: usize = 40;
+/// The in-memory window (commitLogCount) of every sim peer: small, so followers behind it are
+/// synced from the durable log (`Output::ReadLog`) or with a SNAP.
+const COMMIT_LOG_COUNT: usize = 8;
+/// A log read the shell answers as too large (ZooKeeper's snapshotSizeFactor rule): a SNAP.
+const LOG_READ_TOO_LARGE_PER_MILLE: u64 = 200;
 
 /// SplitMix64: small, fast, and the same everywhere.
 struct Rng(u64);
@@ -120,6 +125,14 @@ pub enum Event {
     Write,
     Restart(Sid),
     HealPartition,
+    /// The shell of `node` (in `incarnation`) finished a log read for a follower.
+    LogRead {
+        node: Sid,
+        incarnation: u64,
+        to: Sid,
+        link: super::message::LinkId,
+        txns: Option<Vec<Txn>>,
+    },
 }
 
 struct Node {
@@ -162,6 +175,8 @@ pub struct Sim {
     follower_connects: u64,
     snaps_sent: u64,
     sync_chunks: u64,
+    /// Log reads answered with txns (DIFFs from disk).
+    log_reads: u64,
     /// Links that carried a Sync (a second one continues a DIFF).
     synced_links: BTreeSet<(u64, u64)>,
     /// Peers stalled until the given time (see `Faults::pause_per_mille`).
@@ -185,6 +200,8 @@ pub struct Report {
     pub snaps: u64,
     /// Syncs that continued a DIFF too long for one message.
     pub sync_chunks: u64,
+    /// DIFFs read from a durable log (behind a leader's in-memory window).
+    pub log_reads: u64,
 }
 
 impl Sim {
@@ -204,6 +221,7 @@ impl Sim {
             sync_limit_ticks: 5,
             zxid_counter_max: counter_max,
             sync_chunk_bytes_max: SYNC_CHUNK_BYTES,
+            commit_log_count: COMMIT_LOG_COUNT,
         };
         let mut sim = Sim {
             seed,
@@ -227,6 +245,7 @@ impl Sim {
             follower_connects: 0,
             snaps_sent: 0,
             sync_chunks: 0,
+            log_reads: 0,
             synced_links: BTreeSet::new(),
             paused_until: BTreeMap::new(),
             held: BTreeSet::new(),
@@ -384,6 +403,19 @@ impl Sim {
                         println!("t={} RESTORE peer {id} to {zxid:#x} ({} txns)", self.now_ms, txns.len());
                     }
                     self.nodes.get_mut(&id).expect("node").delivered = txns;
+                }
+                Output::ReadLog { to, link, after, upto, check_after } => {
+                    // The durable log only (what a disk holds); answered later, sometimes as
+                    // too large (then the peer sends a SNAP).
+                    let node = &self.nodes[&id];
+                    let log = &node.durable.log;
+                    let found = !check_after || log.iter().any(|t| t.zxid == after);
+                    let txns: Vec<Txn> = log.iter().filter(|t| t.zxid > after && t.zxid <= upto).cloned().collect();
+                    let whole = found && txns.last().is_some_and(|t| t.zxid == upto);
+                    let incarnation = node.incarnation;
+                    let txns = (whole && !self.rng.chance(LOG_READ_TOO_LARGE_PER_MILLE)).then_some(txns);
+                    let after_ms = 1 + self.rng.below(30);
+                    self.schedule(after_ms, Event::LogRead { node: id, incarnation, to, link, txns });
                 }
                 Output::SendSnapshot { to, link, leader_nonce, seq, zxid } => {
                     let delivered = &self.nodes[&id].delivered;
@@ -624,6 +656,7 @@ impl Sim {
             elections: self.follower_connects,
             snaps: self.snaps_sent,
             sync_chunks: self.sync_chunks,
+            log_reads: self.log_reads,
         }
     }
 
@@ -680,6 +713,14 @@ impl Sim {
                 }
             }
             Event::HealPartition => self.cut.clear(),
+            Event::LogRead { node, incarnation, to, link, txns } => {
+                if self.nodes[&node].incarnation == incarnation && self.nodes[&node].peer.is_some() {
+                    if txns.is_some() {
+                        self.log_reads += 1;
+                    }
+                    self.step(node, Input::LogRead { to, link, txns });
+                }
+            }
         }
     }
 
@@ -936,13 +977,16 @@ mod tests {
 
     #[test]
     fn three_node_seeds() {
-        let (mut snaps, mut chunks) = (0, 0);
+        let (mut snaps, mut chunks, mut reads) = (0, 0, 0);
         for seed in 0..seeds() {
             let r = run_seed(seed, 3, 0, u32::MAX);
             snaps += r.snaps;
             chunks += r.sync_chunks;
+            reads += r.log_reads;
         }
         assert!(snaps > seeds(), "only {snaps} SNAP syncs in {} runs", seeds());
+        // issue13: followers behind the in-memory window are synced from the durable log.
+        assert!(reads > seeds(), "only {reads} DIFFs read from a log in {} runs", seeds());
         assert!(chunks > seeds() * 10, "only {chunks} continued DIFFs in {} runs", seeds());
     }
 

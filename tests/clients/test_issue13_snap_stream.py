@@ -113,3 +113,55 @@ def test_issue13_snap_larger_than_the_send_window_streams_under_writes_without_a
         fc.stop()
     c.stop()
     assert_same_trees(e, [1, 2, 3])
+
+
+# More than twice commitLogCount (500, ZooKeeper's minimum): the leader's memory no longer holds
+# the txns the stopped follower lacks.
+BEHIND_WINDOW_WRITES = 1200
+
+
+@pytest.mark.parametrize("factor", [None, "-1"])
+def test_issue13_follower_behind_the_memory_window_gets_a_diff_from_disk_or_a_snap(tmp_path, kazoo_factory, factor):
+    """With the default snapshotSizeFactor (0.33) and no snapshot since the follower stopped,
+    the leader reads the txns the follower lacks from its log on disk (a DIFF); with -1 (reading
+    the log disabled, as in ZooKeeper) the follower gets a SNAP. Either way it catches up with
+    every acknowledged write and the same tree."""
+    from test_ensemble import Ensemble
+    e = Ensemble(3, tmp_path)
+    if factor is not None:
+        e.env["RK_EXTRA_CONFIG"] = f"snapshotSizeFactor={factor}"
+    e.start()
+    try:
+        leader = e.wait_serving([1, 2, 3])
+        follower = next(i for i in (1, 2, 3) if i != leader)
+        c = client(kazoo_factory, e.hostport(leader))
+        c.create("/d")
+        acked = {}
+        for n in range(20):
+            c.create(f"/d/a{n:05d}", b"a%d" % n)
+            acked[f"/d/a{n:05d}"] = b"a%d" % n
+        e.kill9(follower)
+        for start in range(0, BEHIND_WINDOW_WRITES, 100):
+            batch = [(f"/d/b{n:05d}", b"b%d" % n) for n in range(start, start + 100)]
+            for (p, d), r in zip(batch, [c.create_async(p, d) for p, d in batch]):
+                r.get(timeout=30.0)
+                acked[p] = d
+        e.restart(follower)
+        e.wait_serving([1, 2, 3], timeout=60.0)
+        for n in range(20):
+            c.create(f"/d/c{n:05d}", b"c")
+            acked[f"/d/c{n:05d}"] = b"c"
+        c.stop()
+        diff_line = "DIFF for peer %d from the log on disk" % follower
+        if factor is None:
+            assert diff_line in e.log(leader), e.tail(leader)
+            assert "installing the leader's snapshot" not in e.log(follower), e.tail(follower)
+        else:
+            assert diff_line not in e.log(leader)
+            assert "sending peer %d a snapshot" % follower in e.log(leader), e.tail(leader)
+            assert "installing the leader's snapshot" in e.log(follower), e.tail(follower)
+        for i in (1, 2, 3):
+            assert_acked_on(e, i, kazoo_factory, "/d", acked)
+        assert_same_trees(e, [1, 2, 3])
+    finally:
+        e.stop()
