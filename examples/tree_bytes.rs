@@ -177,7 +177,12 @@ fn main() {
 
     let started = Instant::now();
     let bytes = snapshot::encode_snapshot(&tree);
-    println!("snapshot: {} bytes ({:.0} B/znode), encoded in {:.2} s", bytes.len(), bytes.len() as f64 / total as f64, started.elapsed().as_secs_f64());
+    println!(
+        "snapshot: {} bytes ({:.0} B/znode), encoded in {:.2} s",
+        bytes.len(),
+        bytes.len() as f64 / total as f64,
+        started.elapsed().as_secs_f64()
+    );
     let before_restore = mark();
     let started = Instant::now();
     let restored = snapshot::decode_snapshot(&bytes).expect("own snapshot decodes");
