@@ -8,7 +8,6 @@
 
 use crate::proto::{Acl, Id};
 use crate::tree::{path, DataTree, Znode};
-use imbl::OrdSet;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -122,8 +121,8 @@ pub struct SnapshotEncoder<'a> {
     tree: &'a DataTree,
     stage: Stage,
     sessions: Vec<(i64, i32)>,
-    /// (path of a node, iterator over its remaining children).
-    stack: Vec<(String, imbl::ordset::Iter<'a, Arc<str>, imbl::shared_ptr::DefaultSharedPtr>)>,
+    /// Iterators over the remaining children (full paths) of the nodes being walked.
+    stack: Vec<imbl::ordset::Iter<'a, Arc<str>, imbl::shared_ptr::DefaultSharedPtr>>,
     root_done: bool,
     acls: HashMap<Arc<[Acl]>, u32>,
     node_count: u64,
@@ -204,19 +203,18 @@ impl<'a> SnapshotEncoder<'a> {
                 return false;
             };
             self.emit(out, "/", root);
-            self.stack.push(("/".to_string(), root.children.iter()));
+            self.stack.push(root.children.paths());
             return true;
         }
-        while let Some((parent, children)) = self.stack.last_mut() {
-            let Some(name) = children.next() else {
+        while let Some(children) = self.stack.last_mut() {
+            let Some(p) = children.next() else {
                 self.stack.pop();
                 continue;
             };
-            let p = path::join(parent, name);
-            let Some(node) = tree.get(&p) else { continue };
-            self.emit(out, &p, node);
+            let Some(node) = tree.get(p) else { continue };
+            self.emit(out, p, node);
             if !node.children.is_empty() {
-                self.stack.push((p, node.children.iter()));
+                self.stack.push(node.children.paths());
             }
             return true;
         }
@@ -400,7 +398,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DataTree, SnapshotError> {
             aversion: r.i32()?,
             ephemeral_owner: r.i64()?,
             pzxid: r.i64()?,
-            children: OrdSet::new(),
+            children: Default::default(),
         };
         if tree.contains(&p) {
             match BUILT_IN_PATHS.iter().position(|b| *b == p) {

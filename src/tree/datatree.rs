@@ -39,26 +39,55 @@ pub fn node_kind(ephemeral_owner: i64) -> NodeKind {
     }
 }
 
+/// A znode's children: the full paths of its children, each the same `Arc` as the child's key
+/// in the tree's node map (a path is stored once). The children of one parent share the prefix
+/// `parent/`, so they sort by full path exactly as by name. Empty, it allocates nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Children(OrdSet<Arc<str>>);
+
+impl Children {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The children's names (last path components), in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        self.0.iter().map(|p| path::name(p))
+    }
+
+    /// The children's full paths, in name order.
+    pub fn paths(&self) -> imbl::ordset::Iter<'_, Arc<str>, imbl::shared_ptr::DefaultSharedPtr> {
+        self.0.iter()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Znode {
+    /// Null or the node's data, in an allocation of its own (never a slice of a txn buffer).
     pub data: Option<Bytes>,
+    /// The node's ACL list: the tree's one interned copy of that list (see `AclTable`).
     pub acl: Arc<[Acl]>,
     pub czxid: i64,
     pub mzxid: i64,
+    pub pzxid: i64,
     pub ctime: i64,
     pub mtime: i64,
+    /// The stored marker (session id, container, or TTL encoding); see `node_kind`.
+    pub ephemeral_owner: i64,
     pub version: i32,
     /// ZooKeeper's stored cversion: the count of child creates (also the next sequence number).
     pub child_creates: i32,
     pub aversion: i32,
-    /// The stored marker (session id, container, or TTL encoding); see `node_kind`.
-    pub ephemeral_owner: i64,
-    pub pzxid: i64,
-    pub children: OrdSet<Arc<str>>,
+    pub children: Children,
 }
 
 impl Znode {
-    /// The Stat clients see: cversion is derived, and only true ephemerals report an owner.
+    /// The Stat clients see: cversion, numChildren and dataLength are derived, and only true
+    /// ephemerals report an owner.
     pub fn stat(&self) -> Stat {
         let num_children = self.children.len() as i32;
         Stat {
@@ -83,21 +112,64 @@ impl Znode {
         node_kind(self.ephemeral_owner)
     }
 
-    fn new(data: Option<Bytes>, acl: Arc<[Acl]>, zxid: i64, time_ms: i64, owner: i64) -> Znode {
+    /// A fresh node (as a snapshot restore or a create makes it): no children.
+    pub fn new(data: Option<Bytes>, acl: Arc<[Acl]>, zxid: i64, time_ms: i64, owner: i64) -> Znode {
         Znode {
             data,
             acl,
             czxid: zxid,
             mzxid: zxid,
+            pzxid: zxid,
             ctime: time_ms,
             mtime: time_ms,
+            ephemeral_owner: owner,
             version: 0,
             child_creates: 0,
             aversion: 0,
-            ephemeral_owner: owner,
-            pzxid: zxid,
-            children: OrdSet::new(),
+            children: Children::default(),
         }
+    }
+}
+
+/// Data as the tree keeps it: a copy of exactly its bytes, so that a node never holds on to
+/// the request frame, batch or log buffer its txn was decoded from; empty data allocates
+/// nothing.
+fn own_data(data: Option<Bytes>) -> Option<Bytes> {
+    data.map(|d| if d.is_empty() { Bytes::new() } else { Bytes::copy_from_slice(&d) })
+}
+
+/// The interned ACL lists, as ZooKeeper's ACL cache: one `Arc` per distinct list, counted by
+/// the nodes of this tree that use it, dropped when the last one goes. Persistent like the
+/// node map (an O(1) clone with the tree).
+#[derive(Debug, Clone, Default)]
+struct AclTable(HashMap<Arc<[Acl]>, u64>);
+
+impl AclTable {
+    /// The interned copy of `acl`, counted once more.
+    fn take(&mut self, acl: &Arc<[Acl]>) -> Arc<[Acl]> {
+        if let Some((interned, _)) = self.0.get_key_value(&**acl) {
+            let interned = interned.clone();
+            if let Some(count) = self.0.get_mut(&*interned) {
+                *count += 1;
+            }
+            return interned;
+        }
+        self.0.insert(acl.clone(), 1);
+        acl.clone()
+    }
+
+    /// One node fewer uses `acl` (an interned list).
+    fn give_back(&mut self, acl: &[Acl]) {
+        let count = self.0.get(acl).copied().expect("give_back of an ACL list no node uses");
+        if count <= 1 {
+            self.0.remove(acl);
+        } else if let Some(c) = self.0.get_mut(acl) {
+            *c = count - 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
     }
 }
 
@@ -109,19 +181,29 @@ pub struct SessionEntry {
 
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    nodes: HashMap<Arc<str>, Znode>,
+    /// Every node by path. A value is an `Arc` (8 bytes in the map): the map's nodes are
+    /// copied on write once a root is shared, and small entries keep those copies small.
+    nodes: HashMap<Arc<str>, Arc<Znode>>,
     sessions: HashMap<i64, SessionEntry>,
     ephemerals: HashMap<i64, OrdSet<Arc<str>>>,
     containers: OrdSet<Arc<str>>,
     ttls: OrdSet<Arc<str>>,
+    acls: AclTable,
     last_zxid: i64,
-    data_bytes: i64,
+    /// ZooKeeper's approximate data size: path length plus data length summed over the nodes.
+    data_size: i64,
+    /// Ephemeral nodes (true ephemerals, not containers or TTL nodes).
+    ephemeral_count: usize,
 }
 
 impl Default for DataTree {
     fn default() -> Self {
         Self::new()
     }
+}
+
+fn data_len(data: &Option<Bytes>) -> i64 {
+    data.as_ref().map_or(0, |d| d.len() as i64)
 }
 
 impl DataTree {
@@ -133,11 +215,15 @@ impl DataTree {
             ephemerals: HashMap::new(),
             containers: OrdSet::new(),
             ttls: OrdSet::new(),
+            acls: AclTable::default(),
             last_zxid: 0,
-            data_bytes: 0,
+            data_size: 0,
+            ephemeral_count: 0,
         };
         let open: Arc<[Acl]> = super::acl::open_acl_unsafe().into();
-        t.nodes.insert(Arc::from("/"), Znode::new(Some(Bytes::new()), open.clone(), 0, 0, 0));
+        let root_acl = t.acls.take(&open);
+        t.data_size += 1;
+        t.nodes.insert(Arc::from("/"), Arc::new(Znode::new(Some(Bytes::new()), root_acl, 0, 0, 0)));
         for p in ["/zookeeper", "/zookeeper/quota"] {
             t.insert_node_raw(p, Znode::new(Some(Bytes::new()), open.clone(), 0, 0, 0));
         }
@@ -147,16 +233,24 @@ impl DataTree {
         t
     }
 
-    /// Inserts a node and links it to its parent without touching the parent's stat.
-    fn insert_node_raw(&mut self, p: &str, node: Znode) {
+    /// The node at `p`, to change (copied first if an older root still shares it).
+    fn node_mut(&mut self, p: &str) -> Option<&mut Znode> {
+        self.nodes.get_mut(p).map(Arc::make_mut)
+    }
+
+    /// Inserts a node and links it to its parent without touching the parent's stat; interns
+    /// its ACL and counts it.
+    fn insert_node_raw(&mut self, p: &str, mut node: Znode) {
         let key: Arc<str> = Arc::from(p);
         let parent = path::parent(p).expect("insert_node_raw: the root is never inserted");
-        let parent_node = self.nodes.get_mut(parent).expect("insert_node_raw: parent exists");
-        parent_node.children.insert(Arc::from(path::name(p)));
-        self.data_bytes += node.data.as_ref().map_or(0, |d| d.len() as i64);
+        let parent_node = self.node_mut(parent).expect("insert_node_raw: parent exists");
+        parent_node.children.0.insert(key.clone());
+        node.acl = self.acls.take(&node.acl);
+        self.data_size += p.len() as i64 + data_len(&node.data);
         match node.kind() {
             NodeKind::Ephemeral(s) => {
                 self.ephemerals.entry(s).or_default().insert(key.clone());
+                self.ephemeral_count += 1;
             }
             NodeKind::Container => {
                 self.containers.insert(key.clone());
@@ -166,11 +260,11 @@ impl DataTree {
             }
             NodeKind::Persistent => {}
         }
-        self.nodes.insert(key, node);
+        self.nodes.insert(key, Arc::new(node));
     }
 
     pub fn get(&self, p: &str) -> Option<&Znode> {
-        self.nodes.get(p)
+        self.nodes.get(p).map(|n| &**n)
     }
 
     pub fn contains(&self, p: &str) -> bool {
@@ -191,16 +285,25 @@ impl DataTree {
         self.last_zxid = zxid;
     }
 
+    /// O(1).
     pub fn node_count(&self) -> usize {
         self.nodes.len()
     }
 
+    /// Path length plus data length summed over every node (ZooKeeper's approximate data
+    /// size; the root counts as "/"). Maintained by the mutation primitives: O(1).
     pub fn approximate_data_size(&self) -> i64 {
-        self.data_bytes + self.nodes.keys().map(|k| k.len() as i64).sum::<i64>()
+        self.data_size
     }
 
+    /// Ephemeral nodes of every session. Maintained by the mutation primitives: O(1).
     pub fn ephemeral_count(&self) -> usize {
-        self.ephemerals.values().map(|s| s.len()).sum()
+        self.ephemeral_count
+    }
+
+    /// Distinct ACL lists the nodes use (ZooKeeper's ACL cache size).
+    pub fn acl_list_count(&self) -> usize {
+        self.acls.len()
     }
 
     pub fn sessions(&self) -> impl Iterator<Item = (i64, SessionEntry)> + '_ {
@@ -227,13 +330,10 @@ impl DataTree {
     /// client's to choose (a 12,000-level path is a valid tree), so no recursion.
     pub fn descendant_count(&self, p: &str) -> usize {
         let mut count = 0;
-        let mut stack: Vec<String> = vec![p.to_string()];
-        while let Some(parent) = stack.pop() {
-            let Some(node) = self.nodes.get(parent.as_str()) else {
-                continue;
-            };
+        let mut stack: Vec<&Znode> = self.get(p).into_iter().collect();
+        while let Some(node) = stack.pop() {
             count += node.children.len();
-            stack.extend(node.children.iter().map(|c| path::join(&parent, c)));
+            stack.extend(node.children.paths().filter_map(|c| self.get(c)));
         }
         count
     }
@@ -251,7 +351,7 @@ impl DataTree {
         let mut doomed: Vec<(Arc<str>, i64)> = self
             .ephemerals
             .get(&id)
-            .map(|s| s.iter().map(|p| (p.clone(), self.nodes.get(p.as_ref()).map_or(0, |n| n.czxid))).collect())
+            .map(|s| s.iter().map(|p| (p.clone(), self.get(p).map_or(0, |n| n.czxid))).collect())
             .unwrap_or_default();
         super::java_order::session_close_order(&mut doomed);
         doomed.into_iter().map(|(p, _)| p).collect()
@@ -262,23 +362,26 @@ impl DataTree {
         let parent = path::parent(p).unwrap_or_else(|| panic!("create of the root at zxid {zxid:#x}"));
         {
             let parent_node =
-                self.nodes.get_mut(parent).unwrap_or_else(|| panic!("create {p}: parent missing at zxid {zxid:#x}"));
+                self.node_mut(parent).unwrap_or_else(|| panic!("create {p}: parent missing at zxid {zxid:#x}"));
             parent_node.child_creates = parent_node.child_creates.wrapping_add(1);
             if zxid > parent_node.pzxid {
                 parent_node.pzxid = zxid;
             }
         }
-        self.insert_node_raw(p, Znode::new(data, acl, zxid, time_ms, owner));
+        self.insert_node_raw(p, Znode::new(own_data(data), acl, zxid, time_ms, owner));
     }
 
     pub fn delete_node(&mut self, p: &str, zxid: i64) {
         let node = self.nodes.remove(p).unwrap_or_else(|| panic!("delete of missing node {p} at zxid {zxid:#x}"));
         assert!(node.children.is_empty(), "delete of {p} with children at zxid {zxid:#x}");
-        self.data_bytes -= node.data.as_ref().map_or(0, |d| d.len() as i64);
+        self.data_size -= p.len() as i64 + data_len(&node.data);
+        self.acls.give_back(&node.acl);
         match node.kind() {
             NodeKind::Ephemeral(s) => {
                 if let Some(set) = self.ephemerals.get_mut(&s) {
-                    set.remove(p);
+                    if set.remove(p).is_some() {
+                        self.ephemeral_count -= 1;
+                    }
                     if set.is_empty() {
                         self.ephemerals.remove(&s);
                     }
@@ -293,74 +396,71 @@ impl DataTree {
             NodeKind::Persistent => {}
         }
         let parent = path::parent(p).unwrap_or_else(|| panic!("delete of the root at zxid {zxid:#x}"));
-        let parent_node = self.nodes.get_mut(parent).unwrap_or_else(|| panic!("delete {p}: parent missing"));
-        parent_node.children.remove(path::name(p));
+        let parent_node = self.node_mut(parent).unwrap_or_else(|| panic!("delete {p}: parent missing"));
+        parent_node.children.0.remove(p);
         if zxid > parent_node.pzxid {
             parent_node.pzxid = zxid;
         }
     }
 
     pub fn set_data(&mut self, p: &str, data: Option<Bytes>, zxid: i64, time_ms: i64) {
-        let node = self.nodes.get_mut(p).unwrap_or_else(|| panic!("setData of missing node {p} at zxid {zxid:#x}"));
-        let old = node.data.as_ref().map_or(0, |d| d.len() as i64);
-        let new = data.as_ref().map_or(0, |d| d.len() as i64);
+        let data = own_data(data);
+        let new = data_len(&data);
+        let node = self.node_mut(p).unwrap_or_else(|| panic!("setData of missing node {p} at zxid {zxid:#x}"));
+        let old = data_len(&node.data);
         node.data = data;
         node.version = node.version.wrapping_add(1);
         node.mzxid = zxid;
         node.mtime = time_ms;
-        self.data_bytes += new - old;
+        self.data_size += new - old;
     }
 
     pub fn set_acl(&mut self, p: &str, acl: Arc<[Acl]>, zxid: i64) {
-        let node = self.nodes.get_mut(p).unwrap_or_else(|| panic!("setACL of missing node {p} at zxid {zxid:#x}"));
-        node.acl = acl;
+        let interned = self.acls.take(&acl);
+        let node = self.node_mut(p).unwrap_or_else(|| panic!("setACL of missing node {p} at zxid {zxid:#x}"));
+        let old = std::mem::replace(&mut node.acl, interned);
         node.aversion = node.aversion.wrapping_add(1);
+        self.acls.give_back(&old);
     }
 
-    /// Every node, parents before children (for snapshots).
+    /// Every node, parents before children, children in name order (for snapshots).
     pub fn walk(&self) -> Vec<(Arc<str>, &Znode)> {
         let mut out = Vec::with_capacity(self.nodes.len());
         let mut stack: Vec<Arc<str>> = vec![Arc::from("/")];
         while let Some(p) = stack.pop() {
-            let Some(node) = self.nodes.get(&*p) else {
+            let Some(node) = self.get(&p) else {
                 continue;
             };
-            // Forward iteration only: im-rc 15.1's reverse iteration of an OrdSet skips
-            // elements once the set spans several nodes (3,000 children lost 33).
             let first = stack.len();
-            stack.extend(node.children.iter().map(|c| Arc::from(path::join(&p, c))));
+            stack.extend(node.children.paths().cloned());
             stack[first..].reverse();
             out.push((p, node));
         }
         out
     }
 
-    /// Restores a node from a snapshot, parents first. The root replaces the existing root.
+    /// Restores a node from a snapshot, parents first; its data must be in an allocation of
+    /// its own (as the snapshot decoder copies it). The root and the other built-in nodes
+    /// replace the fresh tree's versions (keeping their children).
     pub fn restore_node(&mut self, p: &str, mut node: Znode) {
-        node.children = OrdSet::new();
-        if p == "/" {
-            let children = self.nodes.get("/").map(|r| r.children.clone()).unwrap_or_default();
-            node.children = children;
-            self.data_bytes += node.data.as_ref().map_or(0, |d| d.len() as i64);
-            self.nodes.insert(Arc::from("/"), node);
-            return;
-        }
-        if let Some(existing) = self.nodes.get(p) {
-            // The built-in nodes of a fresh tree are replaced by their snapshot versions.
+        node.children = Children::default();
+        if let Some(existing) = self.nodes.get(p).cloned() {
             node.children = existing.children.clone();
-            self.data_bytes -= existing.data.as_ref().map_or(0, |d| d.len() as i64);
-            self.data_bytes += node.data.as_ref().map_or(0, |d| d.len() as i64);
-            self.nodes.insert(Arc::from(p), node);
+            node.acl = self.acls.take(&node.acl);
+            self.acls.give_back(&existing.acl);
+            self.data_size += data_len(&node.data) - data_len(&existing.data);
+            let key = self.nodes.get_key_value(p).map(|(k, _)| k.clone()).unwrap_or_else(|| Arc::from(p));
+            self.nodes.insert(key, Arc::new(node));
             return;
         }
         self.insert_node_raw(p, node);
     }
 
-    /// An empty tree with no built-in nodes but the root, for snapshot restore.
+    /// A fresh tree (its built-in nodes are replaced as the snapshot restores them), for
+    /// snapshot restore.
     pub fn restore_begin(last_zxid: i64) -> DataTree {
         let mut t = DataTree::new();
         t.last_zxid = last_zxid;
-        t.data_bytes = 0;
         t
     }
 }
@@ -386,7 +486,7 @@ mod tests {
         // 12,000 levels (a 24 KB path, within jute.maxbuffer): counting walks iteratively,
         // so it fits a 128 KiB stack; the recursive walk needed a frame per level.
         let depth = 12_000;
-        // Built and walked on the small-stack thread (the tree is not Send: Rc).
+        // Built and walked on the small-stack thread.
         let counted = std::thread::Builder::new()
             .stack_size(128 * 1024)
             .spawn(move || {

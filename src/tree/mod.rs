@@ -2,9 +2,11 @@
 //! watch index. Rules: nothing under src/tree/ does I/O, reads a clock or draws randomness.
 
 pub mod acl;
+#[cfg(test)]
+mod counts_tests;
 pub mod datatree;
 pub mod java_order;
 pub mod path;
 pub mod watches;
 
-pub use datatree::{DataTree, NodeKind, Znode};
+pub use datatree::{Children, DataTree, NodeKind, Znode};
