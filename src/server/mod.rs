@@ -16,6 +16,7 @@ pub mod four_letter;
 pub mod inspect;
 pub mod log_writer;
 pub mod messages;
+pub mod offcore;
 pub mod peer_net;
 pub mod pipeline;
 pub mod snapshot_writer;
@@ -25,7 +26,7 @@ pub mod stats;
 use crate::config::Config;
 use crate::storage;
 use glommio::channels::shared_channel;
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use messages::{ToClientCore, ToPipeline};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -164,7 +165,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
 
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
     let (cfg, rec, stop, st) = (config.clone(), recovered.clone(), shutdown.clone(), stats.clone());
+    // Its blocking pool is unpinned: snapshots and autopurge run there, and must not share
+    // the pipeline's CPU (a pinned executor's pool would inherit its placement).
     let pipeline = builder("rk-pipeline".into(), pipeline_cpu)
+        .blocking_thread_pool_placement(PoolPlacement::Unbound(offcore::BLOCKING_THREADS))
         .spawn(move || async move {
             let r = match my_id {
                 None => {
