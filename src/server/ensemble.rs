@@ -835,7 +835,8 @@ async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), St
                 continue;
             }
             PersistOp::Epochs { accepted, current } => {
-                storage::peer_state::write_epochs(&m.config.data_dir, accepted, current)
+                super::offcore::write_epochs(m.config.data_dir.clone(), accepted, current)
+                    .await
                     .map_err(|e| format!("writing the epochs: {e}"))?;
             }
             PersistOp::Truncate { after } => {
@@ -843,7 +844,8 @@ async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), St
                 log.truncate(after).await.map_err(|e| format!("txn log truncation failed: {e}"))?;
             }
             PersistOp::Rejoined => {
-                storage::peer_state::clear_rejoin_pending(&m.config.data_dir)
+                super::offcore::clear_rejoin_pending(m.config.data_dir.clone())
+                    .await
                     .map_err(|e| format!("clearing the rejoin mark: {e}"))?;
             }
             PersistOp::InstallSnapshot { zxid, .. } => {

@@ -18,6 +18,7 @@ pub mod four_letter;
 pub mod inspect;
 pub mod log_writer;
 pub mod messages;
+pub mod offcore;
 pub mod peer_net;
 pub mod pipeline;
 pub mod snap_stream;
@@ -28,7 +29,7 @@ pub mod stats;
 use crate::config::Config;
 use crate::storage;
 use glommio::channels::shared_channel;
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use messages::{ToClientCore, ToPipeline};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -105,7 +106,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     };
     // The one committed tree, built once for the pipeline and every client core (they share
     // it: read-copy-update). An ensemble member starts from the snapshot alone: ZAB delivers
-    // the log once it is committed. The snapshot's bytes are not kept once decoded.
+    // the log once it is committed. The recovered snapshot tree is not kept beside it.
     let tree = {
         let start = match my_id {
             Some(_) => storage::recovery::Recovered {
@@ -122,7 +123,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     };
     let recovered = {
         let mut r = Arc::try_unwrap(recovered).unwrap_or_else(|shared| (*shared).clone());
-        r.snapshot = None;
+        r.snapshot = crate::tree::DataTree::default();
         if my_id.is_none() {
             r.records = Vec::new();
         }
@@ -184,7 +185,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
     let (cfg, rec, stop, st, pipeline_tree) =
         (config.clone(), recovered.clone(), shutdown.clone(), stats.clone(), tree.clone());
+    // Its blocking pool is unpinned: snapshots and autopurge run there, and must not share
+    // the pipeline's CPU (a pinned executor's pool would inherit its placement).
     let pipeline = builder("rk-pipeline".into(), pipeline_cpu)
+        .blocking_thread_pool_placement(PoolPlacement::Unbound(offcore::BLOCKING_THREADS))
         .spawn(move || async move {
             let r = match my_id {
                 None => {

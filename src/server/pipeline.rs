@@ -481,8 +481,9 @@ impl CoreSenders {
     }
 }
 
-/// Snapshots taken every snapCount txns: the log rolls, then the tree is written in the
-/// background (one at a time), and old files are purged when autopurge is due.
+/// Snapshots taken every snapCount txns: the log rolls, then a clone of the tree is written on
+/// the blocking pool (one at a time, `snapshot_writer`), and old files are purged there too
+/// when autopurge is due.
 pub(super) struct Snapshots {
     running: Rc<Cell<bool>>,
     written: Rc<Cell<Option<i64>>>,
@@ -527,13 +528,22 @@ impl Snapshots {
         if purge_due {
             self.last_purge_ms = now;
         }
-        let (cfg, running, written) = (config.clone(), self.running.clone(), self.written.clone());
+        let (running, written) = (self.running.clone(), self.written.clone());
         let stats = self.stats.clone();
+        let data_dir = config.data_dir.clone();
+        let purge = purge_due.then(|| snapshot_writer::PurgeJob {
+            data_dir: config.data_dir.clone(),
+            log_dir: config.data_log_dir.clone(),
+            retain: config.autopurge_snap_retain_count as usize,
+        });
         running.set(true);
+        // The core only hands the clone over and awaits: encoding, writing, syncing and the
+        // purge run on the blocking pool.
         glommio::spawn_local(async move {
             let zxid = tree.last_zxid();
             let began = std::time::Instant::now();
-            match snapshot_writer::write_snapshot(&cfg.data_dir, tree).await {
+            let outcome = snapshot_writer::write_snapshot(data_dir, tree, purge).await;
+            match outcome.snapshot {
                 Ok(path) => {
                     stats.count_snapshot(began.elapsed().as_millis() as u64);
                     tracing::info!("snapshot at zxid {zxid:#x} written to {}", path.display());
@@ -541,12 +551,14 @@ impl Snapshots {
                 }
                 Err(e) => tracing::error!("snapshot at zxid {zxid:#x} failed: {e}"),
             }
-            if purge_due {
-                if let Err(e) =
-                    storage::files::purge(&cfg.data_dir, &cfg.data_log_dir, cfg.autopurge_snap_retain_count as usize)
-                {
-                    tracing::warn!("purge failed: {e}");
-                }
+            match outcome.purge {
+                Some(Ok(r)) if r.removed_snapshots.len() + r.removed_segments.len() > 0 => tracing::info!(
+                    "autopurge removed {} snapshot(s) and {} log segment(s)",
+                    r.removed_snapshots.len(),
+                    r.removed_segments.len()
+                ),
+                Some(Err(e)) => tracing::warn!("purge failed: {e}"),
+                _ => {}
             }
             running.set(false);
         })
