@@ -3,13 +3,13 @@
 3.8, side by side, in one run, on 127.0.0.1.
 
   scripts/bench-state.py [--binary PATH] [--znodes N] [--snap-znodes N] [--cores 1,2,4]
-                         [--only memory,snap,snap-zk] [--out DIR] [--docs]
+                         [--only memory,snap,snap-zk] [--out DIR] [--docs] [--summarize]
 
 1. Memory and restart, for ringkeeper with each --cores client-core count (unpinned) and for
    a standalone Apache ZooKeeper (java -Xmx$ZK_HEAP, G1, no -Xms): a fresh server, its RSS
    empty, `ringkeeper-bench fill` of N znodes of 100 bytes over 1,000 parents (8 connections,
    250 creates in flight each), then VmRSS/VmHWM from /proc/PID/status, bytes per znode
-   ((RSS after the load - RSS empty) / N), the newest snapshot's size and the data directory's,
+   ((RSS after the load - RSS empty) / N), the largest snapshot file and the data directory,
    ZooKeeper's live heap after a full GC (jcmd), then kill -9, start, and the time from the
    start until `ringkeeper-bench wait-read` reads the last-created znode, and RSS after that.
 2. SNAP catch-up (snap: ringkeeper, snap-zk: ZooKeeper): a 3-member ensemble, --snap-znodes
@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -54,6 +55,21 @@ START_WAIT_S = 120
 WRITER_BEFORE_S = 5
 WRITER_AFTER_S = 5
 GIB = 1 << 30
+# Every ringkeeper server's core layout: unpinned, idle executors sleep at once (the servers
+# share this host's CPUs with the load), and 1 MiB of io_uring memory per executor so that 4
+# client cores fit an 8 MiB RLIMIT_MEMLOCK (a container's default, which only root with
+# CAP_SYS_RESOURCE may raise; the script tries).
+RK_SHARED = "ringkeeper.cpuPinning=false\nringkeeper.spinBeforeParkUs=0\nringkeeper.ioMemoryBytes=1048576\n"
+# Locked memory a ringkeeper server is started with (its io_uring buffers: ringkeeper.ioMemoryBytes
+# per executor, so more client cores need more), bytes; raised only where this user may.
+MEMLOCK_BYTES = 256 << 20
+
+
+def raise_memlock():
+    try:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (MEMLOCK_BYTES, MEMLOCK_BYTES))
+    except (ValueError, OSError):
+        pass
 
 
 def now_ms():
@@ -135,7 +151,9 @@ class Run:
         else:
             cmd = ["java", "-Xmx" + self.zk_heap, "-Dzookeeper.4lw.commands.whitelist=*",
                    "-Dzookeeper.admin.enableServer=false", "-cp", ZK_CP, main, cfg]
-        p = subprocess.Popen(cmd, stdout=open(os.path.join(self.out, log), "a"), stderr=subprocess.STDOUT)
+        p = subprocess.Popen(cmd, stdout=open(os.path.join(self.out, log), "a"), stderr=subprocess.STDOUT,
+                             preexec_fn=raise_memlock if kind == "rk" else None)
+        p.log = os.path.join(self.out, log)
         self.procs.append(p)
         return p
 
@@ -153,9 +171,13 @@ class Run:
             self.kill(p, signal.SIGTERM)
         self.procs = []
 
-    def wait_mode(self, port, modes):
+    def wait_mode(self, port, modes, proc=None):
         t = time.time()
         while time.time() - t < START_WAIT_S:
+            if proc is not None and proc.poll() is not None:
+                with open(proc.log, errors="replace") as f:
+                    tail = re.sub(r"\x1b\[[0-9;]*m", "", f.read()).strip().splitlines()[-1:]
+                raise RuntimeError("server exited with %s: %s" % (proc.returncode, " ".join(tail)[:300]))
             m = srvr(port)["mode"]
             if m in modes:
                 return m
@@ -206,13 +228,12 @@ class Run:
         print("==> %s: memory and restart, %d znodes" % (label, self.a.znodes), flush=True)
         d = os.path.join(self.out, "data", label)
         port = self.port
-        extra = ("ringkeeper.clientCores=%d\nringkeeper.cpuPinning=false\nringkeeper.spinBeforeParkUs=0\n" % cores
-                 if kind == "rk" else "")
+        extra = ("ringkeeper.clientCores=%d\n%s" % (cores, RK_SHARED) if kind == "rk" else "")
         self.write_cfg(d, port, extra)
         row = {"server": label, "client_cores": cores if kind == "rk" else "", "znodes": self.a.znodes}
         try:
             p = self.start(kind, d, label + ".log")
-            self.wait_mode(port, ("standalone",))
+            self.wait_mode(port, ("standalone",), p)
             time.sleep(2)
             empty = rss(p.pid)
             row["rss_empty_mib"] = mib(empty)
@@ -229,8 +250,9 @@ class Run:
             row["bytes_per_znode"] = round((st.get("VmRSS", 0) - empty) / self.a.znodes)
             if kind == "zk":
                 row["live_heap_mib"] = zk_live_heap_mib(p.pid)
-            snaps = snapshots(d)
-            row["snapshot_mib"] = mib(os.path.getsize(snaps[-1])) if snaps else None
+            # The largest snapshot: the newest may still be being written.
+            sizes = sorted(os.path.getsize(f) for f in snapshots(d))
+            row["snapshot_mib"] = mib(sizes[-1]) if sizes else None
             row["data_dir_mib"] = mib(dir_size(d))
             self.kill(p)
             self.procs.remove(p)
@@ -258,8 +280,7 @@ class Run:
         cports = [self.port + 10 + i for i in (1, 2, 3)]
         servers = "".join("server.%d=127.0.0.1:%d:%d\n" % (i, self.port + 100 + i, self.port + 200 + i)
                           for i in (1, 2, 3))
-        shared = ("ringkeeper.clientCores=1\nringkeeper.cpuPinning=false\nringkeeper.spinBeforeParkUs=0\n"
-                  if kind == "rk" else "")
+        shared = ("ringkeeper.clientCores=1\n" + RK_SHARED if kind == "rk" else "")
         dirs = [os.path.join(self.out, "data", "%s-%d" % (label, i)) for i in (1, 2, 3)]
         row = {"server": label, "znodes": n}
         main = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -272,8 +293,8 @@ class Run:
                     f.write("%d\n" % (i + 1))
             for i, d in enumerate(dirs):
                 members.append(self.start(kind, d, "%s-%d.log" % (label, i + 1), main))
-            for c in cports:
-                self.wait_mode(c, ("leader", "follower"))
+            for c, m in zip(cports, members):
+                self.wait_mode(c, ("leader", "follower"), m)
             modes = [srvr(c)["mode"] for c in cports]
             leader = modes.index("leader")
             follower = next(i for i in (2, 1, 0) if i != leader)
@@ -411,7 +432,7 @@ def zk_live_heap_mib(pid):
 MEM_COLS = [("server", "server"), ("client_cores", "client cores"), ("znodes", "znodes"),
             ("rss_empty_mib", "RSS empty MiB"), ("rss_mib", "RSS loaded MiB"), ("hwm_mib", "VmHWM MiB"),
             ("bytes_per_znode", "bytes/znode"), ("live_heap_mib", "live heap MiB"),
-            ("snapshot_mib", "snapshot MiB"), ("data_dir_mib", "data dir MiB"), ("load_s", "load s"),
+            ("snapshot_mib", "largest snapshot MiB"), ("data_dir_mib", "data dir MiB"), ("load_s", "load s"),
             ("creates_per_s", "creates/s"), ("restart_s", "restart to serving s"),
             ("rss_restarted_mib", "RSS restarted MiB"), ("hwm_restarted_mib", "VmHWM restarted MiB"),
             ("status", "status")]
@@ -429,6 +450,93 @@ def table(rows, cols):
     for r in rows:
         lines.append("| " + " | ".join(cell(r.get(k)) for k, _ in cols) + " |")
     return "\n".join(lines)
+
+
+def targets(mem_rows, snap_rows):
+    """Issue 13's targets against this run's rows (only what the rows measured)."""
+    out = []
+    ok = lambda r: r.get("status") == "ok"
+    zk = next((r for r in mem_rows if r["server"] == "zookeeper" and ok(r)), None)
+    rk = [r for r in mem_rows if r["server"].startswith("ringkeeper") and ok(r)]
+    one = next((r for r in rk if r["client_cores"] == 1), None)
+    for r in rk:
+        if zk:
+            ratio = r["rss_mib"] / zk["rss_mib"]
+            out.append("- %s: RSS %.2f x ZooKeeper's (target <= 0.5: %s); restart %.1f s vs %.1f s (target: no "
+                       "slower: %s)." % (r["server"], ratio, "met" if ratio <= 0.5 else "not met", r["restart_s"],
+                                          zk["restart_s"], "met" if r["restart_s"] <= zk["restart_s"] else "not met"))
+        if one and r is not one and one["rss_mib"] > one["rss_empty_mib"]:
+            tree = one["rss_mib"] - one["rss_empty_mib"]
+            per_core = (r["rss_mib"] - one["rss_mib"]) / (r["client_cores"] - 1)
+            out.append("- %s: each client core beyond the first adds %.0f MiB, %.0f%% of the 1-core load's %.0f MiB "
+                       "(target < 5%%: %s)." % (r["server"], per_core, 100 * per_core / tree, tree,
+                                                 "met" if per_core < 0.05 * tree else "not met"))
+    for r in mem_rows:
+        if not ok(r):
+            out.append("- %s: %s (no figures past that point)." % (r["server"], r.get("status")))
+    for r in snap_rows:
+        if ok(r):
+            gap = r.get("max_gap_catch_up_ms")
+            met = gap is not None and gap <= 100 and r.get("election") == "no"
+            out.append("- %s: longest gap from the restart on %s ms, election %s, follower serving after %s s "
+                       "(target: no gap > 100 ms, no election: %s)." % (
+                           r["server"], r.get("max_gap_catch_up_ms"), r.get("election"), r.get("follower_serves_s"),
+                           "met" if met else "not met"))
+        else:
+            out.append("- %s: %s (target not met)." % (r["server"], r.get("status")))
+    return ["### Against issue 13's targets", ""] + out + [""] if out else []
+
+
+def run_meta(a, r, cmd, minutes):
+    """What the section says about the run (kept in state.json for --summarize)."""
+    rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
+    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "zookeeper"], capture_output=True,
+                             text=True).stdout
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1]
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    return {
+        "command": cmd,
+        "run": "%s UTC%s" % (datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"),
+                             "" if minutes is None else ", %.1f min" % minutes),
+        "machine": "%d CPUs (%s), %.0f GiB, kernel %s" % (
+            os.cpu_count(), cpu, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, platform.release()),
+        "ringkeeper": "`%s` (tree at %s)" % (a.binary, rev.strip()),
+        "zookeeper": "Apache ZooKeeper %s (Debian), %s, `-Xmx%s` (no -Xms, default G1)" % (
+            version, java[0] if java else "?", r.zk_heap),
+        "load": "%d znodes of %d bytes over %d parents (SNAP part: %d znodes)" % (
+            a.znodes, a.payload, a.parents, a.snap_znodes),
+        "rss_limit_mb": a.rss_limit_mb,
+    }
+
+
+def render(meta, mem_rows, snap_rows):
+    md = [SECTION, "",
+          "- Run %s: `%s`." % (meta["run"], meta["command"]),
+          "- Machine: %s; shared with other work, everything on 127.0.0.1." % meta["machine"],
+          "- ringkeeper: %s, client cores unpinned (`ringkeeper.cpuPinning=false`, "
+          "`ringkeeper.spinBeforeParkUs=0`, `ringkeeper.ioMemoryBytes=1048576`). %s." % (
+              meta["ringkeeper"], meta["zookeeper"]),
+          "- Both: forceSync=yes, snapCount=100000 (ZooKeeper snapshots at a random point between 50,000 and "
+          "100,000 txns, ringkeeper every 100,000), tickTime 2000. Load: `ringkeeper-bench fill`, %s, "
+          "8 connections x 250 creates in flight. Memory guard: %d MiB of server RSS." % (
+              meta["load"], meta["rss_limit_mb"]),
+          "- bytes/znode = (VmRSS after the load - VmRSS of the empty server) / znodes. Restart = kill -9, start, "
+          "until a getData of the last-created znode succeeds. Live heap: jcmd GC.run then GC.heap_info.", ""]
+    if mem_rows:
+        md += ["### Memory and restart", "", table(mem_rows, MEM_COLS), ""]
+    if snap_rows:
+        md += ["### SNAP catch-up under load (3 members, one follower wiped and restarted)", "",
+               "The writer keeps one setData of 100 bytes in flight through the leader; a gap is the time between "
+               "two consecutive acknowledged writes. Before: the %d s before the follower restarts. Election: the "
+               "leader or its epoch (srvr Zxid) changed. ringkeeper members run 1 client core each." % WRITER_BEFORE_S,
+               "", table(snap_rows, SNAP_COLS), ""]
+        for s in snap_rows:
+            md.append("- %s: srvr before %s, after %s; writer errors %s." % (
+                s["server"], json.dumps(s.get("before")), json.dumps(s.get("after")),
+                json.dumps(s.get("writer_errors"))))
+        md.append("")
+    md += targets(mem_rows, snap_rows)
+    return "\n".join(md)
 
 
 def main():
@@ -451,6 +559,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-results",
                                                   "state-" + datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")))
     ap.add_argument("--docs", action="store_true")
+    ap.add_argument("--summarize", action="store_true",
+                    help="run nothing: write the results (and with --docs, the section) of --out's state.json again")
     a = ap.parse_args()
     a.binary = os.path.abspath(a.binary)
     a.snap_znodes = a.snap_znodes or a.znodes
@@ -459,70 +569,46 @@ def main():
         a.bench = beside if os.path.exists(beside) else os.path.join(ROOT, "target/release/ringkeeper-bench")
     only = set(a.only.split(","))
     r = Run(a)
-    for port in [r.port] + [r.port + k + i for k in (10, 100, 200) for i in (1, 2, 3)]:
+    for port in [] if a.summarize else [r.port] + [r.port + k + i for k in (10, 100, 200) for i in (1, 2, 3)]:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 sys.exit("port %d on 127.0.0.1 is taken; set BENCH_BASE_PORT to a free range" % port)
     started = time.time()
     mem_rows, snap_rows = [], []
-    try:
-        if "memory" in only:
-            for c in [int(x) for x in a.cores.split(",") if x]:
-                mem_rows.append(r.memory("rk", c))
-                print(json.dumps(mem_rows[-1]), flush=True)
-            mem_rows.append(r.memory("zk", 0))
-            print(json.dumps(mem_rows[-1]), flush=True)
-        if "snap" in only:
-            snap_rows.append(r.snap("rk"))
-            print(json.dumps(snap_rows[-1]), flush=True)
-        if "snap-zk" in only:
-            snap_rows.append(r.snap("zk"))
-            print(json.dumps(snap_rows[-1]), flush=True)
-    finally:
-        r.stop_all()
-    rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
-    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "zookeeper"], capture_output=True,
-                             text=True).stdout
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1]
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    cmd = "scripts/bench-state.py " + " ".join(sys.argv[1:])
-    md = [SECTION, "",
-          "- Run %s UTC, %.1f min: `%s`." % (datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"),
-                                            (time.time() - started) / 60, cmd),
-          "- Machine: %d CPUs (%s), %.0f GiB, kernel %s; shared with other work, everything on 127.0.0.1." % (
-              os.cpu_count(), cpu, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB,
-              platform.release()),
-          "- ringkeeper: `%s` (tree at %s), client cores unpinned (`ringkeeper.cpuPinning=false`, "
-          "`ringkeeper.spinBeforeParkUs=0`). Apache ZooKeeper %s (Debian), %s, `-Xmx%s` (no -Xms, default G1)." % (
-              a.binary, rev.strip(), version, java[0] if java else "?", r.zk_heap),
-          "- Both: forceSync=yes, snapCount=100000 (ZooKeeper snapshots at a random point between 50,000 and "
-          "100,000 txns, ringkeeper every 100,000), tickTime 2000. Load: `ringkeeper-bench fill`, %d znodes of "
-          "%d bytes over %d parents, 8 connections x 250 creates in flight. Memory guard: %d MiB." % (
-              a.znodes, a.payload, a.parents, a.rss_limit_mb),
-          "- bytes/znode = (VmRSS after the load - VmRSS of the empty server) / znodes. Restart = kill -9, start, "
-          "until a getData of the last-created znode succeeds. Live heap: jcmd GC.run then GC.heap_info.", ""]
-    if mem_rows:
-        md += ["### Memory and restart", "", table(mem_rows, MEM_COLS), ""]
-    if snap_rows:
-        md += ["### SNAP catch-up under load (3 members, one follower wiped and restarted)", "",
-               "The writer keeps one setData of 100 bytes in flight through the leader; a gap is the time between "
-               "two consecutive acknowledged writes. Before: the %d s before the follower restarts. Election: the "
-               "leader or its epoch (srvr Zxid) changed. ringkeeper members run 1 client core each." % WRITER_BEFORE_S,
-               "", table(snap_rows, SNAP_COLS), ""]
-        for s in snap_rows:
-            md.append("- %s: srvr before %s, after %s; writer errors %s." % (
-                s["server"], json.dumps(s.get("before")), json.dumps(s.get("after")),
-                json.dumps(s.get("writer_errors"))))
-        md.append("")
-    text = "\n".join(md)
+    if a.summarize:
+        with open(os.path.join(a.out, "state.json")) as f:
+            saved = json.load(f)
+        mem_rows, snap_rows = saved["memory"], saved["snap"]
+        meta = saved.get("meta") or run_meta(a, r, saved.get("command", "?"), None)
+    else:
+        try:
+            def one(rows, server, f, *args):
+                try:
+                    rows.append(f(*args))
+                except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as e:
+                    rows.append({"server": server, "status": "error: %s" % e})
+                print(json.dumps(rows[-1]), flush=True)
+
+            if "memory" in only:
+                for c in [int(x) for x in a.cores.split(",") if x]:
+                    one(mem_rows, "ringkeeper-%dcore" % c, r.memory, "rk", c)
+                one(mem_rows, "zookeeper", r.memory, "zk", 0)
+            if "snap" in only:
+                one(snap_rows, "ringkeeper-ensemble3", r.snap, "rk")
+            if "snap-zk" in only:
+                one(snap_rows, "zookeeper-ensemble3", r.snap, "zk")
+        finally:
+            r.stop_all()
+        meta = run_meta(a, r, "scripts/bench-state.py " + " ".join(sys.argv[1:]), (time.time() - started) / 60)
+    text = render(meta, mem_rows, snap_rows)
     with open(os.path.join(a.out, "state.md"), "w") as f:
         f.write(text)
     with open(os.path.join(a.out, "state.json"), "w") as f:
-        json.dump({"memory": mem_rows, "snap": snap_rows, "command": cmd}, f, indent=1)
+        json.dump({"memory": mem_rows, "snap": snap_rows, "command": meta["command"], "meta": meta}, f, indent=1)
     with open(os.path.join(a.out, "state.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["part"] + sorted({k for r_ in mem_rows + snap_rows for k in r_}))
         keys = sorted({k for r_ in mem_rows + snap_rows for k in r_})
+        w.writerow(["part"] + keys)
         for part, rows in (("memory", mem_rows), ("snap", snap_rows)):
             for r_ in rows:
                 w.writerow([part] + [json.dumps(r_[k]) if isinstance(r_.get(k), (list, dict)) else r_.get(k, "")

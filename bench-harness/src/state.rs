@@ -24,8 +24,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Session timeout of the measuring clients.
 pub const SESSION_TIMEOUT_MS: u64 = 10_000;
-/// How long one wait-read attempt waits for a session and its reply (a server that accepts
-/// connections before it serves answers them when it does, so a long wait loses no time).
+/// How long one wait-read attempt waits for a session and its reply, at first: a server that
+/// accepts connections while it loads (ZooKeeper) may hold or drop a session attempt, so short
+/// attempts bound the error of the measured time. The wait doubles every
+/// `ATTEMPT_WAIT_DOUBLING` attempts, up to `ATTEMPT_WAIT_MS` (a slow server still gets read).
+pub const ATTEMPT_WAIT_MS_MIN: u64 = 250;
+pub const ATTEMPT_WAIT_DOUBLING: u64 = 20;
+/// Longest wait of one attempt, and of closing a session.
 pub const ATTEMPT_WAIT_MS: u64 = 10_000;
 /// How long a closed port's connect(2) may take.
 pub const PROBE_WAIT_MS: u64 = 500;
@@ -166,9 +171,9 @@ pub struct WaitReadArgs {
     interval_ms: u64,
 }
 
-fn options() -> ClientOptions {
+fn options(connect_wait_ms: u64) -> ClientOptions {
     let mut o = ClientOptions::default().session_timeout(Duration::from_millis(SESSION_TIMEOUT_MS));
-    o.connect_wait = Duration::from_millis(ATTEMPT_WAIT_MS);
+    o.connect_wait = Duration::from_millis(connect_wait_ms);
     o
 }
 
@@ -200,9 +205,11 @@ pub fn wait_read(a: WaitReadArgs) -> Result<(), String> {
                 glommio::timer::sleep(interval).await;
                 continue;
             }
+            let wait_ms = (ATTEMPT_WAIT_MS_MIN << (attempts / ATTEMPT_WAIT_DOUBLING).min(16)).min(ATTEMPT_WAIT_MS);
             attempts += 1;
-            let got = within(ATTEMPT_WAIT_MS, async {
-                let (client, _events) = connect(&server, options()).await.map_err(|e| format!("connect: {e}"))?;
+            let got = within(wait_ms, async {
+                let (client, _events) =
+                    connect(&server, options(wait_ms)).await.map_err(|e| format!("connect: {e}"))?;
                 let r = client.get_data(&path).await.map_err(|e| format!("getData: {e:?}"));
                 let _ = within(ATTEMPT_WAIT_MS, client.close()).await;
                 r.map(|_| ())
@@ -211,7 +218,7 @@ pub fn wait_read(a: WaitReadArgs) -> Result<(), String> {
             match got {
                 Some(Ok(())) => return Ok((t0.elapsed(), attempts)),
                 Some(Err(e)) => last = e,
-                None => last = format!("no answer within {ATTEMPT_WAIT_MS} ms"),
+                None => last = format!("no answer within {wait_ms} ms"),
             }
             eprintln!("wait-read: attempt {attempts} at {} ms: {last}", t0.elapsed().as_millis());
             glommio::timer::sleep(interval).await;
@@ -273,7 +280,7 @@ pub fn writer(a: WriterArgs) -> Result<(), String> {
             let left_ms = deadline.duration_since(now).as_millis() as u64;
             let c = match &client {
                 Some(c) => c.clone(),
-                None => match within(left_ms, connect(&server, options())).await {
+                None => match within(left_ms, connect(&server, options(ATTEMPT_WAIT_MS))).await {
                     Some(Ok((c, _events))) => {
                         match c.create(&path, Bytes::new(), &OPEN_ACL_UNSAFE, CreateMode::Persistent).await {
                             Ok(_) | Err(KeeperError::NodeExists) => {}
@@ -356,4 +363,44 @@ pub fn writer(a: WriterArgs) -> Result<(), String> {
         secs.join(",")
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_paths_are_distinct_and_spread_evenly_over_the_parents() {
+        let paths: Vec<String> = (0..10_000).map(|i| fill_path("/r", 1_000, i)).collect();
+        let distinct: std::collections::BTreeSet<&String> = paths.iter().collect();
+        assert_eq!(distinct.len(), paths.len());
+        let mut per_parent: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in &paths {
+            let parent = p.rsplit_once('/').map(|(a, _)| a).unwrap_or("");
+            *per_parent.entry(parent).or_default() += 1;
+        }
+        assert_eq!(per_parent.len(), 1_000);
+        assert!(per_parent.values().all(|&n| n == 10), "{per_parent:?}");
+        assert_eq!(fill_path("/r", 1_000, 999_999), "/r/p999/n999999");
+    }
+
+    #[test]
+    fn split_deals_every_request_in_order_and_leaves_no_empty_list() {
+        let reqs: Vec<Request> = (0..5).map(|i| create(format!("/x{i}"), Bytes::new())).collect();
+        let lists = split(reqs, 8);
+        assert_eq!(lists.len(), 5);
+        let lists = split((0..7).map(|i| create(format!("/y{i}"), Bytes::new())).collect(), 3);
+        let paths: Vec<Vec<String>> = lists
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .map(|r| match r {
+                        Request::Create { path, .. } => path.clone(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(paths, vec![vec!["/y0", "/y3", "/y6"], vec!["/y1", "/y4"], vec!["/y2", "/y5"]]);
+    }
 }
