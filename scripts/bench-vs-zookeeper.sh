@@ -16,7 +16,8 @@
 # results directory), tickTime 2000, maxClientCnxns 0, Java heap $ZK_HEAP (default 2g).
 # Everything lands in bench-results/<timestamp>/ (results.csv, one .json/.md per server,
 # summary.md with the ringkeeper/ZooKeeper ratio per point, throughput.svg,
-# latency-p99.svg, server logs). --docs also rewrites docs/benchmarks.md from this run.
+# latency-p99.svg, server logs). --docs also rewrites docs/benchmarks.md from this run (keeping
+# the "## " sections other scripts wrote, such as scripts/bench-state.py's).
 # --summarize DIR writes the summary (and with --docs, the docs) of an earlier run's
 # directory again, without running anything (give the same options and environment).
 #
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
         --docs) DOCS=1 ;;
         --quick) QUICK=1 ;;
         --summarize) SUMMARIZE="${2:?--summarize needs a results directory}"; shift ;;
-        *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+        *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
     shift
 done
@@ -267,6 +268,9 @@ cat "$OUT/summary.md"
 if [ "$DOCS" = 1 ]; then
     mkdir -p docs/bench
     cp "$OUT/throughput.svg" "$OUT/latency-p99.svg" docs/bench/
+    # Sections other runs wrote (a "## " heading other than "How to read this", e.g.
+    # scripts/bench-state.py's) are kept, after this run's text.
+    KEPT="$(awk '/^## / { keep = ($0 != "## How to read this") } keep' docs/benchmarks.md 2>/dev/null || true)"
     {
         cat "$OUT/summary.md"
         printf '\n![throughput](bench/throughput.svg)\n\n![p99 latency](bench/latency-p99.svg)\n'
@@ -291,7 +295,9 @@ if [ "$DOCS" = 1 ]; then
 - **Reproduce:** `scripts/bench-vs-zookeeper.sh --docs` (about 15 minutes; `--quick` for a
   shorter run). `BENCH_*` variables change the load (see the script's header).
 EOF
-    } >docs/benchmarks.md
+        if [ -n "$KEPT" ]; then printf '\n%s\n' "$KEPT"; fi
+    } >docs/benchmarks.md.tmp
+    mv docs/benchmarks.md.tmp docs/benchmarks.md
     echo "docs/benchmarks.md rewritten from $OUT"
 fi
 echo "results: $OUT"

@@ -421,6 +421,15 @@ pub fn setup(spec: &PointSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// Runs each request list on a connection of its own (`spec.outstanding` in flight per
+/// connection, every connection to the first server unless `spec.spread`), until all are
+/// answered; NodeExists is tolerated, every other error is counted.
+pub fn run_scripts(spec: &PointSpec, scripts: Vec<Vec<Request>>) -> Result<PointResult, String> {
+    let never = Window { t0: Instant::now(), from_us: u64::MAX, to_us: u64::MAX };
+    let jobs = scripts.into_iter().enumerate().map(|(i, s)| (i, JobSpec::Script(s))).collect();
+    run_jobs(spec, jobs, never, &Arc::new(AtomicU64::new(0)))
+}
+
 /// Runs one point: warm-up, then the measured window.
 pub fn run_point(spec: &PointSpec, progress: &Arc<AtomicU64>) -> Result<PointResult, String> {
     let t0 = Instant::now();

@@ -1,6 +1,7 @@
 //! `ringkeeper-bench`: throughput-versus-read-ratio curves in the manner of the ZooKeeper
 //! paper (Hunt et al., USENIX ATC 2010, §5) for any ZooKeeper-compatible server, the minimal
-//! responder that measures the ceiling, and the summary of a results directory.
+//! responder that measures the ceiling, the summary of a results directory, and the
+//! large-state tools of scripts/bench-state.sh (fill, wait-read, writer).
 //! Rules: options have the paper's defaults (up to 100 requests outstanding per client, 1 KiB
 //! payloads, read share 0..100 % in steps of 10); every number printed or written comes from
 //! a measured point; a point whose errors exceed `--max-error-share` fails the run.
@@ -8,6 +9,7 @@
 mod load;
 mod report;
 mod responder;
+mod state;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -51,6 +53,12 @@ enum Command {
         #[arg(long, default_value_t = 1024)]
         bytes: usize,
     },
+    /// Load N znodes spread over parents, many creates in flight (memory / restart bench).
+    Fill(state::FillArgs),
+    /// Time until a server answers a getData of a path (restart to serving, catch-up).
+    WaitRead(state::WaitReadArgs),
+    /// Closed-loop writer recording the gaps between consecutive acknowledged writes.
+    Writer(state::WriterArgs),
     /// Summary table and SVG plots of a results directory.
     Report {
         dir: PathBuf,
@@ -269,6 +277,9 @@ fn main() {
         Command::Run(a) => run(a),
         Command::Responder { listen, threads, pin, payload } => responder::run(listen, threads, &pin, payload),
         Command::Fsync { dir, count, bytes } => fsync(&dir, count, bytes),
+        Command::Fill(a) => state::fill(a),
+        Command::WaitRead(a) => state::wait_read(a),
+        Command::Writer(a) => state::writer(a),
         Command::Report { dir, workload } => report::write_summary(&dir, workload.name(), "")
             .map(|text| println!("{text}"))
             .map_err(|e| format!("{}: {e}", dir.display())),
