@@ -264,3 +264,12 @@ fn main() -> ExitCode {
         }
     }
 }
+
+// jemalloc instead of glibc malloc: the one committed tree's nodes are allocated on the
+// pipeline core and freed on whichever client core drops the last root that holds them; glibc
+// frees them under the owning arena's lock (futex wake-ups on the pipeline in a perf profile of
+// setData: 0%-read throughput 134k/s against 184k/s before the shared tree), jemalloc through
+// thread caches (180k/s). Measured beside mimalloc: similar CPU, but 542 against 581 bytes per
+// znode (glibc 524) and 13 against 27 MB for an empty server.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
