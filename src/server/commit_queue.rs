@@ -17,13 +17,43 @@ use crate::session::ConnRef;
 use crate::tree::DataTree;
 use crate::txn::{apply, Txn};
 use std::collections::{HashSet, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Sets of this core's connections, hashed cheaply: connection numbers are assigned by the
+/// client cores, never chosen by a client, so SipHash's protection is not needed on this hot
+/// path (several lookups per request).
+type ConnSet = HashSet<ConnRef, BuildHasherDefault<ConnHasher>>;
+
+/// A multiplicative hash of the few integers a `ConnRef` hashes.
+#[derive(Default)]
+struct ConnHasher(u64);
+
+impl Hasher for ConnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
 
 /// Items of the open batch, and the batches sealed since the last `take`.
 #[derive(Debug, Default)]
 pub struct CommitQueue {
     open: Vec<Commit>,
     /// Connections the open batch answers.
-    conns: HashSet<ConnRef>,
+    conns: ConnSet,
     sealed: Vec<CommitBatch>,
 }
 
@@ -119,9 +149,9 @@ impl CommitQueue {
 pub struct Rounds {
     held: VecDeque<ToPipeline>,
     /// Connections with a message in `held`.
-    holding: HashSet<ConnRef>,
+    holding: ConnSet,
     /// Connections with a message taken in this round.
-    taken: HashSet<ConnRef>,
+    taken: ConnSet,
 }
 
 impl Rounds {
