@@ -56,11 +56,10 @@ pub fn write_snapshot_blocking(data_dir: &Path, tree: &DataTree) -> io::Result<P
     let name = snapshot_name(tree.last_zxid());
     let final_path = data_dir.join(&name);
     let tmp_path = data_dir.join(format!("{name}{SNAPSHOT_TMP_SUFFIX}"));
-    if let Err(e) = write_body(&tmp_path, tree) {
+    if let Err(e) = write_body(&tmp_path, tree).and_then(|()| fs::rename(&tmp_path, &final_path)) {
         let _ = fs::remove_file(&tmp_path);
         return Err(e);
     }
-    fs::rename(&tmp_path, &final_path)?;
     fsync_dir(data_dir)?;
     Ok(final_path)
 }

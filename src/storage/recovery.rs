@@ -451,6 +451,7 @@ mod tests {
         let d = TempDir::new("undecodable");
         let (data, logs) = (d.0.join("data"), d.0.join("log"));
         fs::create_dir_all(&data).unwrap();
+        fs::create_dir_all(&logs).unwrap();
         write_segment(&logs, &[1..4, 4..10], 0);
         write_atomic(&data.join(snapshot_name(4)), &encode_snapshot(&tree_at(4))).unwrap();
         let mut bad = encode_snapshot(&tree_at(8));
