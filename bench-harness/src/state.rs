@@ -210,13 +210,21 @@ pub fn wait_read(a: WaitReadArgs) -> Result<(), String> {
             let got = within(wait_ms, async {
                 let (client, _events) =
                     connect(&server, options(wait_ms)).await.map_err(|e| format!("connect: {e}"))?;
-                let r = client.get_data(&path).await.map_err(|e| format!("getData: {e:?}"));
-                let _ = within(ATTEMPT_WAIT_MS, client.close()).await;
-                r.map(|_| ())
+                let r = client.get_data(&path).await;
+                Ok::<_, String>((client, r, t0.elapsed()))
             })
             .await;
+            // The read's time is taken before the session is closed; closing is not timed.
+            let got = match got {
+                Some(Ok((client, r, at))) => {
+                    let _ = within(ATTEMPT_WAIT_MS, client.close()).await;
+                    Some(r.map(|_| at).map_err(|e| format!("getData: {e:?}")))
+                }
+                Some(Err(e)) => Some(Err(e)),
+                None => None,
+            };
             match got {
-                Some(Ok(())) => return Ok((t0.elapsed(), attempts)),
+                Some(Ok(at)) => return Ok((at, attempts)),
                 Some(Err(e)) => last = e,
                 None => last = format!("no answer within {wait_ms} ms"),
             }
