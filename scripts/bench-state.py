@@ -374,7 +374,9 @@ def snap_log(path):
     try:
         with open(path, errors="replace") as f:
             for line in f:
-                m = re.search(r"sending peer \d+ a snapshot at \S+ \((\d+) bytes\)", line)
+                # The streamed SNAP (peer protocol 2), or the one-frame SNAP of earlier builds.
+                m = re.search(r"streamed peer \d+ a snapshot at \S+: (\d+) bytes", line) or \
+                    re.search(r"sending peer \d+ a snapshot at \S+ \((\d+) bytes\)", line)
                 if m:
                     sizes.append(int(m.group(1)))
                     sent += 1
