@@ -46,6 +46,9 @@ pub const SNAP_COUNT_DEFAULT: u64 = 100_000;
 /// commitLogCount: committed txns an ensemble member keeps in memory (ZooKeeper's default,
 /// and its minimum: a smaller value is raised to it).
 pub const COMMIT_LOG_COUNT_DEFAULT: u64 = 500;
+/// snapSizeLimitInKb's default, in bytes (ZooKeeper's 4 GiB): a snapshot is also taken once
+/// the txns logged since the last one reach this many bytes.
+pub const SNAP_SIZE_LIMIT_BYTES_DEFAULT: u64 = 4 * 1024 * 1024 * 1024;
 /// snapshotSizeFactor: a follower behind the in-memory txns is sent a DIFF read from the log on
 /// disk when those txns are at most this fraction of the newest snapshot's size (ZooKeeper's
 /// default; negative: never, values above 1 fall back to it).
@@ -126,6 +129,9 @@ pub struct Config {
     pub snap_count: u64,
     /// commitLogCount (`zookeeper.commitLogCount`): committed txns kept in memory for DIFFs.
     pub commit_log_count: u64,
+    /// snapSizeLimitInKb (`zookeeper.snapSizeLimitInKb`), in bytes: a snapshot is also taken
+    /// once the txns since the last one reach this size (0: by snapCount only).
+    pub snap_size_limit_bytes: u64,
     /// snapshotSizeFactor (`zookeeper.snapshotSizeFactor`): see SNAPSHOT_SIZE_FACTOR_DEFAULT.
     pub snapshot_size_factor: f64,
     /// preAllocSize (given in KiB), in bytes.
@@ -311,6 +317,7 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "nio.sessionlessCnxnTimeout",
     "snapCount",
     "commitLogCount",
+    "snapSizeLimitInKb",
     "snapshotSizeFactor",
     "preAllocSize",
     "forceSync",
@@ -355,7 +362,6 @@ const SYSPROP_KEYS_UNUSED: &[&str] = &[
     "watchManagerName",
     "snapshot.trust.empty",
     "snapshot.compression.method",
-    "snapSizeLimitInKb",
     "txnLogSizeLimitInKb",
     "digest.enabled",
     "closeSessionTxn.enabled",
@@ -645,6 +651,12 @@ impl Entry<'_> {
 }
 
 impl Config {
+    /// A snapshot is due after `txns` txns of `bytes` bytes since the last one: snapCount, or
+    /// snapSizeLimitInKb (as ZooKeeper's SyncRequestProcessor, without its random roll).
+    pub fn snapshot_due(&self, txns: u64, bytes: u64) -> bool {
+        txns >= self.snap_count || (self.snap_size_limit_bytes > 0 && bytes >= self.snap_size_limit_bytes)
+    }
+
     /// Parses zoo.cfg text. `origin` names the text in messages (usually the file name).
     /// Returns the config and the warnings the caller should log.
     pub fn parse(text: &str, origin: &str) -> Result<(Config, Vec<String>), ConfigError> {
@@ -666,6 +678,7 @@ impl Config {
         let mut max_session: Option<(u32, usize)> = None;
         let mut snap_count = SNAP_COUNT_DEFAULT;
         let mut commit_log_count = COMMIT_LOG_COUNT_DEFAULT;
+        let mut snap_size_limit_bytes = SNAP_SIZE_LIMIT_BYTES_DEFAULT;
         let mut snapshot_size_factor = SNAPSHOT_SIZE_FACTOR_DEFAULT;
         let mut pre_alloc_size_kib = PRE_ALLOC_SIZE_KIB_DEFAULT;
         let mut snap_retain = SNAP_RETAIN_COUNT_MIN;
@@ -774,6 +787,10 @@ impl Config {
                         ));
                     }
                     commit_log_count = v.max(COMMIT_LOG_COUNT_DEFAULT as i64) as u64;
+                }
+                // As ZooKeeper: zero or less turns the size trigger off.
+                "snapSizeLimitInKb" => {
+                    snap_size_limit_bytes = e.int(i64::MIN, i64::MAX / 1024, " KiB")?.max(0) as u64 * 1024
                 }
                 "snapshotSizeFactor" => {
                     let v: f64 = value.parse().map_err(|_| e.bad("not a number"))?;
@@ -984,6 +1001,7 @@ impl Config {
             max_session_timeout_ms,
             snap_count,
             commit_log_count,
+            snap_size_limit_bytes,
             snapshot_size_factor,
             pre_alloc_size_bytes: pre_alloc_size_kib * 1024,
             autopurge_snap_retain_count: snap_retain,
@@ -1217,6 +1235,20 @@ mod tests {
         assert_eq!(c.snap_count, 9);
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("'zookeeper.snapCount' at line 3 was already set at line 2"), "{w:?}");
+    }
+
+    #[test]
+    fn issue13_snap_size_limit_in_kb_triggers_snapshots_by_bytes() {
+        let c = quiet("dataDir=/d\n");
+        assert_eq!(c.snap_size_limit_bytes, 4 << 30);
+        assert!(!c.snapshot_due(99_999, (4 << 30) - 1) && c.snapshot_due(100_000, 0) && c.snapshot_due(1, 4 << 30));
+        let c = quiet("dataDir=/d\nzookeeper.snapSizeLimitInKb=64\nsnapCount=1000000\n");
+        assert_eq!(c.snap_size_limit_bytes, 64 * 1024);
+        assert!(!c.snapshot_due(10, 64 * 1024 - 1) && c.snapshot_due(10, 64 * 1024));
+        // Zero or less: by snapCount only, as ZooKeeper.
+        let c = quiet("dataDir=/d\nsnapSizeLimitInKb=-1\n");
+        assert_eq!(c.snap_size_limit_bytes, 0);
+        assert!(!c.snapshot_due(1, u64::MAX));
     }
 
     #[test]

@@ -173,6 +173,8 @@ struct Member {
     encode_buf: BytesMut,
     scratch_changes: Vec<apply::Change>,
     delivered_since_snapshot: u64,
+    /// Bytes of those txns (snapSizeLimitInKb).
+    delivered_bytes_since_snapshot: u64,
     /// Leader: SNAPs streaming to followers, and the link messages waiting behind them.
     snap_out: SnapSender,
     /// Follower: a SNAP arriving from the leader, and those received whole until installed.
@@ -593,6 +595,7 @@ impl Member {
             ));
         }
         self.delivered_since_snapshot += 1;
+        self.delivered_bytes_since_snapshot += t.data.len() as u64;
         let s = txn.header.session_id;
         let created = matches!(txn.op, TxnOp::CreateSession { .. });
         let closed = matches!(txn.op, TxnOp::CloseSession);
@@ -931,6 +934,7 @@ async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, no
                     let (tree, _state) = m.snap_in.load(zxid).await?;
                     m.committed = tree;
                     m.delivered_since_snapshot = 0;
+                    m.delivered_bytes_since_snapshot = 0;
                     m.control(ToClientCore::Reset(m.committed.clone()));
                 }
                 Output::SendSnapshot { to, link, leader_nonce, seq, zxid } => {
@@ -1077,6 +1081,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         encode_buf: BytesMut::with_capacity(64 * 1024),
         scratch_changes: Vec::new(),
         delivered_since_snapshot: 0,
+        delivered_bytes_since_snapshot: 0,
         snap_out: SnapSender::default(),
         snap_in: SnapReceiver::new(config.data_dir.clone()),
         log_reads: Rc::default(),
@@ -1258,8 +1263,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         if !m.out.is_empty() || intake_waits || !peer_inbox.borrow().is_empty() {
             wake.signal(1);
         }
-        if m.delivered_since_snapshot >= config.snap_count && snapshots.idle() {
+        if config.snapshot_due(m.delivered_since_snapshot, m.delivered_bytes_since_snapshot) && snapshots.idle() {
             m.delivered_since_snapshot = 0;
+            m.delivered_bytes_since_snapshot = 0;
             if let Err(e) = snapshots.start(&config, &mut log, m.committed.clone(), now.mono_ms).await {
                 result = Err(e);
                 break;

@@ -72,6 +72,8 @@ struct Pipeline {
     record_bytes: usize,
     encode_buf: BytesMut,
     txns_since_snapshot: u64,
+    /// Bytes of those txns (snapSizeLimitInKb).
+    bytes_since_snapshot: u64,
     collections: Collections,
     /// Messages for every client core, sent after the batch.
     control: Vec<ToClientCore>,
@@ -90,10 +92,12 @@ impl Pipeline {
         let txn = Txn { header, op };
         codec::encode(&txn, &mut self.encode_buf);
         let record = self.encode_buf.split().freeze();
-        self.record_bytes += storage::log::RECORD_PREFIX_BYTES + record.len();
+        let record_len = storage::log::RECORD_PREFIX_BYTES + record.len();
+        self.record_bytes += record_len;
         self.records.push(record);
         self.commits.apply(&mut self.tree, txn, origin, fence);
         self.txns_since_snapshot += 1;
+        self.bytes_since_snapshot += record_len as u64;
     }
 
     /// Queues an item that changes nothing in the tree.
@@ -236,6 +240,7 @@ impl Pipeline {
         let err = ErrorCode::SystemError.code();
         let mut created = Vec::new();
         let mut kept = Vec::new();
+        self.bytes_since_snapshot = self.bytes_since_snapshot.saturating_sub(self.record_bytes as u64);
         for item in self.commits.take_items() {
             match item {
                 Commit::Txn { txn, origin, .. } => {
@@ -590,6 +595,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         record_bytes: 0,
         encode_buf: BytesMut::with_capacity(64 * 1024),
         txns_since_snapshot: 0,
+        bytes_since_snapshot: 0,
         collections: Collections::new(config.client_cores),
         control: Vec::new(),
     };
@@ -674,8 +680,9 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         if !inbox.is_empty() || !p.rounds.is_empty() {
             wake.signal(1);
         }
-        if p.txns_since_snapshot >= config.snap_count && snapshots.idle() {
+        if config.snapshot_due(p.txns_since_snapshot, p.bytes_since_snapshot) && snapshots.idle() {
             p.txns_since_snapshot = 0;
+            p.bytes_since_snapshot = 0;
             if let Err(e) = snapshots.start(&config, &mut log, p.tree.clone(), now.mono_ms).await {
                 tracing::error!("{e}; stopping");
                 return Err(e);
