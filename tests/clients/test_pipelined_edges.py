@@ -95,8 +95,8 @@ def test_nothing_runs_after_a_closing_error(server, base):
     assert closed
     answers = {xid: err for xid, _, err in (struct.unpack(">iqi", f[:16]) for f in frames)}
     assert answers.get(2) == rawzk.UNIMPLEMENTED and answers.get(1, 0) == 0, answers
-    assert 3 not in answers
-    if server.kind == "ringkeeper":
+    if server.kind == "ringkeeper":  # Apache may answer 3 when it read it before closing
+        assert 3 not in answers, answers
         with rawzk.RawConn(server.hostport) as check:
             assert check.exists(later) is None
 
