@@ -1,5 +1,5 @@
 """Several client cores (ringkeeper.clientCores=2): connections land on either core through
-SO_REUSEPORT, each core answers reads from its own replica, and the guarantees still hold
+SO_REUSEPORT, each core answers reads from the root of the one tree it last took, and the guarantees still hold
 across cores: sync then read sees every acknowledged write, a watch fires for a write made
 through the other core, a session resumed on a connection that landed on the other core
 keeps its ephemerals and closes the old connection. Apache ignores the ringkeeper.* key,
