@@ -21,6 +21,9 @@
 //!   follower streams from an O(1) clone of it in bounded chunks (`snap_stream`), never one
 //!   message; the follower hands its peer the SNAP only once it is whole and durable in a temp
 //!   file, and installs and loads it off the executor.
+//! - The loop never awaits an fdatasync: log appends run beside it (`log_task`, one at a
+//!   time, what queued meanwhile is the next batch), so acks, proposals and requests are taken
+//!   in while a sync is in flight.
 //! - Persists are done in the order the peer asked for them and reported only once durable; a
 //!   full disk leaves them queued (bounded) and retried every tick, never dropped or reordered.
 //! - Backpressure, never drops: the member takes no new work (client requests, and a
@@ -35,7 +38,7 @@ use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
 use super::diff_read;
 use super::inspect::Collections;
-use super::log_writer::TxnLogWriter;
+use super::log_task::LogSlot;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::peer_net::{PeerIn, PeerNet};
 use super::pipeline::{
@@ -766,10 +769,13 @@ fn persist_op_bytes(op: &PersistOp) -> usize {
     }
 }
 
+/// Appends the log writes in one batch: one `Input::Persisted` each once it is durable.
+type Appends = Vec<Vec<zab::Txn>>;
+
 /// Queues what the ZAB core asked to persist behind anything still waiting, then does what it
 /// can (`drain_persists`). Queued bytes past `PERSIST_QUEUE_BYTES_MAX` (a disk full for that
 /// long) stop the member: it has acknowledged nothing it did not log.
-async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) -> Result<(), String> {
+async fn persist(m: &mut Member, log: &mut LogSlot<Appends>, ops: Vec<PersistOp>) -> Result<(), String> {
     for op in ops {
         m.persist_queue_bytes += persist_op_bytes(&op);
         m.persist_queue.push_back(op);
@@ -785,15 +791,63 @@ async fn persist(m: &mut Member, log: &mut TxnLogWriter, ops: Vec<PersistOp>) ->
     drain_persists(m, log).await
 }
 
-/// Performs queued persists in order, reporting each done one to the ZAB core. Appends in a
-/// row share a write and fdatasync up to ringkeeper.batchBytesMax (the log writer splits a
-/// larger write into batches under the cap, too). An append the disk is too full for goes
-/// back to the front of the queue with everything after it, and is tried again on the next
-/// pass or tick: the member acknowledges none of it meanwhile, but keeps answering its peers
-/// and clients (reads, and writes that a quorum of other members logs).
-async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), String> {
-    while let Some(op) = m.persist_queue.pop_front() {
+/// Reports a finished log append: each of its appends `Persisted`, or, when the disk was full,
+/// all of them back at the front of the queue (tried again on the next pass or tick: the
+/// member acknowledges none of it meanwhile, but keeps answering its peers and clients).
+fn land(m: &mut Member, appends: Appends, result: std::io::Result<()>) -> Result<(), String> {
+    match result {
+        Ok(()) => {
+            m.stats.count_log_batch(appends.iter().map(Vec::len).sum());
+            for _ in 0..appends.len() {
+                m.step(Input::Persisted);
+            }
+            if std::mem::take(&mut m.disk_full) {
+                tracing::info!("peer {}: the txn log takes writes again", m.me);
+            }
+            Ok(())
+        }
+        Err(e) if super::log_writer::is_disk_full(&e) => {
+            if !std::mem::replace(&mut m.disk_full, true) {
+                tracing::error!(
+                    "peer {}: txn log write failed, the disk is full: {e}; this member acknowledges no proposal \
+                     until it can log it (trying again every tick): free space in {}",
+                    m.me,
+                    m.config.data_log_dir.display()
+                );
+            }
+            for a in appends.into_iter().rev() {
+                let op = PersistOp::Append(a);
+                m.persist_queue_bytes += persist_op_bytes(&op);
+                m.persist_queue.push_front(op);
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!("txn log write failed: {e}")),
+    }
+}
+
+/// Waits for the log append in flight, if any, and reports it (before anything that needs the
+/// log writer itself: a snapshot's roll).
+async fn settle_log(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<(), String> {
+    match log.settle().await {
+        Some((appends, result)) => land(m, appends, result),
+        None => Ok(()),
+    }
+}
+
+/// Performs queued persists in order, reporting each durable one to the ZAB core. Appends run
+/// beside the loop (`log_task`): the loop never waits for an fdatasync, and appends queued
+/// while one is in flight share the next write and fdatasync (up to ringkeeper.batchBytesMax;
+/// the log writer splits a larger write into batches under the cap, too). Any other persist
+/// waits for the append before it, then runs here.
+async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<(), String> {
+    if let Some((appends, result)) = log.finished() {
+        land(m, appends, result)?;
+    }
+    while !log.busy() {
+        let Some(op) = m.persist_queue.pop_front() else { break };
         m.persist_queue_bytes -= persist_op_bytes(&op);
+        let writer = log.idle().expect("an idle log slot holds its writer");
         match op {
             PersistOp::Append(txns) => {
                 let mut record_bytes = append_bytes(&txns);
@@ -807,34 +861,7 @@ async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), St
                     appends.push(more);
                 }
                 let records: Vec<Bytes> = appends.iter().flat_map(|a| a.iter().map(|t| t.data.clone())).collect();
-                match log.append(&records).await {
-                    Ok(()) => {
-                        m.stats.count_log_batch(records.len());
-                        for _ in 0..appends.len() {
-                            m.step(Input::Persisted);
-                        }
-                        if std::mem::take(&mut m.disk_full) {
-                            tracing::info!("peer {}: the txn log takes writes again", m.me);
-                        }
-                    }
-                    Err(e) if super::log_writer::is_disk_full(&e) => {
-                        if !std::mem::replace(&mut m.disk_full, true) {
-                            tracing::error!(
-                                "peer {}: txn log write failed, the disk is full: {e}; this member acknowledges no \
-                                 proposal until it can log it (trying again every tick): free space in {}",
-                                m.me,
-                                m.config.data_log_dir.display()
-                            );
-                        }
-                        for a in appends.into_iter().rev() {
-                            let op = PersistOp::Append(a);
-                            m.persist_queue_bytes += persist_op_bytes(&op);
-                            m.persist_queue.push_front(op);
-                        }
-                        return Ok(());
-                    }
-                    Err(e) => return Err(format!("txn log write failed: {e}")),
-                }
+                log.start(records, appends);
                 continue;
             }
             PersistOp::Epochs { accepted, current } => {
@@ -844,7 +871,7 @@ async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), St
             }
             PersistOp::Truncate { after } => {
                 tracing::info!("peer {}: truncating the txn log after {after:#x} (TRUNC)", m.me);
-                log.truncate(after).await.map_err(|e| format!("txn log truncation failed: {e}"))?;
+                writer.truncate(after).await.map_err(|e| format!("txn log truncation failed: {e}"))?;
             }
             PersistOp::Rejoined => {
                 super::offcore::clear_rejoin_pending(m.config.data_dir.clone())
@@ -855,7 +882,7 @@ async fn drain_persists(m: &mut Member, log: &mut TxnLogWriter) -> Result<(), St
                 // The streamed SNAP was received whole, checked and fsynced before the peer saw it.
                 tracing::info!("peer {}: installing the leader's snapshot at {zxid:#x} (SNAP)", m.me);
                 m.snap_in.install(zxid).await?;
-                log.restart_after_snapshot(zxid).await.map_err(|e| format!("restarting the txn log: {e}"))?;
+                writer.restart_after_snapshot(zxid).await.map_err(|e| format!("restarting the txn log: {e}"))?;
             }
         }
         m.step(Input::Persisted);
@@ -907,7 +934,7 @@ async fn on_leader_frame(m: &mut Member, from: Sid, msg: Message) {
 }
 
 /// Performs the peer's outputs until it has nothing more to say.
-async fn drain_outputs(m: &mut Member, log: &mut TxnLogWriter, net: &PeerNet, now: Now) -> Result<(), String> {
+async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet, now: Now) -> Result<(), String> {
     for _ in 0..OUTPUT_ROUNDS_MAX {
         let outs = std::mem::take(&mut m.out);
         if outs.is_empty() {
@@ -1033,7 +1060,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let incarnation = (now.wall_ms as u64) << 8 | my_id;
     let zab_cfg_voters = zab_cfg.voters.clone();
     let peer = Peer::new(zab_cfg, durable, incarnation);
-    let mut log = open_log(&config, &recovered.tail, recovered.last_zxid + 1).await?;
+    let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1).await?;
     drop(recovered);
     let (net, peer_rx) =
         PeerNet::start(my_id, listen, &peers).map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
@@ -1043,6 +1070,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     );
 
     let wake = Rc::new(Semaphore::new(0));
+    let mut log: LogSlot<Appends> = LogSlot::new(log_writer, wake.clone());
     let mut m = Member {
         config: config.clone(),
         me: my_id,
@@ -1217,14 +1245,13 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
                 m.on_tick_leader(now, reap);
             }
         }
-        if m.disk_full {
-            // A full disk: try the waiting persists again (at most once a pass; the ticker
-            // wakes the loop every half tick).
-            if let Err(e) = drain_persists(&mut m, &mut log).await {
-                tracing::error!("peer {my_id}: {e}; stopping");
-                result = Err(e);
-                break;
-            }
+        // A finished append is reported, and what queued behind it starts (a full disk: the
+        // waiting persists are tried again, at most once a pass; the ticker wakes the loop
+        // every half tick).
+        if let Err(e) = drain_persists(&mut m, &mut log).await {
+            tracing::error!("peer {my_id}: {e}; stopping");
+            result = Err(e);
+            break;
         }
         if let Err(e) = drain_outputs(&mut m, &mut log, &net, now).await {
             tracing::error!("peer {my_id}: {e}; stopping");
@@ -1233,7 +1260,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         }
         m.release_syncs();
         m.flush_items();
-        stats.publish_syncs(log.sync_times());
+        if let Some(writer) = log.idle() {
+            stats.publish_syncs(writer.sync_times());
+        }
         if m.serving.is_some() {
             if let Some(since) = m.unserved_since.take() {
                 stats.election_time_ms.store(since.elapsed().as_millis() as u64, Ordering::Relaxed);
@@ -1266,7 +1295,16 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         if config.snapshot_due(m.delivered_since_snapshot, m.delivered_bytes_since_snapshot) && snapshots.idle() {
             m.delivered_since_snapshot = 0;
             m.delivered_bytes_since_snapshot = 0;
-            if let Err(e) = snapshots.start(&config, &mut log, m.committed.clone(), now.mono_ms).await {
+            // The snapshot's roll needs the log writer: the append in flight lands first.
+            if let Err(e) = settle_log(&mut m, &mut log).await {
+                result = Err(e);
+                break;
+            }
+            if !m.out.is_empty() {
+                wake.signal(1);
+            }
+            let writer = log.idle().expect("a settled log slot holds its writer");
+            if let Err(e) = snapshots.start(&config, writer, m.committed.clone(), now.mono_ms).await {
                 result = Err(e);
                 break;
             }
@@ -1281,7 +1319,11 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     peer_reader.cancel();
     drop(inbox);
     drop(net);
-    if let Err(e) = log.close().await {
+    let (last, closed) = log.close().await;
+    if let Some((_, Err(e))) = last {
+        tracing::warn!("peer {my_id}: the last txn log append before stopping failed: {e}");
+    }
+    if let Err(e) = closed {
         tracing::warn!("closing the txn log: {e}");
     }
     result

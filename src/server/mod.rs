@@ -16,6 +16,7 @@ pub mod diff_read;
 pub mod ensemble;
 pub mod four_letter;
 pub mod inspect;
+pub mod log_task;
 pub mod log_writer;
 pub mod messages;
 pub mod offcore;

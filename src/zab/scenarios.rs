@@ -268,3 +268,34 @@ fn hardening_3_member_that_lost_logged_txns_helps_elect_no_leader_until_synced()
     sim.heal_and_check();
     assert!(!sim.durable(a).lost_log, "a synced with an established leader and counts again");
 }
+
+#[test]
+fn issue17_followers_commit_while_the_leaders_own_write_is_in_flight_then_it_crashes() {
+    // The log runs beside the shell's loop: a leader sends a proposal before its own write is
+    // durable, and the followers' ACKs make a quorum meanwhile. The txn commits (and is
+    // delivered) although the leader's log does not hold it yet; a crash of the leader with that
+    // write in flight loses nothing committed: a new leader from the followers carries it.
+    let (mut sim, leader, followers) = ensemble(5);
+    let logged = sim.durable(leader).log.len();
+    sim.hold_fsyncs(leader, true);
+    let w = sim.write_via(leader);
+    assert!(sim.run_until(1_000, |ev| delivered_to(ev, followers[0], |m| matches!(m, LeaderMsg::Commit { .. }))));
+    sim.run_for(100);
+    assert!(sim.history_has_write(w), "the followers' ACKs did not commit the write while the leader's was in flight");
+    assert_eq!(sim.durable(leader).log.len(), logged, "the leader's write was meant to be still in flight");
+    sim.crash_now(leader);
+    assert_eq!(sim.durable(leader).log.len(), logged, "the crash lost the write in flight");
+    // A follower's write in flight behind the new leader's proposals, too.
+    sim.run_for(3_000);
+    let new_leader = sim.leader().expect("the followers elect a leader");
+    assert_ne!(new_leader, leader);
+    let other = followers.iter().copied().find(|f| *f != new_leader).expect("a second follower");
+    sim.hold_fsyncs(new_leader, true);
+    sim.restart_now(leader);
+    let w2 = sim.write_via(new_leader);
+    sim.run_for(1_000);
+    sim.crash_now(other);
+    let report = sim.heal_and_check();
+    assert!(sim.history_has_write(w) && sim.history_has_write(w2));
+    assert!(report.committed >= 7);
+}

@@ -1,0 +1,184 @@
+//! The txn log beside a pipeline loop, as ZooKeeper's SyncRequestProcessor runs beside its
+//! request processors: an append and its fdatasync run in a task of their own while the loop
+//! goes on taking in acks, proposals and requests. What arrives meanwhile forms the next
+//! batch, written as soon as the one in flight is durable: an idle log writes a lone txn at
+//! once, a busy one writes in each batch what arrived during the previous fdatasync (adaptive
+//! batching, no timer on the write path).
+//! Rules: at most one append is in flight; while it is, the task owns the writer and nothing
+//! else can touch the log (truncations, rolls, snapshot installs and close take the writer
+//! from `idle()`, and wait for the append first with `settle()`); each finished append is
+//! reported once (`finished`), in the order appends were started, with the batch the caller
+//! attached to it; a result is never dropped.
+
+use super::log_writer::TxnLogWriter;
+use bytes::Bytes;
+use glommio::sync::Semaphore;
+use std::cell::RefCell;
+use std::io;
+use std::rc::Rc;
+
+/// What a finished append hands back: the writer and the result of its write.
+type Landed = Rc<RefCell<Option<(TxnLogWriter, io::Result<()>)>>>;
+
+/// The txn log writer, idle or writing one batch in a task of its own. `B` is what the caller
+/// needs back when the batch is durable (what to acknowledge or answer).
+pub struct LogSlot<B> {
+    writer: Option<TxnLogWriter>,
+    /// The caller's batch of the append in flight.
+    flight: Option<B>,
+    landed: Landed,
+    /// One permit per finished append (what `settle` waits for).
+    done: Rc<Semaphore>,
+    /// Wakes the caller's loop when an append finishes.
+    wake: Rc<Semaphore>,
+}
+
+impl<B> LogSlot<B> {
+    pub fn new(writer: TxnLogWriter, wake: Rc<Semaphore>) -> LogSlot<B> {
+        LogSlot {
+            writer: Some(writer),
+            flight: None,
+            landed: Rc::new(RefCell::new(None)),
+            done: Rc::new(Semaphore::new(0)),
+            wake,
+        }
+    }
+
+    /// The writer, when no append is in flight.
+    pub fn idle(&mut self) -> Option<&mut TxnLogWriter> {
+        self.writer.as_mut()
+    }
+
+    pub fn busy(&self) -> bool {
+        self.flight.is_some()
+    }
+
+    /// Starts writing `records` (one batch, one fdatasync; the writer splits a batch over
+    /// ringkeeper.batchBytesMax itself). The caller's loop is woken when it is durable.
+    pub fn start(&mut self, records: Vec<Bytes>, batch: B) {
+        assert!(self.flight.is_none(), "a log append started while another is in flight");
+        let mut writer = self.writer.take().expect("an idle log slot holds its writer");
+        self.flight = Some(batch);
+        let (landed, done, wake) = (self.landed.clone(), self.done.clone(), self.wake.clone());
+        glommio::spawn_local(async move {
+            let result = writer.append(&records).await;
+            *landed.borrow_mut() = Some((writer, result));
+            done.signal(1);
+            wake.signal(1);
+        })
+        .detach();
+    }
+
+    /// The append that finished since the last call, with its batch and result; the writer is
+    /// idle again. None while the append is still in flight or none was started.
+    pub fn finished(&mut self) -> Option<(B, io::Result<()>)> {
+        let (writer, result) = self.landed.borrow_mut().take()?;
+        // The permit `settle` would have waited for; the result is taken here instead.
+        let _ = self.done.try_acquire(1);
+        self.writer = Some(writer);
+        let batch = self.flight.take().expect("a finished append has the batch it was started with");
+        Some((batch, result))
+    }
+
+    /// Waits for the append in flight, if any, and returns it as `finished` does.
+    pub async fn settle(&mut self) -> Option<(B, io::Result<()>)> {
+        if self.flight.is_none() {
+            return None;
+        }
+        if self.landed.borrow().is_none() {
+            // The task signals once, after it stored its result; the semaphore is never closed.
+            let _ = self.done.acquire(1).await;
+        }
+        self.finished()
+    }
+
+    /// Waits for the append in flight, then closes the log. The outcome of that append is
+    /// returned for the caller to report (nothing is dropped unseen).
+    pub async fn close(mut self) -> (Option<(B, io::Result<()>)>, io::Result<()>) {
+        let last = self.settle().await;
+        let closed = match self.writer.take() {
+            Some(w) => w.close().await,
+            None => Ok(()),
+        };
+        (last, closed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::recovery::recover;
+    use crate::txn::{codec, Txn, TxnHeader, TxnOp};
+    use bytes::BytesMut;
+    use glommio::LocalExecutorBuilder;
+    use std::cell::Cell;
+
+    fn record(zxid: i64) -> Bytes {
+        let op = if zxid == 1 {
+            TxnOp::Create {
+                path: "/n".into(),
+                data: None,
+                acl: crate::tree::acl::open_acl_unsafe(),
+                ephemeral_owner: 0,
+                response_type: 1,
+            }
+        } else {
+            TxnOp::SetData { path: "/n".into(), data: Some(Bytes::from(vec![zxid as u8; 100])) }
+        };
+        let mut b = BytesMut::new();
+        codec::encode(&Txn { header: TxnHeader { zxid, session_id: 5, cxid: 1, time_ms: zxid }, op }, &mut b);
+        b.freeze()
+    }
+
+    /// An append runs beside the caller: the writer is out of reach while it is in flight,
+    /// other tasks run meanwhile, each outcome (a refused append included) comes back once with
+    /// its batch, and close waits for the last one.
+    #[test]
+    fn appends_run_beside_the_loop_and_report_each_outcome_once() {
+        let dir = std::env::temp_dir().join(format!("rk-logtask-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (data, logs) = (dir.join("data"), dir.join("log"));
+        std::fs::create_dir_all(&logs).unwrap();
+        let (d, l) = (data.clone(), logs.clone());
+        LocalExecutorBuilder::default()
+            .io_memory(2 << 20)
+            .spawn(move || async move {
+                let rec = recover(&d, &l).unwrap();
+                let writer = TxnLogWriter::open(&l, &rec.tail, 1, 64 * 1024, true).await.unwrap();
+                let wake = Rc::new(Semaphore::new(0));
+                let mut slot: LogSlot<&'static str> = LogSlot::new(writer, wake.clone());
+                assert!(!slot.busy() && slot.idle().is_some() && slot.finished().is_none());
+                slot.start(vec![record(1), record(2)], "first");
+                assert!(slot.busy() && slot.idle().is_none());
+                // The caller's loop is not blocked: another task runs while the write is out.
+                let ran = Rc::new(Cell::new(false));
+                let r = ran.clone();
+                glommio::spawn_local(async move { r.set(true) }).detach();
+                wake.acquire(1).await.unwrap();
+                assert!(ran.get(), "a task ran while the append was in flight");
+                let (batch, result) = slot.finished().expect("the append landed and woke the caller");
+                assert_eq!(batch, "first");
+                result.unwrap();
+                assert!(slot.finished().is_none(), "an outcome is reported once");
+                assert!(!slot.busy() && slot.idle().is_some());
+                // A refused append (a zxid out of order) is reported too, never dropped.
+                slot.start(vec![record(7)], "gap");
+                let (batch, result) = slot.settle().await.unwrap();
+                assert_eq!(batch, "gap");
+                assert_eq!(result.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+                assert!(slot.settle().await.is_none(), "nothing in flight");
+                slot.start(vec![record(3)], "last");
+                let (last, closed) = slot.close().await;
+                closed.unwrap();
+                let (batch, result) = last.expect("close hands back the append it waited for");
+                assert_eq!(batch, "last");
+                result.unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let rec = recover(&data, &logs).unwrap();
+        assert_eq!((rec.last_zxid, rec.records.len()), (3, 3));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
