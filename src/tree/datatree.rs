@@ -5,6 +5,7 @@
 //! state disagrees with the pipeline's must stop loudly; clone is O(1) (persistent maps), so
 //! a snapshot can be serialized while the tree keeps changing.
 
+use super::node_map::NodeMap;
 use super::path;
 use crate::proto::{Acl, Stat};
 use bytes::Bytes;
@@ -181,9 +182,8 @@ pub struct SessionEntry {
 
 #[derive(Debug, Clone)]
 pub struct DataTree {
-    /// Every node by path. A value is an `Arc` (8 bytes in the map): the map's nodes are
-    /// copied on write once a root is shared, and small entries keep those copies small.
-    nodes: HashMap<Arc<str>, Arc<Znode>>,
+    /// Every node by path (`node_map`: a persistent trie whose copies on write are small).
+    nodes: NodeMap,
     sessions: HashMap<i64, SessionEntry>,
     ephemerals: HashMap<i64, OrdSet<Arc<str>>>,
     containers: OrdSet<Arc<str>>,
@@ -210,7 +210,7 @@ impl DataTree {
     /// A fresh tree: `/`, `/zookeeper`, `/zookeeper/quota`, `/zookeeper/config`.
     pub fn new() -> DataTree {
         let mut t = DataTree {
-            nodes: HashMap::new(),
+            nodes: NodeMap::new(),
             sessions: HashMap::new(),
             ephemerals: HashMap::new(),
             containers: OrdSet::new(),
@@ -223,7 +223,7 @@ impl DataTree {
         let open: Arc<[Acl]> = super::acl::open_acl_unsafe().into();
         let root_acl = t.acls.take(&open);
         t.data_size += 1;
-        t.nodes.insert(Arc::from("/"), Arc::new(Znode::new(Some(Bytes::new()), root_acl, 0, 0, 0)));
+        t.nodes.insert(Arc::from("/"), Znode::new(Some(Bytes::new()), root_acl, 0, 0, 0));
         for p in ["/zookeeper", "/zookeeper/quota"] {
             t.insert_node_raw(p, Znode::new(Some(Bytes::new()), open.clone(), 0, 0, 0));
         }
@@ -235,7 +235,7 @@ impl DataTree {
 
     /// The node at `p`, to change (copied first if an older root still shares it).
     fn node_mut(&mut self, p: &str) -> Option<&mut Znode> {
-        self.nodes.get_mut(p).map(Arc::make_mut)
+        self.nodes.get_mut(p)
     }
 
     /// Inserts a node and links it to its parent without touching the parent's stat; interns
@@ -260,15 +260,15 @@ impl DataTree {
             }
             NodeKind::Persistent => {}
         }
-        self.nodes.insert(key, Arc::new(node));
+        self.nodes.insert(key, node);
     }
 
     pub fn get(&self, p: &str) -> Option<&Znode> {
-        self.nodes.get(p).map(|n| &**n)
+        self.nodes.get(p).map(|e| &e.node)
     }
 
     pub fn contains(&self, p: &str) -> bool {
-        self.nodes.contains_key(p)
+        self.nodes.contains(p)
     }
 
     pub fn last_zxid(&self) -> i64 {
@@ -358,7 +358,7 @@ impl DataTree {
     }
 
     pub fn create_node(&mut self, p: &str, data: Option<Bytes>, acl: Arc<[Acl]>, owner: i64, zxid: i64, time_ms: i64) {
-        assert!(!self.nodes.contains_key(p), "create of existing node {p} at zxid {zxid:#x}");
+        assert!(!self.nodes.contains(p), "create of existing node {p} at zxid {zxid:#x}");
         let parent = path::parent(p).unwrap_or_else(|| panic!("create of the root at zxid {zxid:#x}"));
         {
             let parent_node =
@@ -372,7 +372,8 @@ impl DataTree {
     }
 
     pub fn delete_node(&mut self, p: &str, zxid: i64) {
-        let node = self.nodes.remove(p).unwrap_or_else(|| panic!("delete of missing node {p} at zxid {zxid:#x}"));
+        let entry = self.nodes.remove(p).unwrap_or_else(|| panic!("delete of missing node {p} at zxid {zxid:#x}"));
+        let node = &entry.node;
         assert!(node.children.is_empty(), "delete of {p} with children at zxid {zxid:#x}");
         self.data_size -= p.len() as i64 + data_len(&node.data);
         self.acls.give_back(&node.acl);
@@ -444,13 +445,13 @@ impl DataTree {
     /// replace the fresh tree's versions (keeping their children).
     pub fn restore_node(&mut self, p: &str, mut node: Znode) {
         node.children = Children::default();
-        if let Some(existing) = self.nodes.get(p).cloned() {
-            node.children = existing.children.clone();
+        if let Some(existing) = self.nodes.get(p) {
+            let (key, acl, old_len) = (existing.path.clone(), existing.node.acl.clone(), data_len(&existing.node.data));
+            node.children = existing.node.children.clone();
             node.acl = self.acls.take(&node.acl);
-            self.acls.give_back(&existing.acl);
-            self.data_size += data_len(&node.data) - data_len(&existing.data);
-            let key = self.nodes.get_key_value(p).map(|(k, _)| k.clone()).unwrap_or_else(|| Arc::from(p));
-            self.nodes.insert(key, Arc::new(node));
+            self.acls.give_back(&acl);
+            self.data_size += data_len(&node.data) - old_len;
+            self.nodes.insert(key, node);
             return;
         }
         self.insert_node_raw(p, node);

@@ -6,6 +6,7 @@ pub mod acl;
 mod counts_tests;
 pub mod datatree;
 pub mod java_order;
+pub mod node_map;
 pub mod path;
 pub mod watches;
 
