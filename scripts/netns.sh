@@ -25,14 +25,16 @@
 #
 # Delay: with netem (mode netem) each namespace's eth0 delays what it sends, so any path between
 # two namespaces is delayed once per direction. Without netem (mode relay, e.g. Firecracker
-# kernels) every member's server binds 127.0.0.1 inside its namespace and a `ringkeeper-bench
-# delay-relay` there listens on the member's address and forwards to it, holding bytes for the
-# delay each way; inside each namespace the member names (PREFIX-mI, used in server.I lines)
-# resolve through /etc/netns/NS/hosts to the relay's address, or to 127.0.0.1 for the member
-# itself, so every member-to-member and client-to-member path crosses exactly one relay. TCP
-# cannot lose bytes through a relay: LOSS_PCT there stalls a stream by one minimum RTO (200 ms)
-# instead. Rules: nothing outside the namespaces this script makes is changed (no host routes,
-# no firewall; the only host files are /etc/netns/PREFIX-*, removed by down); `up` undoes
+# kernels) an nftables rule in each member's namespace redirects TCP arriving on eth0 for the
+# ports RK_NETNS_PORTS to port+10000, where a `ringkeeper-bench delay-relay` listens and
+# forwards to the member's own address and port, holding bytes for the delay each way. Every
+# member-to-member and client-to-member connection thus crosses exactly one relay (the one in
+# front of the member it connects to), the members' configs name the real addresses, and what
+# a member advertises (ZooKeeper sends its election address to peers) is right. A member sees
+# a relayed connection as coming from its own address. TCP cannot lose bytes through a relay:
+# LOSS_PCT there stalls a stream by one minimum RTO (200 ms) instead. Needs `nft` (Debian's
+# nftables) in relay mode. Rules: nothing outside the namespaces this script makes is changed
+# (no host routes, no host firewall: the nft rules live in the member namespaces); `up` undoes
 # itself when it fails; `down` removes everything even after a failed or killed run.
 
 NETNS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,6 +49,8 @@ NETNS_BENCH="${RK_BENCH_BIN:-$NETNS_ROOT/target/release/ringkeeper-bench}"
 NETNS_RK="${RK_BIN:-$NETNS_ROOT/target/release/ringkeeper}"
 # Members' client port (the same in every namespace) and how long a member may take to serve.
 NETNS_CLIENT_PORT=2181
+# A relay for port P listens on P + this (nft redirects arriving connections there).
+NETNS_RELAY_PORT_OFFSET=10000
 NETNS_SERVE_WAIT_S_MAX=120
 
 netns_name() { echo "$NETNS_PREFIX-$1"; } # m1, c, hub -> PREFIX-m1 ...
@@ -72,10 +76,16 @@ netns_unavailable_reason() {
         echo "veth pairs cannot be made here"
         return
     fi
+    local netem=0
+    ip -n "$probe" link set p0 up 2>/dev/null
+    if tc -n "$probe" qdisc add dev p0 root netem delay 0us 2>/dev/null; then netem=1; fi
     ip netns del "$probe" 2>/dev/null || true
+    if [ "$netem" = 0 ] && ! command -v nft >/dev/null; then
+        echo "the kernel has no netem qdisc and nft is missing for delay relays (apt-get install nftables)"
+    fi
 }
 
-# Runs CMD inside namespace NAME (m1, c, hub), with its /etc/netns hosts file.
+# Runs CMD inside namespace NAME (m1, c, hub).
 netns_exec() {
     local ns
     ns="$(netns_name "$1")"
@@ -96,26 +106,18 @@ netns_link() {
         ip -n "$ns" link set eth0 up
 }
 
-# Writes each namespace's hosts file: member names resolve to their addresses, or (relay mode)
-# a member's own name to 127.0.0.1, where its server binds behind the relay.
-netns_hosts() {
-    local n="$1" mode="$2"
-    for who in c $(seq -f 'm%g' 1 "$n"); do
-        local ns dir
-        ns="$(netns_name "$who")"
-        dir="/etc/netns/$ns"
-        mkdir -p "$dir" || return 1
-        {
-            echo "127.0.0.1 localhost"
-            for i in $(seq 1 "$n"); do
-                if [ "$mode" = relay ] && [ "$who" = "m$i" ]; then
-                    echo "127.0.0.1 $(netns_name "m$i")"
-                else
-                    echo "$(netns_addr "m$i") $(netns_name "m$i")"
-                fi
-            done
-        } >"$dir/hosts"
-    done
+# Relay mode: in member I's namespace, TCP arriving on eth0 for each relayed port P goes to
+# P + NETNS_RELAY_PORT_OFFSET on the same address, where its delay relay listens.
+netns_redirect() {
+    local rules="" p
+    for p in $NETNS_PORTS; do rules+="        iifname \"eth0\" tcp dport $p redirect to :$((p + NETNS_RELAY_PORT_OFFSET))"$'\n'; done
+    netns_exec "m$1" nft -f - <<EOF
+table ip rk_netns {
+    chain prerouting {
+        type nat hook prerouting priority dstnat; policy accept;
+$rules    }
+}
+EOF
 }
 
 # Makes the namespaces, links and hosts files for N members (netns_up undoes it on failure).
@@ -139,7 +141,9 @@ netns_build() {
     case "$mode" in netem | relay) ;; *) echo "netns: RK_NETNS_MODE must be auto, netem or relay" >&2; return 1 ;; esac
     echo "$n" >"$NETNS_STATE/members" || return 1
     echo "$mode" >"$NETNS_STATE/mode" || return 1
-    netns_hosts "$n" "$mode" || return 1
+    if [ "$mode" = relay ]; then
+        for i in $(seq 1 "$n"); do netns_redirect "$i" || return 1; done
+    fi
     netns_delay 0 0 0
 }
 
@@ -188,7 +192,7 @@ netns_delay() {
         for i in $(seq 1 "$n"); do
             local pairs=() addr
             addr="$(netns_addr "m$i")"
-            for p in $NETNS_PORTS; do pairs+=(--pair "$addr:$p=127.0.0.1:$p"); done
+            for p in $NETNS_PORTS; do pairs+=(--pair "$addr:$((p + NETNS_RELAY_PORT_OFFSET))=$addr:$p"); done
             # `ip netns exec` (not a function: $! must be the relay itself) execs the command.
             ip netns exec "$(netns_name "m$i")" "$NETNS_BENCH" delay-relay "${pairs[@]}" --delay-us "$us" --jitter-us "$jitter" \
                 --loss-pct "$loss" --seed "$i" >>"$NETNS_STATE/relay-m$i.log" 2>&1 &
@@ -208,9 +212,9 @@ netns_delay() {
     echo "$us $jitter $loss" >"$NETNS_STATE/delay"
 }
 
-# Kills every process inside the namespaces (SIGTERM, then SIGKILL), deletes them and the
-# /etc/netns files and state this script made (relay logs stay until the next up). Safe to
-# run any number of times.
+# Kills every process inside the namespaces (SIGTERM, then SIGKILL), deletes them (and with
+# them their links and nft rules) and the state this script made (relay logs stay until the
+# next up). Safe to run any number of times.
 netns_down() {
     local nss
     nss="$(netns_list)"
@@ -229,10 +233,6 @@ netns_down() {
         done
     done
     for ns in $nss; do ip netns del "$ns" 2>/dev/null || true; done
-    for d in /etc/netns/"$NETNS_PREFIX"-*; do
-        case "$d" in /etc/netns/"$NETNS_PREFIX"-hub | /etc/netns/"$NETNS_PREFIX"-c | /etc/netns/"$NETNS_PREFIX"-m[0-9]*) rm -rf "$d" ;; esac
-    done
-    rmdir /etc/netns 2>/dev/null || true
     rm -f "$NETNS_STATE/members" "$NETNS_STATE/mode" "$NETNS_STATE/delay"
     echo "netns: $NETNS_PREFIX-* removed"
 }
@@ -252,18 +252,16 @@ netns_srvr() {
 
 # Writes DIR/I/zoo.cfg (and myid) for member I of a KIND (rk|zk) ensemble.
 netns_member_cfg() {
-    local kind="$1" dir="$2" i="$3" n bind
+    local kind="$1" dir="$2" i="$3" n
     n="$(netns_members)"
-    bind="$(netns_addr "m$i")"
-    [ "$(netns_mode)" = relay ] && bind=127.0.0.1
     mkdir -p "$dir/$i"
     echo "$i" >"$dir/$i/myid"
     {
         echo "tickTime=${RK_NETNS_TICK_MS:-2000}"
         printf 'initLimit=10\nsyncLimit=5\ndataDir=%s\n' "$dir/$i"
-        printf 'clientPort=%s\nclientPortAddress=%s\n' "$NETNS_CLIENT_PORT" "$bind"
+        printf 'clientPort=%s\nclientPortAddress=%s\n' "$NETNS_CLIENT_PORT" "$(netns_addr "m$i")"
         printf 'maxClientCnxns=0\nforceSync=yes\n4lw.commands.whitelist=*\nadmin.enableServer=false\n'
-        for j in $(seq 1 "$n"); do echo "server.$j=$(netns_name "m$j"):2888:3888"; done
+        for j in $(seq 1 "$n"); do echo "server.$j=$(netns_addr "m$j"):2888:3888"; done
         # Members share this host's CPUs (as scripts/ensemble.sh runs them).
         if [ "$kind" = rk ]; then printf 'ringkeeper.cpuPinning=false\nringkeeper.spinBeforeParkUs=0\n'; fi
         echo "${RK_NETNS_EXTRA_CONFIG:-}"

@@ -4,18 +4,20 @@
 //! front of each ensemble member's ports where the kernel has no `netem` qdisc; it works the
 //! same on loopback without namespaces.
 //! Rules: a delay line, not a reorderer: a chunk never leaves before the one read before it on
-//! the same connection and direction (deadlines never decrease). Every buffer is bounded (at
-//! most `CHUNKS_MAX` chunks of `CHUNK_BYTES_MAX` per direction): when full the relay stops
-//! reading, so TCP backpressure reaches the sender; nothing is ever dropped. TCP cannot lose
+//! the same connection and direction (deadlines never decrease). One thread per direction
+//! reads and writes (no hand-off between threads: at 0 delay a chunk leaves on the thread that
+//! read it). Every buffer is bounded (at most `CHUNKS_MAX` chunks of `CHUNK_BYTES_MAX` per
+//! direction): when full the relay stops reading, so TCP backpressure reaches the sender;
+//! nothing is ever dropped. TCP cannot lose
 //! bytes, so "loss" is emulated as what a lost segment costs a TCP stream: a chunk picked with
 //! probability `--loss-pct` waits `--loss-penalty-us` more (default one minimum RTO, 200 ms),
 //! and the chunks behind it wait with it.
 
 use crate::workload::Rng;
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -94,49 +96,62 @@ fn tight_timer_slack() {
     }
 }
 
-/// Reads chunks from `from` into `tx`, each stamped with its departure time; ends at EOF or
-/// an error (dropping `tx` tells the writer to finish).
-fn read_side(mut from: TcpStream, tx: SyncSender<(Instant, Vec<u8>)>, line: Arc<Line>) {
-    let mut previous = Instant::now();
-    loop {
-        let mut buf = vec![0u8; CHUNK_BYTES_MAX];
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        buf.truncate(n);
-        previous = line.deadline(previous);
-        if tx.send((previous, buf)).is_err() {
-            return;
-        }
-    }
+/// Waits until `fd` is readable or `timeout` passes (`None`: no limit); true if readable (or
+/// closed or failed: the next read says which).
+fn wait_readable(fd: std::os::fd::RawFd, timeout: Option<Duration>) -> bool {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ts = timeout
+        .map(|t| libc::timespec { tv_sec: t.as_secs() as libc::time_t, tv_nsec: t.subsec_nanos() as libc::c_long });
+    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: one valid pollfd, a timespec that outlives the call or null, no signal mask.
+    let n = unsafe { libc::ppoll(&mut pfd, 1, ts_ptr, std::ptr::null()) };
+    n > 0 && pfd.revents != 0
 }
 
-/// Writes each chunk to `to` at its departure time; on EOF from the reader half-closes `to`,
-/// on a write error closes `from` too so the reader stops.
-fn write_side(mut to: TcpStream, from: TcpStream, rx: Receiver<(Instant, Vec<u8>)>) {
+/// One direction of a connection on one thread: reads chunks from `from` while fewer than
+/// `CHUNKS_MAX` wait, stamps each with its departure time, and writes each to `to` when due
+/// (at once, on this thread, when the delay is 0). At EOF it half-closes `to` once everything
+/// read has left; on a write error it closes both sockets so the other direction ends too.
+fn pump(mut from: TcpStream, mut to: TcpStream, line: Arc<Line>) {
+    use std::os::fd::AsRawFd;
     tight_timer_slack();
-    while let Ok((at, chunk)) = rx.recv() {
+    let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::with_capacity(CHUNKS_MAX);
+    let mut previous = Instant::now();
+    let mut eof = false;
+    loop {
         let now = Instant::now();
-        if at > now {
-            std::thread::sleep(at - now);
+        while queue.front().is_some_and(|(at, _)| *at <= now) {
+            let Some((_, chunk)) = queue.pop_front() else { break };
+            if to.write_all(&chunk).is_err() {
+                let _ = from.shutdown(Shutdown::Both);
+                let _ = to.shutdown(Shutdown::Both);
+                return;
+            }
         }
-        if to.write_all(&chunk).is_err() {
-            let _ = from.shutdown(Shutdown::Both);
-            let _ = to.shutdown(Shutdown::Both);
-            return;
+        let next = queue.front().map(|(at, _)| at.saturating_duration_since(Instant::now()));
+        if eof || queue.len() >= CHUNKS_MAX {
+            match next {
+                Some(wait) => std::thread::sleep(wait),
+                None => {
+                    let _ = to.shutdown(Shutdown::Write);
+                    return;
+                }
+            }
+            continue;
+        }
+        if !wait_readable(from.as_raw_fd(), next) {
+            continue;
+        }
+        let mut buf = vec![0u8; CHUNK_BYTES_MAX];
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => eof = true,
+            Ok(n) => {
+                buf.truncate(n);
+                previous = line.deadline(previous);
+                queue.push_back((previous, buf));
+            }
         }
     }
-    let _ = to.shutdown(Shutdown::Write);
-}
-
-/// One direction: a reader and a writer thread joined by a bounded queue.
-fn direction(from: &TcpStream, to: &TcpStream, line: &Arc<Line>) -> std::io::Result<[std::thread::JoinHandle<()>; 2]> {
-    let (tx, rx) = sync_channel(CHUNKS_MAX);
-    let (r_from, w_from, w_to, line) = (from.try_clone()?, from.try_clone()?, to.try_clone()?, line.clone());
-    let reader = std::thread::Builder::new().name("relay-read".into()).spawn(move || read_side(r_from, tx, line))?;
-    let writer = std::thread::Builder::new().name("relay-write".into()).spawn(move || write_side(w_to, w_from, rx))?;
-    Ok([reader, writer])
 }
 
 /// Relays one accepted connection until both directions have ended.
@@ -150,20 +165,20 @@ fn relay_conn(client: TcpStream, forward: SocketAddr, line: Arc<Line>) {
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let threads = match (direction(&client, &server, &line), direction(&server, &client, &line)) {
-        (Ok(a), Ok(b)) => [a, b],
-        (a, b) => {
-            eprintln!("delay-relay: cannot start relay threads for {forward}");
-            let _ = client.shutdown(Shutdown::Both);
-            let _ = server.shutdown(Shutdown::Both);
-            for h in a.into_iter().chain(b).flatten() {
-                let _ = h.join();
-            }
+    let (c2, s2) = match (client.try_clone(), server.try_clone()) {
+        (Ok(c), Ok(s)) => (c, s),
+        _ => {
+            eprintln!("delay-relay: cannot clone the sockets of a connection to {forward}");
             return;
         }
     };
-    for h in threads.into_iter().flatten() {
-        let _ = h.join();
+    let line2 = line.clone();
+    match std::thread::Builder::new().name("relay-back".into()).spawn(move || pump(s2, c2, line2)) {
+        Ok(back) => {
+            pump(client, server, line);
+            let _ = back.join();
+        }
+        Err(e) => eprintln!("delay-relay: cannot start a relay thread for {forward}: {e}"),
     }
 }
 
@@ -294,6 +309,29 @@ mod tests {
         c.read_exact(&mut buf).unwrap();
         assert_eq!(&buf, b"pong");
         assert!(t.elapsed() >= Duration::from_millis(40), "round trip {:?} shorter than 2 x 20 ms", t.elapsed());
+    }
+
+    #[test]
+    fn a_receiver_that_does_not_read_stops_the_sender_and_loses_nothing() {
+        let (front, server) = relay(0, 0);
+        let mut c = TcpStream::connect(front).unwrap();
+        let (mut s, _) = server.accept().unwrap();
+        c.set_write_timeout(Some(Duration::from_millis(500))).unwrap();
+        let block = vec![7u8; 64 * 1024];
+        let mut sent = 0usize;
+        // socket buffers plus the relay's CHUNKS_MAX x CHUNK_BYTES_MAX hold far less than 256 MiB
+        while sent < 256 << 20 {
+            match c.write(&block) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        assert!(sent < 256 << 20, "the relay buffered without bound ({sent} bytes taken)");
+        c.shutdown(Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert_eq!(got.len(), sent);
+        assert!(got.iter().all(|&b| b == 7));
     }
 
     #[test]
