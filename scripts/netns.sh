@@ -2,7 +2,8 @@
 # Ensembles in network namespaces: each member in its own namespace, a client namespace, all
 # joined by veth pairs to a bridge in a hub namespace, with a one-way delay on every path.
 #
-#   scripts/netns.sh check                   says whether this machine can run it (root, ip netns)
+#   scripts/netns.sh check                   whether this machine can run it (root, ip netns,
+#                                            netem or nft)
 #   scripts/netns.sh up N                    namespaces PREFIX-hub, PREFIX-m1..mN, PREFIX-c;
 #                                            members SUBNET.11.., client SUBNET.2 (/24)
 #   scripts/netns.sh delay US [JITTER_US] [LOSS_PCT]   one-way delay on every path (netem, or
@@ -12,6 +13,7 @@
 #   scripts/netns.sh ensemble-stop DIR       SIGTERM its members, SIGKILL after 10 s
 #   scripts/netns.sh conn                    the client connection string (from PREFIX-c)
 #   scripts/netns.sh srvr I                  member I's answer to srvr, asked from PREFIX-c
+#   scripts/netns.sh leader                  the number of the member that leads
 #   scripts/netns.sh exec NAME CMD...        CMD inside PREFIX-NAME (NAME: c, hub, m1..)
 #   scripts/netns.sh status                  namespaces, mode, delay, processes in each
 #   scripts/netns.sh down                    kills every process in the namespaces, deletes them
@@ -336,16 +338,16 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
             if [ -n "$why" ]; then echo "netns unavailable: $why"; exit 1; fi
             echo "netns available"
             ;;
-        up) [ $# -ge 2 ] || usage_from_header 4 18; netns_up "$2" ;;
+        up) [ $# -ge 2 ] || usage_from_header 5 19; netns_up "$2" ;;
         down) netns_down ;;
-        delay) [ $# -ge 2 ] || usage_from_header 4 18; netns_delay "$2" "${3:-0}" "${4:-0}" ;;
-        ensemble-start) [ $# -ge 3 ] || usage_from_header 4 18; netns_ensemble_start "$2" "$3" ;;
-        ensemble-stop) [ $# -ge 2 ] || usage_from_header 4 18; netns_ensemble_stop "$2" ;;
+        delay) [ $# -ge 2 ] || usage_from_header 5 19; netns_delay "$2" "${3:-0}" "${4:-0}" ;;
+        ensemble-start) [ $# -ge 3 ] || usage_from_header 5 19; netns_ensemble_start "$2" "$3" ;;
+        ensemble-stop) [ $# -ge 2 ] || usage_from_header 5 19; netns_ensemble_stop "$2" ;;
         conn) netns_conn ;;
-        srvr) [ $# -ge 2 ] || usage_from_header 4 18; netns_srvr "$2" ;;
+        srvr) [ $# -ge 2 ] || usage_from_header 5 19; netns_srvr "$2" ;;
         leader) netns_leader ;;
-        exec) [ $# -ge 3 ] || usage_from_header 4 18; shift; netns_exec "$@" ;;
+        exec) [ $# -ge 3 ] || usage_from_header 5 19; shift; netns_exec "$@" ;;
         status) netns_status ;;
-        *) usage_from_header 4 18 ;;
+        *) usage_from_header 5 19 ;;
     esac
 fi
