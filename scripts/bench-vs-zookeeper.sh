@@ -281,7 +281,7 @@ CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
 PREAMBLE="# ringkeeper vs Apache ZooKeeper, $(date -u +%Y-%m-%d)
 
 - Machine: $(nproc) CPUs ($CPU), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), \
-kernel $(uname -r); everything on 127.0.0.1.
+kernel $(uname -r); everything on 127.0.0.1$(if [ -f "$OUT/netns-mode.txt" ]; then echo " (netns3: in network namespaces, see below)"; fi).
 - Servers: ringkeeper $(git -C "$ROOT" rev-parse --short HEAD) (release build, embedded defaults plus the \
 config below); Apache ZooKeeper $ZK_VERSION (Debian), $JAVA_VERSION, heap -Xms/-Xmx $ZK_HEAP.
 - Both: tickTime 2000, forceSync yes, maxClientCnxns 0, data directories on the same disk.
