@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Throughput-versus-read-ratio curves, ringkeeper and Apache ZooKeeper side by side, on this
-# machine (127.0.0.1 only).
+# machine (127.0.0.1, and network namespaces for the netns3 setups).
 #
 #   scripts/bench-vs-zookeeper.sh [--quick] [--docs] [--summarize DIR]
 #
@@ -10,6 +10,10 @@
 #   1. the canned-reply responder (the ceiling of the harness and loopback),
 #   2. a standalone Apache ZooKeeper, 3. a standalone ringkeeper,
 #   4. a 3-member Apache ZooKeeper ensemble, 5. a 3-member ringkeeper ensemble,
+#   6, 7. the same ensembles with each member in its own network namespace and the load in a
+#      client namespace, BENCH_NETNS_DELAY_US one-way on every path (scripts/netns.sh: netem
+#      where the kernel has it, else delay relays; skipped with a message without root or
+#      namespaces),
 # each swept closed-loop, then (where ZooKeeper ran) open-loop at half of ZooKeeper's
 # saturation throughput to compare p99 latencies at the same load,
 # with matched settings: fsync on for both (forceSync=yes), data on the same disk (under the
@@ -26,8 +30,10 @@
 # (0,10,...,100), BENCH_HALF_RATIOS (0,50,90,100: where p99 is also measured open-loop at half
 # of ZooKeeper's saturation at that read share; empty: not), BENCH_THREADS (1), BENCH_PIN (CPUs for the load, e.g. 1), ZK_HEAP (2g),
 # BENCH_ONLY (comma list of: ceiling,ringkeeper-standalone,zookeeper-standalone,
-# ringkeeper-ensemble3,zookeeper-ensemble3), BENCH_BASE_PORT (27181; the run uses a few ports
-# above it). --quick: 4 ratios, 1 s warm-up, 2 s windows.
+# ringkeeper-ensemble3,zookeeper-ensemble3,ringkeeper-netns3,zookeeper-netns3), BENCH_BASE_PORT
+# (27181; the run uses a few ports above it), BENCH_NETNS_DELAY_US (100), BENCH_NETNS_JITTER_US
+# (0), RK_NETNS_PREFIX (rkbench: the namespaces' names). --quick: 4 ratios, 1 s warm-up, 2 s
+# windows.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,7 +46,7 @@ while [ $# -gt 0 ]; do
         --docs) DOCS=1 ;;
         --quick) QUICK=1 ;;
         --summarize) SUMMARIZE="${2:?--summarize needs a results directory}"; shift ;;
-        *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+        *) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
     shift
 done
@@ -58,8 +64,13 @@ if [ "$QUICK" = 1 ]; then
 fi
 THREADS=${BENCH_THREADS:-1}
 ZK_HEAP=${ZK_HEAP:-2g}
-ONLY=${BENCH_ONLY:-ceiling,ringkeeper-standalone,zookeeper-standalone,ringkeeper-ensemble3,zookeeper-ensemble3}
+ONLY=${BENCH_ONLY:-ceiling,ringkeeper-standalone,zookeeper-standalone,ringkeeper-ensemble3,zookeeper-ensemble3,ringkeeper-netns3,zookeeper-netns3}
 BASE_PORT=${BENCH_BASE_PORT:-27181}
+NETNS_DELAY_US=${BENCH_NETNS_DELAY_US:-100}
+NETNS_JITTER_US=${BENCH_NETNS_JITTER_US:-0}
+export RK_NETNS_PREFIX="${RK_NETNS_PREFIX:-rkbench}"
+# shellcheck source=scripts/netns.sh
+. "$ROOT/scripts/netns.sh"
 
 # --- what it needs ------------------------------------------------------------------------
 if ! dpkg -s zookeeper >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then
@@ -71,8 +82,6 @@ echo "==> cargo build --release --workspace"
 cargo build --release --workspace --bins
 RK="$ROOT/target/release/ringkeeper"
 BENCH="$ROOT/target/release/ringkeeper-bench"
-ZK_CP="/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar"
-ZK_CP="$ZK_CP:/usr/share/java/netty-transport-native-unix-common.jar:/usr/share/java/slf4j-simple.jar"
 
 OUT="$ROOT/bench-results/$(date -u +%Y%m%dT%H%M%SZ)"
 if [ -n "$SUMMARIZE" ]; then
@@ -80,10 +89,12 @@ if [ -n "$SUMMARIZE" ]; then
 fi
 mkdir -p "$OUT/data"
 PIDS=()
+NETNS_USED=0
 cleanup() {
     for p in "${PIDS[@]:-}"; do
         [ -n "$p" ] && kill "$p" 2>/dev/null || true
     done
+    if [ "$NETNS_USED" = 1 ]; then netns_down >/dev/null 2>&1 || true; fi
     wait 2>/dev/null || true
     rm -rf "$OUT/data"
 }
@@ -128,13 +139,14 @@ $3
 EOF
 }
 
+SWEEP_IN=() # a command prefix the load runs under (the client namespace for netns3)
 sweep() { # label, connection string, ratios, [extra args]
     local label="$1" servers="$2" ratios="$3"
     shift 3
     local pin=()
     if [ -n "${BENCH_PIN:-}" ]; then pin=(--pin "$BENCH_PIN"); fi
     echo "==> $label ($servers)"
-    "$BENCH" run --servers "$servers" --label "$label" --out "$OUT" --clients "$CLIENTS" \
+    "${SWEEP_IN[@]}" "$BENCH" run --servers "$servers" --label "$label" --out "$OUT" --clients "$CLIENTS" \
         --outstanding "$OUTSTANDING" --payload "$PAYLOAD" --znodes "$ZNODES" --ratios "$ratios" \
         --warmup-s "$WARMUP" --measure-s "$MEASURE" --threads "$THREADS" "${pin[@]}" "$@" \
         | tee -a "$OUT/harness.log"
@@ -155,7 +167,7 @@ start_rk() { # dir, port
 
 start_zk() { # dir, main class
     java "-Xmx$ZK_HEAP" "-Xms$ZK_HEAP" -Dzookeeper.4lw.commands.whitelist='*' -Dzookeeper.admin.enableServer=false \
-        -cp "$ZK_CP" "$2" "$1/zoo.cfg" >"$OUT/$(basename "$1").log" 2>&1 &
+        -cp "$ZK_CLASSPATH" "$2" "$1/zoo.cfg" >"$OUT/$(basename "$1").log" 2>&1 &
     PIDS+=($!)
 }
 
@@ -235,6 +247,29 @@ if want ringkeeper-ensemble3; then
     measure ringkeeper-ensemble3 "$ENSEMBLE_CONN"
     stop_all
 fi
+
+# --- 6, 7. three-member ensembles in network namespaces -------------------------------------------
+netns_ensemble() { # kind (rk|zk), label
+    local why dir="$OUT/data/$1-netns3"
+    why="$(netns_unavailable_reason)"
+    if [ -n "$why" ]; then
+        echo "==> skipping $2: $why"
+        return 0
+    fi
+    NETNS_USED=1
+    netns_up 3
+    netns_delay "$NETNS_DELAY_US" "$NETNS_JITTER_US"
+    netns_mode >"$OUT/netns-mode.txt"
+    netns_ensemble_start "$1" "$dir"
+    SWEEP_IN=(ip netns exec "$(netns_name c)")
+    measure "$2" "$(netns_conn)"
+    SWEEP_IN=()
+    netns_ensemble_stop "$dir"
+    for i in 1 2 3; do cp "$dir/$i/server.log" "$OUT/$1-netns3-$i.log"; done
+    netns_down
+}
+if want zookeeper-netns3; then netns_ensemble zk zookeeper-netns3; fi
+if want ringkeeper-netns3; then netns_ensemble rk ringkeeper-netns3; fi
 fi
 
 # --- summary ----------------------------------------------------------------------------------------
@@ -246,7 +281,7 @@ CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
 PREAMBLE="# ringkeeper vs Apache ZooKeeper, $(date -u +%Y-%m-%d)
 
 - Machine: $(nproc) CPUs ($CPU), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), \
-kernel $(uname -r); everything on 127.0.0.1.
+kernel $(uname -r); everything on 127.0.0.1$(if [ -f "$OUT/netns-mode.txt" ]; then echo " (netns3: in network namespaces, see below)"; fi).
 - Servers: ringkeeper $(git -C "$ROOT" rev-parse --short HEAD) (release build, embedded defaults plus the \
 config below); Apache ZooKeeper $ZK_VERSION (Debian), $JAVA_VERSION, heap -Xms/-Xmx $ZK_HEAP.
 - Both: tickTime 2000, forceSync yes, maxClientCnxns 0, data directories on the same disk.
@@ -258,6 +293,9 @@ $ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connect
 ensemble's members; $THREADS load executor(s)${BENCH_PIN:+ pinned to CPU $BENCH_PIN}.
 - Command: \`scripts/bench-vs-zookeeper.sh$QUICK_FLAG\`; raw rows in results.csv.
 - ceiling-standalone is the harness against a canned-reply responder: what the harness and loopback can do.
+$(if [ -f "$OUT/netns-mode.txt" ]; then echo "- netns3: each member in its own network namespace (\`scripts/netns.sh\`), the load in a client \
+namespace, ${NETNS_DELAY_US} µs one-way delay (+ jitter 0..${NETNS_JITTER_US} µs) on every path by $(cat "$OUT/netns-mode.txt") \
+(relay: a \`ringkeeper-bench delay-relay\` in front of each member)."; fi)
 - Open-loop points send at half of ZooKeeper's closed-loop throughput at that read share, each
   request at its scheduled time (paced in 1 ms steps); latency counts from the scheduled time.
 

@@ -1,4 +1,10 @@
-# Shell helpers shared by scripts/server.sh and scripts/ensemble.sh (sourced, not run).
+# Shell helpers shared by scripts/server.sh, scripts/ensemble.sh, scripts/netns.sh and
+# scripts/bench-vs-zookeeper.sh (sourced, not run; defines functions and constants only).
+
+# The class path of Apache ZooKeeper 3.8 from Debian's zookeeper package (its server runs
+# with org.apache.zookeeper.server.ZooKeeperServerMain or ...quorum.QuorumPeerMain).
+ZK_CLASSPATH=/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar
+ZK_CLASSPATH=$ZK_CLASSPATH:/usr/share/java/netty-transport-native-unix-common.jar:/usr/share/java/slf4j-simple.jar
 
 # The header comment of the calling script, lines $1 to $2, as usage; exits 2.
 usage_from_header() {

@@ -35,6 +35,7 @@ if [ ! -x "$VENV/bin/python" ] && ! python3 -c 'import venv, ensurepip' >/dev/nu
 fi
 command -v stdbuf >/dev/null 2>&1 || pkgs+=(coreutils)
 command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
+command -v nft >/dev/null 2>&1 || pkgs+=(nftables) # delay relays of scripts/netns.sh (no netem)
 if [ ${#pkgs[@]} -gt 0 ]; then
     echo "installing: ${pkgs[*]}"
     apt-get update -q

@@ -1,12 +1,14 @@
 //! `ringkeeper-bench`: throughput-versus-read-ratio curves in the manner of the ZooKeeper
 //! paper (Hunt et al., USENIX ATC 2010, §5) for any ZooKeeper-compatible server, the minimal
 //! responder that measures the ceiling, the summary of a results directory, and the
-//! large-state tools of scripts/bench-state.sh (fill, wait-read, writer).
+//! large-state tools of scripts/bench-state.sh (fill, wait-read, writer), and the TCP delay
+//! line scripts/netns.sh puts in front of ensemble members (delay-relay).
 //! Rules: options have the paper's defaults (up to 100 requests outstanding per client, 1 KiB
 //! payloads, read share 0..100 % in steps of 10); every number printed or written comes from
 //! a measured point; a point whose errors exceed `--max-error-share` fails the run.
 
 mod load;
+mod relay;
 mod report;
 mod responder;
 mod state;
@@ -59,6 +61,9 @@ enum Command {
     WaitRead(state::WaitReadArgs),
     /// Closed-loop writer recording the gaps between consecutive acknowledged writes.
     Writer(state::WriterArgs),
+    /// A TCP delay line: forwards LISTEN to FORWARD holding bytes for a one-way delay (+ jitter)
+    /// each way, order kept, bounded buffers (scripts/netns.sh without netem).
+    DelayRelay(relay::RelayArgs),
     /// Summary table and SVG plots of a results directory.
     Report {
         dir: PathBuf,
@@ -280,6 +285,7 @@ fn main() {
         Command::Fill(a) => state::fill(a),
         Command::WaitRead(a) => state::wait_read(a),
         Command::Writer(a) => state::writer(a),
+        Command::DelayRelay(a) => relay::run(a),
         Command::Report { dir, workload } => report::write_summary(&dir, workload.name(), "")
             .map(|text| println!("{text}"))
             .map_err(|e| format!("{}: {e}", dir.display())),

@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# Ensembles in network namespaces: each member in its own namespace, a client namespace, all
+# joined by veth pairs to a bridge in a hub namespace, with a one-way delay on every path.
+#
+#   scripts/netns.sh check                   whether this machine can run it (root, ip netns,
+#                                            netem or nft)
+#   scripts/netns.sh up N                    namespaces PREFIX-hub, PREFIX-m1..mN, PREFIX-c;
+#                                            members SUBNET.11.., client SUBNET.2 (/24)
+#   scripts/netns.sh delay US [JITTER_US] [LOSS_PCT]   one-way delay on every path (netem, or
+#                                            relays: set it before starting servers)
+#   scripts/netns.sh ensemble-start rk|zk DIR   a ringkeeper / Apache ZooKeeper ensemble, one
+#                                            member per namespace (ports 2181, 2888, 3888)
+#   scripts/netns.sh ensemble-stop DIR       SIGTERM its members, SIGKILL after 10 s
+#   scripts/netns.sh conn                    the client connection string (from PREFIX-c)
+#   scripts/netns.sh srvr I                  member I's answer to srvr, asked from PREFIX-c
+#   scripts/netns.sh leader                  the number of the member that leads
+#   scripts/netns.sh exec NAME CMD...        CMD inside PREFIX-NAME (NAME: c, hub, m1..)
+#   scripts/netns.sh status                  namespaces, mode, delay, processes in each
+#   scripts/netns.sh down                    kills every process in the namespaces, deletes them
+#
+# Sourced (`. scripts/netns.sh`) it only defines the netns_* functions (issue 18's fault rig
+# reuses them). Environment: RK_NETNS_PREFIX (rk), RK_NETNS_SUBNET (10.77.0: addresses
+# SUBNET.x/24 exist only inside the namespaces), RK_NETNS_MODE (auto: netem when the kernel has
+# the netem qdisc, else relays; or netem / relay), RK_NETNS_PORTS ("2181 2888 3888": what the
+# relays front), RK_NETNS_TICK_MS (2000), RK_NETNS_EXTRA_CONFIG (appended to every zoo.cfg),
+# ZK_HEAP (2g), RK_BIN, RK_BENCH_BIN. State: target/netns-PREFIX/.
+#
+# Delay: with netem (mode netem) each namespace's eth0 delays what it sends, so any path between
+# two namespaces is delayed once per direction. Without netem (mode relay, e.g. Firecracker
+# kernels) an nftables rule in each member's namespace redirects TCP arriving on eth0 for the
+# ports RK_NETNS_PORTS to port+10000, where a `ringkeeper-bench delay-relay` listens and
+# forwards to the member's own address and port, holding bytes for the delay each way. Every
+# member-to-member and client-to-member connection thus crosses exactly one relay (the one in
+# front of the member it connects to), the members' configs name the real addresses, and what
+# a member advertises (ZooKeeper sends its election address to peers) is right. A member sees
+# a relayed connection as coming from its own address. TCP cannot lose bytes through a relay:
+# LOSS_PCT there stalls a stream by one minimum RTO (200 ms) instead. Needs `nft` (Debian's
+# nftables) in relay mode. Rules: nothing outside the namespaces this script makes is changed
+# (no host routes, no host firewall: the nft rules live in the member namespaces); `up` undoes
+# itself when it fails; `down` removes everything even after a failed or killed run.
+
+NETNS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/common.sh
+. "$NETNS_ROOT/scripts/common.sh"
+
+NETNS_PREFIX="${RK_NETNS_PREFIX:-rk}"
+NETNS_SUBNET="${RK_NETNS_SUBNET:-10.77.0}"
+NETNS_PORTS="${RK_NETNS_PORTS:-2181 2888 3888}"
+NETNS_STATE="${RK_NETNS_STATE:-$NETNS_ROOT/target/netns-$NETNS_PREFIX}"
+NETNS_BENCH="${RK_BENCH_BIN:-$NETNS_ROOT/target/release/ringkeeper-bench}"
+NETNS_RK="${RK_BIN:-$NETNS_ROOT/target/release/ringkeeper}"
+# Members' client port (the same in every namespace) and how long a member may take to serve.
+NETNS_CLIENT_PORT=2181
+# A relay for port P listens on P + this (nft redirects arriving connections there).
+NETNS_RELAY_PORT_OFFSET=10000
+NETNS_SERVE_WAIT_S_MAX=120
+
+netns_name() { echo "$NETNS_PREFIX-$1"; } # m1, c, hub -> PREFIX-m1 ...
+netns_addr() {                              # c -> SUBNET.2, mI -> SUBNET.(10+I)
+    case "$1" in
+        c) echo "$NETNS_SUBNET.2" ;;
+        m*) echo "$NETNS_SUBNET.$((10 + ${1#m}))" ;;
+        *) return 1 ;;
+    esac
+}
+netns_members() { cat "$NETNS_STATE/members" 2>/dev/null || echo 0; }
+netns_mode() { cat "$NETNS_STATE/mode" 2>/dev/null || echo none; }
+netns_list() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$NETNS_PREFIX-(hub|c|m[0-9]+)$" || true; }
+
+# Empty when this machine can run namespaces, else why not (one line).
+netns_unavailable_reason() {
+    [ "$(id -u)" = 0 ] || { echo "needs root (ip netns)"; return; }
+    command -v ip >/dev/null || { echo "needs iproute2 (ip)"; return; }
+    local probe="$NETNS_PREFIX-probe$$"
+    if ! ip netns add "$probe" 2>/dev/null; then echo "ip netns add fails here (no network namespaces)"; return; fi
+    if ! ip -n "$probe" link add p0 type veth peer name p1 2>/dev/null; then
+        ip netns del "$probe" 2>/dev/null
+        echo "veth pairs cannot be made here"
+        return
+    fi
+    local netem=0
+    ip -n "$probe" link set p0 up 2>/dev/null
+    if tc -n "$probe" qdisc add dev p0 root netem delay 0us 2>/dev/null; then netem=1; fi
+    ip netns del "$probe" 2>/dev/null || true
+    if [ "$netem" = 0 ] && ! command -v nft >/dev/null; then
+        echo "the kernel has no netem qdisc and nft is missing for delay relays (apt-get install nftables)"
+    fi
+}
+
+# Runs CMD inside namespace NAME (m1, c, hub).
+netns_exec() {
+    local ns
+    ns="$(netns_name "$1")"
+    shift
+    ip netns exec "$ns" "$@"
+}
+
+# Joins namespace $1 (short name) to the hub's bridge with address $2 on its eth0.
+netns_link() {
+    local ns hub
+    ns="$(netns_name "$1")"
+    hub="$(netns_name hub)"
+    ip netns add "$ns" &&
+        ip -n "$hub" link add "h-$1" type veth peer name eth0 netns "$ns" &&
+        ip -n "$hub" link set "h-$1" master br0 up &&
+        ip -n "$ns" addr add "$2/24" dev eth0 &&
+        ip -n "$ns" link set lo up &&
+        ip -n "$ns" link set eth0 up
+}
+
+# Relay mode: in member I's namespace, TCP arriving on eth0 for each relayed port P goes to
+# P + NETNS_RELAY_PORT_OFFSET on the same address, where its delay relay listens.
+netns_redirect() {
+    local rules="" p
+    for p in $NETNS_PORTS; do rules+="        iifname \"eth0\" tcp dport $p redirect to :$((p + NETNS_RELAY_PORT_OFFSET))"$'\n'; done
+    netns_exec "m$1" nft -f - <<EOF
+table ip rk_netns {
+    chain prerouting {
+        type nat hook prerouting priority dstnat; policy accept;
+$rules    }
+}
+EOF
+}
+
+# Makes the namespaces, links and hosts files for N members (netns_up undoes it on failure).
+netns_build() {
+    local n="$1" hub mode="${RK_NETNS_MODE:-auto}"
+    hub="$(netns_name hub)"
+    mkdir -p "$NETNS_STATE" || return 1
+    rm -f "$NETNS_STATE"/relay-m*.log
+    ip netns add "$hub" || return 1
+    ip -n "$hub" link add br0 type bridge || return 1
+    ip -n "$hub" link set br0 up || return 1
+    netns_link c "$(netns_addr c)" || return 1
+    for i in $(seq 1 "$n"); do netns_link "m$i" "$(netns_addr "m$i")" || return 1; done
+    if [ "$mode" = auto ]; then
+        mode=relay
+        if tc -n "$(netns_name c)" qdisc add dev eth0 root netem delay 0us 2>/dev/null; then
+            tc -n "$(netns_name c)" qdisc del dev eth0 root || return 1
+            mode=netem
+        fi
+    fi
+    case "$mode" in netem | relay) ;; *) echo "netns: RK_NETNS_MODE must be auto, netem or relay" >&2; return 1 ;; esac
+    echo "$n" >"$NETNS_STATE/members" || return 1
+    echo "$mode" >"$NETNS_STATE/mode" || return 1
+    if [ "$mode" = relay ]; then
+        for i in $(seq 1 "$n"); do netns_redirect "$i" || return 1; done
+    fi
+    netns_delay 0 0 0
+}
+
+# Creates the namespaces for N members and a client; removes everything if a step fails.
+netns_up() {
+    local n="$1" why
+    [[ "$n" =~ ^[1-9][0-9]?$ ]] || { echo "netns up: N must be 1..99" >&2; return 2; }
+    why="$(netns_unavailable_reason)"
+    [ -z "$why" ] || { echo "netns: $why" >&2; return 1; }
+    if [ -n "$(netns_list)" ]; then echo "netns: namespaces $NETNS_PREFIX-* exist; run down first" >&2; return 1; fi
+    trap 'netns_down >/dev/null 2>&1' INT TERM
+    if ! netns_build "$n"; then
+        netns_down >/dev/null 2>&1
+        trap - INT TERM
+        return 1
+    fi
+    trap - INT TERM
+    echo "netns: $n members + client in $NETNS_PREFIX-*, subnet $NETNS_SUBNET.0/24, delay by $(netns_mode)"
+}
+
+# Kills the relays this script started (relay mode) and waits until they are gone.
+netns_relays_stop() {
+    local f p
+    for f in "$NETNS_STATE"/relay-m*.pid; do
+        [ -f "$f" ] || continue
+        p="$(cat "$f")"
+        kill "$p" 2>/dev/null || true
+        for _ in $(seq 1 50); do [ -e "/proc/$p" ] || break; sleep 0.1; done
+        rm -f "$f"
+    done
+}
+
+# One-way delay US (+ jitter 0..JITTER_US, + loss LOSS_PCT) on every path between namespaces.
+netns_delay() {
+    local us="${1:?delay US}" jitter="${2:-0}" loss="${3:-0}" n mode
+    n="$(netns_members)"
+    mode="$(netns_mode)"
+    [ "$n" -gt 0 ] || { echo "netns: not up" >&2; return 1; }
+    if [ "$mode" = netem ]; then
+        for who in c $(seq -f 'm%g' 1 "$n"); do
+            tc -n "$(netns_name "$who")" qdisc replace dev eth0 root netem delay "${us}us" "${jitter}us" loss "${loss}%" || return 1
+        done
+    else
+        [ -x "$NETNS_BENCH" ] || { echo "netns: $NETNS_BENCH missing (cargo build --release)" >&2; return 1; }
+        netns_relays_stop
+        for i in $(seq 1 "$n"); do
+            local pairs=() addr
+            addr="$(netns_addr "m$i")"
+            for p in $NETNS_PORTS; do pairs+=(--pair "$addr:$((p + NETNS_RELAY_PORT_OFFSET))=$addr:$p"); done
+            # `ip netns exec` (not a function: $! must be the relay itself) execs the command.
+            ip netns exec "$(netns_name "m$i")" "$NETNS_BENCH" delay-relay "${pairs[@]}" --delay-us "$us" --jitter-us "$jitter" \
+                --loss-pct "$loss" --seed "$i" >>"$NETNS_STATE/relay-m$i.log" 2>&1 &
+            echo $! >"$NETNS_STATE/relay-m$i.pid"
+        done
+        # Ready once every relay accepts on its first port (checked from the client namespace).
+        for i in $(seq 1 "$n"); do
+            local port ok=0
+            port="${NETNS_PORTS%% *}"
+            for _ in $(seq 1 100); do
+                if netns_exec c bash -c "exec 3<>/dev/tcp/$(netns_addr "m$i")/$port" 2>/dev/null; then ok=1; break; fi
+                sleep 0.05
+            done
+            [ "$ok" = 1 ] || { echo "netns: the relay of m$i does not listen; see $NETNS_STATE/relay-m$i.log" >&2; return 1; }
+        done
+    fi
+    echo "$us $jitter $loss" >"$NETNS_STATE/delay"
+}
+
+# Kills every process inside the namespaces (SIGTERM, then SIGKILL), deletes them (and with
+# them their links and nft rules) and the state this script made (relay logs stay until the
+# next up). Safe to run any number of times.
+netns_down() {
+    local nss
+    nss="$(netns_list)"
+    netns_relays_stop 2>/dev/null
+    for sig in TERM KILL; do
+        local left=0
+        for ns in $nss; do
+            for p in $(ip netns pids "$ns" 2>/dev/null); do kill "-$sig" "$p" 2>/dev/null && left=1 || true; done
+        done
+        [ "$left" = 0 ] && break
+        for _ in $(seq 1 50); do
+            left=0
+            for ns in $nss; do [ -n "$(ip netns pids "$ns" 2>/dev/null)" ] && left=1 || true; done
+            [ "$left" = 0 ] && break
+            sleep 0.1
+        done
+    done
+    for ns in $nss; do ip netns del "$ns" 2>/dev/null || true; done
+    rm -f "$NETNS_STATE/members" "$NETNS_STATE/mode" "$NETNS_STATE/delay"
+    echo "netns: $NETNS_PREFIX-* removed"
+}
+
+# The client connection string, as seen from the client namespace.
+netns_conn() {
+    local conn="" i
+    for i in $(seq 1 "$(netns_members)"); do conn+="${conn:+,}$(netns_addr "m$i"):$NETNS_CLIENT_PORT"; done
+    echo "$conn"
+}
+
+# Member I's answer to srvr, asked from the client namespace (empty if none within 2 s).
+netns_srvr() {
+    netns_exec c timeout 2 bash -c "exec 3<>/dev/tcp/$(netns_addr "m$1")/$NETNS_CLIENT_PORT && printf srvr >&3 && cat <&3" \
+        2>/dev/null || true
+}
+
+# Writes DIR/I/zoo.cfg (and myid) for member I of a KIND (rk|zk) ensemble.
+netns_member_cfg() {
+    local kind="$1" dir="$2" i="$3" n
+    n="$(netns_members)"
+    mkdir -p "$dir/$i"
+    echo "$i" >"$dir/$i/myid"
+    {
+        echo "tickTime=${RK_NETNS_TICK_MS:-2000}"
+        printf 'initLimit=10\nsyncLimit=5\ndataDir=%s\n' "$dir/$i"
+        printf 'clientPort=%s\nclientPortAddress=%s\n' "$NETNS_CLIENT_PORT" "$(netns_addr "m$i")"
+        printf 'maxClientCnxns=0\nforceSync=yes\n4lw.commands.whitelist=*\nadmin.enableServer=false\n'
+        for j in $(seq 1 "$n"); do echo "server.$j=$(netns_addr "m$j"):2888:3888"; done
+        # Members share this host's CPUs (as scripts/ensemble.sh runs them).
+        if [ "$kind" = rk ]; then printf 'ringkeeper.cpuPinning=false\nringkeeper.spinBeforeParkUs=0\n'; fi
+        echo "${RK_NETNS_EXTRA_CONFIG:-}"
+    } >"$dir/$i/zoo.cfg"
+}
+
+# Starts a KIND (rk|zk) ensemble with its data under DIR, one member per namespace, and waits
+# until every member leads or follows.
+netns_ensemble_start() {
+    local kind="$1" dir="$2" n i
+    n="$(netns_members)"
+    [ "$n" -gt 0 ] || { echo "netns: not up" >&2; return 1; }
+    mkdir -p "$dir"
+    dir="$(cd "$dir" && pwd)"
+    for i in $(seq 1 "$n"); do
+        netns_member_cfg "$kind" "$dir" "$i"
+        case "$kind" in
+            rk) ip netns exec "$(netns_name "m$i")" "$NETNS_RK" serve --config "$dir/$i/zoo.cfg" >>"$dir/$i/server.log" 2>&1 & ;;
+            zk) ip netns exec "$(netns_name "m$i")" java "-Xmx${ZK_HEAP:-2g}" "-Xms${ZK_HEAP:-2g}" -Dzookeeper.4lw.commands.whitelist='*' \
+                -Dzookeeper.admin.enableServer=false -cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain \
+                "$dir/$i/zoo.cfg" >>"$dir/$i/server.log" 2>&1 & ;;
+            *) echo "netns: ensemble kind must be rk or zk" >&2; return 2 ;;
+        esac
+        echo $! >"$dir/$i/pid"
+    done
+    local deadline=$((SECONDS + NETNS_SERVE_WAIT_S_MAX))
+    for i in $(seq 1 "$n"); do
+        until netns_srvr "$i" | grep -qE 'Mode: (leader|follower)'; do
+            if [ "$SECONDS" -ge "$deadline" ] || ! alive "$dir/$i"; then
+                echo "netns: member $i of $dir does not serve; see $dir/$i/server.log" >&2
+                return 1
+            fi
+            sleep 0.25
+        done
+    done
+}
+
+# The number of the member that leads (empty if none answers so).
+netns_leader() {
+    local i
+    for i in $(seq 1 "$(netns_members)"); do
+        if netns_srvr "$i" | grep -q 'Mode: leader'; then echo "$i"; return 0; fi
+    done
+}
+
+netns_ensemble_stop() {
+    local dir="$1" d
+    for d in "$dir"/*/; do alive "$d" && kill -TERM "$(cat "$d/pid")" 2>/dev/null || true; done
+    for _ in $(seq 1 100); do
+        local any=0
+        for d in "$dir"/*/; do alive "$d" && any=1 || true; done
+        [ "$any" = 0 ] && return 0
+        sleep 0.1
+    done
+    for d in "$dir"/*/; do alive "$d" && kill -KILL "$(cat "$d/pid")" 2>/dev/null || true; done
+    return 0
+}
+
+netns_status() {
+    local nss
+    nss="$(netns_list)"
+    [ -n "$nss" ] || { echo "netns: no $NETNS_PREFIX-* namespaces"; return 0; }
+    echo "mode $(netns_mode), $(netns_members) members, delay/jitter/loss: $(cat "$NETNS_STATE/delay" 2>/dev/null)"
+    for ns in $nss; do echo "$ns: pids $(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"; done
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -euo pipefail
+    case "${1:-}" in
+        check)
+            why="$(netns_unavailable_reason)"
+            if [ -n "$why" ]; then echo "netns unavailable: $why"; exit 1; fi
+            echo "netns available"
+            ;;
+        up) [ $# -ge 2 ] || usage_from_header 5 19; netns_up "$2" ;;
+        down) netns_down ;;
+        delay) [ $# -ge 2 ] || usage_from_header 5 19; netns_delay "$2" "${3:-0}" "${4:-0}" ;;
+        ensemble-start) [ $# -ge 3 ] || usage_from_header 5 19; netns_ensemble_start "$2" "$3" ;;
+        ensemble-stop) [ $# -ge 2 ] || usage_from_header 5 19; netns_ensemble_stop "$2" ;;
+        conn) netns_conn ;;
+        srvr) [ $# -ge 2 ] || usage_from_header 5 19; netns_srvr "$2" ;;
+        leader) netns_leader ;;
+        exec) [ $# -ge 3 ] || usage_from_header 5 19; shift; netns_exec "$@" ;;
+        status) netns_status ;;
+        *) usage_from_header 5 19 ;;
+    esac
+fi
