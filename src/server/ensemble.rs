@@ -84,6 +84,11 @@ pub const FORWARDED_BYTES_MAX: usize = 32 * 1024 * 1024;
 const OUTPUT_ROUNDS_MAX: usize = 64;
 /// Bytes of persists that may wait for a full disk before the member stops.
 pub const PERSIST_QUEUE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Bytes of persists queued behind the log append in flight past which the member takes in
+/// nothing new (client requests, forwards, peer messages) until the log catches up: a slow
+/// disk slows the leader down through its own intake and its followers' links, as it did
+/// when the loop awaited each fdatasync.
+pub const PERSIST_BACKLOG_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 pub struct EnsembleParams {
     pub config: Arc<Config>,
@@ -242,6 +247,9 @@ impl Member {
 
     /// Whether this member takes new work now (see the rules above).
     fn intake_open(&self, net: &PeerNet) -> bool {
+        if self.log_behind() {
+            return false;
+        }
         match self.serving {
             Some(Role::Leading { .. }) => {
                 1 + self.other_voters.iter().filter(|&&v| net.keeping_up(v)).count() >= self.quorum
@@ -252,6 +260,12 @@ impl Member {
             // Not serving: what arrives is refused at once; nothing to hold back.
             _ => true,
         }
+    }
+
+    /// The log is behind by more than `PERSIST_BACKLOG_BYTES_MAX` (on a slow disk; a full
+    /// disk keeps its own rules, `PERSIST_QUEUE_BYTES_MAX`).
+    fn log_behind(&self) -> bool {
+        self.persist_queue_bytes >= PERSIST_BACKLOG_BYTES_MAX && !self.disk_full
     }
 
     /// Whether this pass may take in more.
@@ -843,6 +857,10 @@ async fn settle_log(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<(), St
 async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<(), String> {
     if let Some((appends, result)) = log.finished() {
         land(m, appends, result)?;
+        if m.disk_full {
+            // Tried again on a later pass (a tick at the latest), not at once in a loop.
+            return Ok(());
+        }
     }
     while !log.busy() {
         let Some(op) = m.persist_queue.pop_front() else { break };
@@ -1172,7 +1190,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         }
         inbox.made_room();
         m.forward_touches();
-        loop {
+        while !m.log_behind() {
             let next = peer_inbox.borrow_mut().pop_front();
             match next {
                 None => break,
@@ -1289,7 +1307,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         }
         // Held-back work waits for the peers' acks (peer messages) or the ticker, not a spin.
         let intake_waits = (!inbox.is_empty() || !m.held.is_empty() || !m.rounds.is_empty()) && open;
-        if !m.out.is_empty() || intake_waits || !peer_inbox.borrow().is_empty() {
+        // Behind on the log: the append in flight wakes the loop when it lands.
+        let peers_wait = !peer_inbox.borrow().is_empty() && !m.log_behind();
+        if !m.out.is_empty() || intake_waits || peers_wait {
             wake.signal(1);
         }
         if config.snapshot_due(m.delivered_since_snapshot, m.delivered_bytes_since_snapshot) && snapshots.idle() {

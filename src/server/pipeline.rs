@@ -3,10 +3,14 @@
 //! there once, assigns zxids, appends the batch to the txn log with one fdatasync, and only
 //! then fans the batch out to every client core with the tree's root (`commit_queue`). It also owns the session table and its expiry, the container /
 //! TTL reaper, and the snapshot schedule.
+//! The log runs beside the loop (`log_task`): while one batch is written and synced, the loop
+//! takes in and preps the next (up to the batch caps), which goes out as soon as the first is
+//! durable; an idle log writes a lone txn at once.
 //! Rules: nothing leaves this core before it is durable; a txn is fully determined here (zxid,
 //! time, session, sequence names, errors); zxids increase by exactly one; a log write that
 //! finds the disk full refuses that batch's writes (ZSYSTEMERROR) and rolls the prep tree,
-//! zxids and sessions back to the last durable state (reads go on; the next write tries the
+//! zxids and sessions back to the last durable state, refusing the txns prepped on top of it
+//! too (reads go on; the next write tries the
 //! log again); any other log write error stops the server (nothing after it can be
 //! acknowledged); sessions, ticks and schedules run on the monotonic clock, a txn's time is
 //! the wall clock's (`clock::Now`).
@@ -14,8 +18,9 @@
 use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
 use super::inspect::{Collections, Inspect, SessionSets};
+use super::log_task::LogSlot;
 use super::log_writer::{is_disk_full, TxnLogWriter};
-use super::messages::{Commit, ToClientCore, ToPipeline};
+use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
 use super::snapshot_writer;
 use crate::config::Config;
 use crate::proto::ErrorCode;
@@ -231,17 +236,21 @@ impl Pipeline {
     }
 
     /// The log could not take the batch (the disk is full): nothing of it is durable, so
-    /// nothing of it happened. The prep tree goes back to `durable` (the tree as of the last
+    /// nothing of it happened, nor anything prepped on top of it since (`refused` is the
+    /// batch the log refused; what this pipeline holds now came after it). The prep tree goes back to `durable` (the tree as of the last
     /// logged txn; zxids with it), the sessions the batch created or closed are put back as
     /// they were, each write gets `ZSYSTEMERROR` (ZooKeeper has no code for a full disk), a
     /// connection whose new session was not logged is closed (its client reconnects), and the
     /// items that did not depend on the log (syncs, refusals, closes) go out as they are.
-    fn undo_unlogged(&mut self, durable: &DataTree, now_mono_ms: i64) {
+    fn undo_unlogged(&mut self, refused: Landing, durable: &DataTree, now_mono_ms: i64) {
         let err = ErrorCode::SystemError.code();
         let mut created = Vec::new();
         let mut kept = Vec::new();
-        self.bytes_since_snapshot = self.bytes_since_snapshot.saturating_sub(self.record_bytes as u64);
-        for item in self.commits.take_items() {
+        let unlogged_bytes = (self.record_bytes + refused.record_bytes) as u64;
+        self.bytes_since_snapshot = self.bytes_since_snapshot.saturating_sub(unlogged_bytes);
+        let mut unlogged: Vec<Commit> = refused.batches.into_iter().flat_map(|b| b.items).collect();
+        unlogged.extend(self.commits.take_items());
+        for item in unlogged {
             match item {
                 Commit::Txn { txn, origin, .. } => {
                     self.txns_since_snapshot = self.txns_since_snapshot.saturating_sub(1);
@@ -574,6 +583,67 @@ impl Snapshots {
 
 /// Runs the pipeline core until shutdown. Returns an error only when the log cannot be
 /// written (the server must stop: it can no longer make anything durable).
+/// A log batch on its way to the disk, with what goes out once it is durable.
+struct Landing {
+    /// Its commit batches (sealed when the append started), for the client cores.
+    batches: Vec<CommitBatch>,
+    /// The tree as of its last txn: what a snapshot may be taken of, and what a later full
+    /// disk rolls back to, once it is durable.
+    tree: DataTree,
+    txns: usize,
+    record_bytes: usize,
+}
+
+/// What the loop keeps about the log between passes.
+struct LogState {
+    slot: LogSlot<Landing>,
+    /// The tree as of the last txn the log holds.
+    durable: DataTree,
+    /// The last append found the disk full.
+    disk_full: bool,
+}
+
+/// Reports a finished append: its batches go to the client cores; a full disk refuses them
+/// and everything prepped after them (`undo_unlogged`); any other error stops the server
+/// (nothing after it can be made durable).
+async fn land(
+    p: &mut Pipeline,
+    log: &mut LogState,
+    landing: Landing,
+    result: std::io::Result<()>,
+    senders: &CoreSenders,
+    stats: &super::stats::Stats,
+    now: Now,
+) -> Result<(), String> {
+    match result {
+        Ok(()) => {
+            stats.count_log_batch(landing.txns);
+            log.durable = landing.tree;
+            if std::mem::take(&mut log.disk_full) {
+                tracing::info!("the txn log takes writes again (zxid {:#x})", log.durable.last_zxid());
+            }
+            senders.send_all(ToClientCore::Batches(Arc::new(landing.batches))).await;
+            Ok(())
+        }
+        Err(e) if is_disk_full(&e) => {
+            if !std::mem::replace(&mut log.disk_full, true) {
+                tracing::error!(
+                    "txn log write failed: {e}; refusing writes (ZSYSTEMERROR) while reads go on, and trying again \
+                     with each new write: free space in {}",
+                    p.config.data_log_dir.display()
+                );
+            }
+            let durable = log.durable.clone();
+            p.undo_unlogged(landing, &durable, now.mono_ms);
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!("txn log write failed: {e}; stopping (nothing more can be made durable)");
+            Err(format!("txn log write failed: {e}"))
+        }
+    }
+}
+
 pub async fn run(params: PipelineParams) -> Result<(), String> {
     let PipelineParams { config, recovered, tree, from_cores, to_cores, shutdown, stats } = params;
     let now = Now::read();
@@ -581,7 +651,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     for (id, entry) in tree.sessions() {
         sessions.add(id, entry.timeout_ms, now.mono_ms);
     }
-    let mut log = open_log(&config, &recovered.tail, tree.last_zxid() + 1).await?;
+    let log_writer = open_log(&config, &recovered.tail, tree.last_zxid() + 1).await?;
     tracing::info!("pipeline core ready at zxid {:#x} with {} sessions", tree.last_zxid(), sessions.len());
 
     let mut p = Pipeline {
@@ -608,10 +678,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
 
     let mut snapshots = Snapshots::new(now.mono_ms, stats.clone());
-    // The tree as of the last txn the log holds (what a full disk rolls the prep tree back
-    // to), and whether the last append found the disk full.
-    let mut durable = p.tree.clone();
-    let mut disk_full = false;
+    let mut log = LogState { slot: LogSlot::new(log_writer, wake.clone()), durable: p.tree.clone(), disk_full: false };
     let mut last_reap_ms = now.mono_ms;
     loop {
         if wake.acquire(1).await.is_err() {
@@ -641,54 +708,60 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 p.reap(now);
             }
         }
-        if !p.records.is_empty() {
-            match log.append(&p.records).await {
-                Ok(()) => {
-                    stats.count_log_batch(p.records.len());
-                    p.records.clear();
-                    p.record_bytes = 0;
-                    stats.publish_syncs(log.sync_times());
-                    durable = p.tree.clone();
-                    if std::mem::take(&mut disk_full) {
-                        tracing::info!("the txn log takes writes again (zxid {:#x})", p.tree.last_zxid());
-                    }
-                }
-                Err(e) if is_disk_full(&e) => {
-                    if !std::mem::replace(&mut disk_full, true) {
-                        tracing::error!(
-                            "txn log write failed: {e}; refusing writes (ZSYSTEMERROR) while reads go on, and \
-                             trying again with each new write: free space in {}",
-                            config.data_log_dir.display()
-                        );
-                    }
-                    p.undo_unlogged(&durable, now.mono_ms);
-                }
-                Err(e) => {
-                    tracing::error!("txn log write failed: {e}; stopping (nothing more can be made durable)");
-                    senders.shutdown().await;
-                    return Err(format!("txn log write failed: {e}"));
-                }
+        // The log runs beside this loop (`log_task`): a finished append is reported, then the
+        // txns prepped meanwhile go out as the next batch (one append in flight).
+        if let Some((landing, result)) = log.slot.finished() {
+            if let Err(e) = land(&mut p, &mut log, landing, result, &senders, &stats, now).await {
+                senders.shutdown().await;
+                return Err(e);
+            }
+            if let Some(writer) = log.slot.idle() {
+                stats.publish_syncs(writer.sync_times());
             }
         }
-        if !p.commits.is_empty() {
-            senders.send_all(ToClientCore::Batches(Arc::new(p.commits.take(&p.tree)))).await;
+        if !log.slot.busy() {
+            if !p.records.is_empty() {
+                let landing = Landing {
+                    batches: p.commits.take(&p.tree),
+                    tree: p.tree.clone(),
+                    txns: p.records.len(),
+                    record_bytes: std::mem::take(&mut p.record_bytes),
+                };
+                log.slot.start(std::mem::take(&mut p.records), landing);
+            } else if !p.commits.is_empty() {
+                // Nothing to log: answers that depend on no txn (and none is in flight).
+                senders.send_all(ToClientCore::Batches(Arc::new(p.commits.take(&p.tree)))).await;
+            }
         }
         for msg in std::mem::take(&mut p.control) {
             senders.send_all(msg).await;
         }
         stats.inbox_depth.store(inbox.len() as u64, Ordering::Relaxed);
-        if !inbox.is_empty() || !p.rounds.is_empty() {
+        // A full batch waits for the append in flight, which wakes the loop when it lands.
+        if (!inbox.is_empty() || !p.rounds.is_empty()) && !p.batch_full() {
             wake.signal(1);
         }
         if config.snapshot_due(p.txns_since_snapshot, p.bytes_since_snapshot) && snapshots.idle() {
             p.txns_since_snapshot = 0;
             p.bytes_since_snapshot = 0;
-            if let Err(e) = snapshots.start(&config, &mut log, p.tree.clone(), now.mono_ms).await {
+            // The roll needs the writer: the append in flight lands first. The snapshot is of
+            // what the log holds (txns prepped since are not durable yet, and a full disk could
+            // still refuse them), and the new segment starts right after it.
+            if let Some((landing, result)) = log.slot.settle().await {
+                if let Err(e) = land(&mut p, &mut log, landing, result, &senders, &stats, now).await {
+                    senders.shutdown().await;
+                    return Err(e);
+                }
+                wake.signal(1);
+            }
+            let durable = log.durable.clone();
+            let writer = log.slot.idle().expect("a settled log slot holds its writer");
+            if let Err(e) = snapshots.start(&config, writer, durable, now.mono_ms).await {
                 tracing::error!("{e}; stopping");
                 return Err(e);
             }
         }
-        if stopping && inbox.is_empty() && p.rounds.is_empty() {
+        if stopping && inbox.is_empty() && p.rounds.is_empty() && !log.slot.busy() && p.records.is_empty() {
             tracing::info!("pipeline core stopping at zxid {:#x}", p.tree.last_zxid());
             senders.shutdown().await;
             break;
@@ -696,7 +769,11 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     }
     ticker.cancel();
     drop(inbox);
-    if let Err(e) = log.close().await {
+    let (last, closed) = log.slot.close().await;
+    if let Some((_, Err(e))) = last {
+        tracing::warn!("the last txn log append before stopping failed: {e}");
+    }
+    if let Err(e) = closed {
         tracing::warn!("closing the txn log: {e}");
     }
     Ok(())
