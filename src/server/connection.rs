@@ -74,12 +74,14 @@ async fn writer(conn: Rc<Conn>, mut wr: futures_lite::io::WriteHalf<TcpStream>, 
             break;
         }
         let data = conn.out.borrow_mut().split();
+        let stamps = conn.reply_stamps_queued();
         if !data.is_empty() {
             if let Err(e) = wr.write_all(&data).await {
                 tracing::debug!("connection {}: write failed: {e}", conn.id);
                 conn.closing.set(true);
                 break;
             }
+            conn.replies_written(stamps);
             conn.reader_wake.signal(1);
         }
         if conn.closing.get() && conn.out.borrow().is_empty() {
@@ -247,6 +249,7 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
             proposal_sizes: Some(stats.proposal_sizes()),
             inspected: inspected.as_deref(),
             now_ms: super::clock::wall_clock_ms_for_dates(),
+            stages: stats.stages(),
         };
         four_letter::answer(cmd, &facts, stats)
     };
