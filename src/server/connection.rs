@@ -101,6 +101,8 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut handshaken = false;
+    // Requests decoded since this reader last let the other tasks run (`Core::fair_share`).
+    let mut this_turn = 0u64;
     loop {
         // Decode what is buffered, one frame at a time, while the connection has room: a
         // single read can hold thousands of small requests.
@@ -159,6 +161,16 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
                     }
                 }
                 continue;
+            }
+            this_turn += 1;
+            if this_turn >= core.fair_share().0 {
+                // Connections woken by one commit batch take turns, a share each, instead of
+                // the first one filling the server's room (globalOutstandingLimit).
+                this_turn = 0;
+                futures_lite::future::yield_now().await;
+                if conn.closing.get() {
+                    return;
+                }
             }
             match decode_request(frame) {
                 Ok((hdr, req)) => core.on_request(conn, hdr.xid, req),
