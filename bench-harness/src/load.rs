@@ -76,6 +76,9 @@ pub struct PointResult {
     pub seconds: f64,
     /// Connections that were dropped and re-established during the point.
     pub reconnects: u64,
+    /// Each connection's own p99, µs, for the connections of the load that completed
+    /// requests inside the window (fairness: `fairness`).
+    pub conn_p99_us: Vec<u64>,
 }
 
 impl PointResult {
@@ -87,7 +90,26 @@ impl PointResult {
             events: 0,
             seconds: 0.0,
             reconnects: 0,
+            conn_p99_us: Vec::new(),
         }
+    }
+
+    /// One connection's result is complete: its histogram holds only its own requests, so
+    /// its p99 is that connection's (kept when merged with others).
+    fn seal_connection(&mut self) {
+        if self.completed > 0 {
+            self.conn_p99_us.push(self.latency_us.value_at_quantile(0.99));
+        }
+    }
+
+    /// The spread of the connections' p99s: (the median connection's, the worst
+    /// connection's), µs; None without a measured connection. With an even count the median
+    /// is the lower of the two middle ones.
+    pub fn fairness(&self) -> Option<(u64, u64)> {
+        let mut p99s = self.conn_p99_us.clone();
+        p99s.sort_unstable();
+        let worst = *p99s.last()?;
+        Some((p99s[(p99s.len() - 1) / 2], worst))
     }
 
     fn merge(&mut self, other: PointResult) {
@@ -98,6 +120,7 @@ impl PointResult {
         let _ = self.latency_us.add(&other.latency_us);
         self.events += other.events;
         self.reconnects += other.reconnects;
+        self.conn_p99_us.extend(other.conn_p99_us);
     }
 
     pub fn error_count(&self) -> u64 {
@@ -369,7 +392,8 @@ fn run_jobs(
                     };
                     let (spec, progress, merged) = (spec.clone(), progress.clone(), merged.clone());
                     tasks.push(glommio::spawn_local(async move {
-                        let r = connection(server, job, spec, window, progress).await;
+                        let mut r = connection(server, job, spec, window, progress).await;
+                        r.seal_connection();
                         merged.borrow_mut().merge(r);
                     }));
                 }
@@ -437,4 +461,36 @@ pub fn run_point(spec: &PointSpec, progress: &Arc<AtomicU64>) -> Result<PointRes
     let window = Window { t0, from_us, to_us: from_us + spec.measure.as_micros() as u64 };
     let jobs = (0..spec.clients).map(|i| (i, JobSpec::Load)).collect();
     run_jobs(spec, jobs, window, progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_connection(latencies_us: &[u64]) -> PointResult {
+        let mut r = PointResult::empty();
+        for &us in latencies_us {
+            r.completed += 1;
+            r.latency_us.record(us).expect("in bounds");
+        }
+        r.seal_connection();
+        r
+    }
+
+    #[test]
+    fn fairness_is_the_median_and_the_worst_connections_p99() {
+        let mut total = PointResult::empty();
+        assert_eq!(total.fairness(), None);
+        // p99 of 100 samples 1..=100 ms is 99 ms; a connection with nothing measured counts not.
+        for scale in [1u64, 3, 2, 5] {
+            let lat: Vec<u64> = (1..=100).map(|i| i * 1000 * scale).collect();
+            total.merge(one_connection(&lat));
+        }
+        total.merge(one_connection(&[]));
+        let (median, worst) = total.fairness().expect("measured");
+        let near = |a: u64, b: u64| a.abs_diff(b) * 1000 <= b; // hdrhistogram's 3 digits
+        assert!(near(median, 2 * 99_000), "lower middle of 99, 198, 297, 495 ms: {median}");
+        assert!(near(worst, 5 * 99_000), "{worst}");
+        assert_eq!(total.conn_p99_us.len(), 4);
+    }
 }

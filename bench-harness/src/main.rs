@@ -225,7 +225,8 @@ fn run(a: RunArgs) -> Result<(), String> {
             &result,
         );
         eprintln!(
-            "{} read {:>5.1}%: {:>10.0} ops/s  p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms  errors {}{}",
+            "{} read {:>5.1}%: {:>10.0} ops/s  p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms  \
+             conn p99 median {:.2} worst {:.2} ms ({:.2}x)  errors {}{}",
             a.label,
             pct,
             row.ops_per_s,
@@ -233,6 +234,9 @@ fn run(a: RunArgs) -> Result<(), String> {
             row.p99_ms,
             row.p999_ms,
             row.max_ms,
+            row.conn_p99_median_ms,
+            row.conn_p99_worst_ms,
+            row.conn_p99_spread,
             row.errors,
             if result.errors.is_empty() { String::new() } else { format!(" {:?}", result.errors) }
         );

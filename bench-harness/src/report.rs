@@ -12,7 +12,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 pub const CSV_HEADER: &str = "label,workload,read_pct,clients,outstanding,payload_bytes,seconds,ops_per_s,\
-                              p50_ms,p90_ms,p99_ms,p999_ms,max_ms,errors,events_per_s,reconnects,target_rate";
+                              p50_ms,p90_ms,p99_ms,p999_ms,max_ms,errors,events_per_s,reconnects,target_rate,\
+                              conn_p99_median_ms,conn_p99_worst_ms,conn_p99_spread";
+/// Columns of a results.csv written before the fairness columns (still read).
+const CSV_COLUMNS_OLD: usize = 17;
+const CSV_COLUMNS: usize = 20;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -34,6 +38,11 @@ pub struct Row {
     pub reconnects: u64,
     /// Open-loop rate asked for, ops/s (0: closed loop).
     pub target_rate: f64,
+    /// Fairness: the median connection's p99, the worst connection's p99, and worst over
+    /// median (0 when not measured: an older row, or no connection completed a request).
+    pub conn_p99_median_ms: f64,
+    pub conn_p99_worst_ms: f64,
+    pub conn_p99_spread: f64,
 }
 
 impl Row {
@@ -50,6 +59,7 @@ impl Row {
     ) -> Row {
         let ms = |q: f64| r.latency_us.value_at_quantile(q) as f64 / 1000.0;
         let secs = r.seconds.max(1e-9);
+        let (median_us, worst_us) = r.fairness().unwrap_or((0, 0));
         Row {
             label: label.to_string(),
             workload: workload.to_string(),
@@ -68,11 +78,14 @@ impl Row {
             events_per_s: r.events as f64 / secs,
             reconnects: r.reconnects,
             target_rate,
+            conn_p99_median_ms: median_us as f64 / 1000.0,
+            conn_p99_worst_ms: worst_us as f64 / 1000.0,
+            conn_p99_spread: if median_us > 0 { worst_us as f64 / median_us as f64 } else { 0.0 },
         }
     }
 
     /// (column, value, is text) in `CSV_HEADER`'s order.
-    fn fields(&self) -> [(&'static str, String, bool); 17] {
+    fn fields(&self) -> [(&'static str, String, bool); CSV_COLUMNS] {
         [
             ("label", self.label.clone(), true),
             ("workload", self.workload.clone(), true),
@@ -91,6 +104,9 @@ impl Row {
             ("events_per_s", format!("{:.1}", self.events_per_s), false),
             ("reconnects", self.reconnects.to_string(), false),
             ("target_rate", format!("{:.0}", self.target_rate), false),
+            ("conn_p99_median_ms", format!("{:.3}", self.conn_p99_median_ms), false),
+            ("conn_p99_worst_ms", format!("{:.3}", self.conn_p99_worst_ms), false),
+            ("conn_p99_spread", format!("{:.2}", self.conn_p99_spread), false),
         ]
     }
 
@@ -100,10 +116,12 @@ impl Row {
 
     pub fn parse_csv(line: &str) -> Option<Row> {
         let f: Vec<&str> = line.trim().split(',').collect();
-        if f.len() != 17 {
+        if f.len() != CSV_COLUMNS && f.len() != CSV_COLUMNS_OLD {
             return None;
         }
         let n = |i: usize| f[i].parse::<f64>().ok();
+        // A row written before the fairness columns has none: 0 (not measured).
+        let n_or_0 = |i: usize| if i < f.len() { n(i) } else { Some(0.0) };
         Some(Row {
             label: f[0].to_string(),
             workload: f[1].to_string(),
@@ -122,6 +140,9 @@ impl Row {
             events_per_s: n(14)?,
             reconnects: f[15].parse().ok()?,
             target_rate: n(16)?,
+            conn_p99_median_ms: n_or_0(17)?,
+            conn_p99_worst_ms: n_or_0(18)?,
+            conn_p99_spread: n_or_0(19)?,
         })
     }
 
@@ -136,14 +157,27 @@ impl Row {
 
 pub fn markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| label | workload | read % | ops/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | errors |\n\
-         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| label | workload | read % | ops/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | errors \
+         | conn p99 median ms | conn p99 worst ms | worst/median |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
-            r.label, r.workload, r.read_pct, r.ops_per_s, r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms, r.errors
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} |",
+            r.label,
+            r.workload,
+            r.read_pct,
+            r.ops_per_s,
+            r.p50_ms,
+            r.p90_ms,
+            r.p99_ms,
+            r.p999_ms,
+            r.max_ms,
+            r.errors,
+            r.conn_p99_median_ms,
+            r.conn_p99_worst_ms,
+            r.conn_p99_spread
         );
     }
     out
@@ -395,7 +429,21 @@ mod tests {
             events_per_s: 0.0,
             reconnects: 0,
             target_rate: 0.0,
+            conn_p99_median_ms: 2.5,
+            conn_p99_worst_ms: 4.0,
+            conn_p99_spread: 1.6,
         }
+    }
+
+    #[test]
+    fn fairness_columns_trail_the_old_ones_and_old_rows_still_parse() {
+        let r = row("ringkeeper-standalone", 50.0, 10.0);
+        let line = r.csv();
+        assert!(line.ends_with(",0,2.500,4.000,1.60"), "{line}");
+        let old: Vec<&str> = line.split(',').take(CSV_COLUMNS_OLD).collect();
+        let parsed = Row::parse_csv(&old.join(",")).expect("a 17-column row parses");
+        assert_eq!((parsed.p99_ms, parsed.conn_p99_spread, parsed.conn_p99_worst_ms), (3.0, 0.0, 0.0));
+        assert!(markdown(&[r]).contains("| 0 | 2.50 | 4.00 | 1.60 |"));
     }
 
     #[test]

@@ -17,6 +17,7 @@
 use super::four_letter::{version, ZOOKEEPER_COMPAT_VERSION};
 use super::inspect::{ConnInfo, Inspect, Inspected};
 use super::messages::ServerMode;
+use super::stage_latency::{bucket_upper_us, Snapshot, Stage};
 use super::stats::{dir_bytes, CoreStats, Stats};
 use crate::config::Config;
 use crate::json::json_string;
@@ -595,7 +596,31 @@ pub fn metrics(stats: &Stats, config: &Config) -> String {
             let _ = writeln!(out, "{name}{{core=\"{i}\"}} {}", get(c));
         }
     }
+    stage_histograms(&mut out, &stats.stages());
     out
+}
+
+/// The stage histograms (`stage_latency`) as one Prometheus histogram labelled by stage,
+/// in seconds: every bucket (cumulative, the same edges at every scrape), `_sum`, `_count`.
+fn stage_histograms(out: &mut String, stages: &[(Stage, Snapshot)]) {
+    const NAME: &str = "ringkeeper_stage_latency_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {NAME} time of each stage of a request: core_to_pipeline, prep, propose_to_commit (leader), \
+         log_fsync (a log batch's write and fdatasync), commit_to_core, reply_to_socket (writes); read\n\
+         # TYPE {NAME} histogram"
+    );
+    for (stage, snap) in stages {
+        let name = stage.name();
+        let mut cumulative = 0u64;
+        for (i, n) in snap.buckets.iter().enumerate() {
+            cumulative += n;
+            let le = bucket_upper_us(i).map_or("+Inf".to_string(), |us| (us as f64 / 1e6).to_string());
+            let _ = writeln!(out, "{NAME}_bucket{{stage=\"{name}\",le=\"{le}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{NAME}_sum{{stage=\"{name}\"}} {}", snap.sum_us as f64 / 1e6);
+        let _ = writeln!(out, "{NAME}_count{{stage=\"{name}\"}} {cumulative}");
+    }
 }
 
 #[cfg(test)]
@@ -622,7 +647,21 @@ mod tests {
         assert!(command("nope", &c, &stats, None).is_none());
         let wchc = command("wchc", &c, &stats, None).unwrap();
         assert!(wchc.contains("\"error\":\"the client cores did not answer in time\""), "{wchc}");
+        stats.pipeline_stages.get(Stage::Prep).record_us_n(3, 2);
+        stats.cores[1].stages.get(Stage::Prep).record_us_n(9, 1);
         let p = metrics(&stats, &c);
+        for line in [
+            "# TYPE ringkeeper_stage_latency_seconds histogram",
+            "ringkeeper_stage_latency_seconds_bucket{stage=\"prep\",le=\"0.000003\"} 0",
+            "ringkeeper_stage_latency_seconds_bucket{stage=\"prep\",le=\"0.000004\"} 2",
+            "ringkeeper_stage_latency_seconds_bucket{stage=\"prep\",le=\"0.00001\"} 3",
+            "ringkeeper_stage_latency_seconds_bucket{stage=\"prep\",le=\"+Inf\"} 3",
+            "ringkeeper_stage_latency_seconds_sum{stage=\"prep\"} 0.000015",
+            "ringkeeper_stage_latency_seconds_count{stage=\"prep\"} 3",
+            "ringkeeper_stage_latency_seconds_count{stage=\"log_fsync\"} 0",
+        ] {
+            assert!(p.lines().any(|l| l == line), "{line} in\n{p}");
+        }
         for line in [
             "znode_count 42",
             "num_alive_connections 3",

@@ -251,6 +251,7 @@ mod tests {
             op: crate::txn::WriteOp::Delete { path: "/x".into(), version: -1 },
             auth: std::sync::Arc::from(Vec::new()),
             fence,
+            read_at: std::time::Instant::now(),
         }
     }
 

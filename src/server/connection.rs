@@ -74,12 +74,14 @@ async fn writer(conn: Rc<Conn>, mut wr: futures_lite::io::WriteHalf<TcpStream>, 
             break;
         }
         let data = conn.out.borrow_mut().split();
+        let stamps = conn.reply_stamps_queued();
         if !data.is_empty() {
             if let Err(e) = wr.write_all(&data).await {
                 tracing::debug!("connection {}: write failed: {e}", conn.id);
                 conn.closing.set(true);
                 break;
             }
+            conn.replies_written(stamps);
             conn.reader_wake.signal(1);
         }
         if conn.closing.get() && conn.out.borrow().is_empty() {
@@ -99,6 +101,8 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut handshaken = false;
+    // Requests decoded since this reader last let the other tasks run (`Core::fair_share`).
+    let mut this_turn = 0u64;
     loop {
         // Decode what is buffered, one frame at a time, while the connection has room: a
         // single read can hold thousands of small requests.
@@ -157,6 +161,16 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
                     }
                 }
                 continue;
+            }
+            this_turn += 1;
+            if this_turn >= core.fair_share().0 {
+                // Connections woken by one commit batch take turns, a share each, instead of
+                // the first one filling the server's room (globalOutstandingLimit).
+                this_turn = 0;
+                futures_lite::future::yield_now().await;
+                if conn.closing.get() {
+                    return;
+                }
             }
             match decode_request(frame) {
                 Ok((hdr, req)) => core.on_request(conn, hdr.xid, req),
@@ -247,6 +261,7 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
             proposal_sizes: Some(stats.proposal_sizes()),
             inspected: inspected.as_deref(),
             now_ms: super::clock::wall_clock_ms_for_dates(),
+            stages: stats.stages(),
         };
         four_letter::answer(cmd, &facts, stats)
     };

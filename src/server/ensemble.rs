@@ -46,6 +46,7 @@ use super::pipeline::{
     TICK_INTERVAL_MS_MAX,
 };
 use super::snap_stream::{Received, Routed, SnapReceiver, SnapSender, SNAP_PACE_MS};
+use super::stage_latency::Stage;
 use crate::config::Config;
 use crate::proto::peer::PEER_FORWARD_BYTES_MAX;
 use crate::proto::{ErrorCode, Id};
@@ -67,6 +68,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The largest zxid counter a leader uses before it forces a new epoch (ZooKeeper's rule).
 pub const ZXID_COUNTER_MAX: u32 = 0xffff_fffe;
@@ -89,6 +91,9 @@ pub const PERSIST_QUEUE_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// disk slows the leader down through its own intake and its followers' links, as it did
 /// when the loop awaited each fdatasync.
 pub const PERSIST_BACKLOG_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Leader: proposals whose send time is kept for `Stage::ProposeToCommit`; beyond this many
+/// in flight, later ones go untimed (the queue stays bounded whatever the peers do).
+pub const PROPOSALS_TIMED_MAX: usize = 64 * 1024;
 
 pub struct EnsembleParams {
     pub config: Arc<Config>,
@@ -158,6 +163,8 @@ struct Member {
     next_request: u64,
     /// The local request each proposed zxid answers (until it is delivered).
     answers: HashMap<Zxid, Awaited>,
+    /// Leader: when each proposal in flight was sent, in zxid order (`PROPOSALS_TIMED_MAX`).
+    proposed_at: VecDeque<(Zxid, Instant)>,
     /// Syncs waiting for the leader's zxid: token → conn, xid, path.
     sync_tokens: HashMap<u64, (ConnRef, i32, String)>,
     /// Syncs answered once the committed tree reaches the zxid.
@@ -349,11 +356,14 @@ impl Member {
                     }));
                 }
             }
-            ToPipeline::Write { conn, xid, op, auth, fence } => {
+            ToPipeline::Write { conn, xid, op, auth, fence, read_at } => {
+                let taken = Instant::now();
+                self.stats.pipeline_stages.get(Stage::CoreToPipeline).record(taken.saturating_duration_since(read_at));
                 let Some(&session_id) = self.conn_sessions.get(&conn) else { return };
                 if self.leading() {
                     if let Some(zxid) = self.prep_write(self.me, session_id, xid, &auth, &op, now) {
                         self.answers.insert(zxid, ((conn, xid), fence));
+                        self.stats.pipeline_stages.get(Stage::Prep).record_since(taken);
                     }
                 } else {
                     self.next_request += 1;
@@ -450,6 +460,9 @@ impl Member {
         self.stats.count_proposal(data.len());
         self.intake_bytes += data.len();
         self.step(Input::Propose { data });
+        if self.proposed_at.len() < PROPOSALS_TIMED_MAX {
+            self.proposed_at.push_back((zxid, Instant::now()));
+        }
         Some(zxid)
     }
 
@@ -512,7 +525,9 @@ impl Member {
         };
         match f {
             Forward::Write { request, session_id, cxid, auth, op } => {
+                let taken = Instant::now();
                 if let Some(zxid) = self.prep_write(from, session_id, cxid, &auth, &op, now) {
+                    self.stats.pipeline_stages.get(Stage::Prep).record_since(taken);
                     // After the proposal on the link, before its commit.
                     self.reply(from, LeaderReply::Proposed { request, zxid });
                 }
@@ -613,6 +628,12 @@ impl Member {
         }
         self.delivered_since_snapshot += 1;
         self.delivered_bytes_since_snapshot += t.data.len() as u64;
+        while let Some(&(z, at)) = self.proposed_at.front().filter(|(z, _)| *z <= t.zxid) {
+            self.proposed_at.pop_front();
+            if z == t.zxid {
+                self.stats.pipeline_stages.get(Stage::ProposeToCommit).record_since(at);
+            }
+        }
         let s = txn.header.session_id;
         let created = matches!(txn.op, TxnOp::CreateSession { .. });
         let closed = matches!(txn.op, TxnOp::CloseSession);
@@ -1078,7 +1099,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let incarnation = (now.wall_ms as u64) << 8 | my_id;
     let zab_cfg_voters = zab_cfg.voters.clone();
     let peer = Peer::new(zab_cfg, durable, incarnation);
-    let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1).await?;
+    let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
     drop(recovered);
     let (net, peer_rx) =
         PeerNet::start(my_id, listen, &peers).map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
@@ -1113,6 +1134,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         quorum: zab_cfg_voters.len() / 2 + 1,
         next_request: 0,
         answers: HashMap::new(),
+        proposed_at: VecDeque::new(),
         sync_tokens: HashMap::new(),
         syncs: VecDeque::new(),
         touched: HashSet::new(),
@@ -1293,7 +1315,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         stats.inbox_depth.store(inbox.len() as u64, Ordering::Relaxed);
         for msg in std::mem::take(&mut m.to_cores) {
             match msg {
-                CoreMsg::Batches(batches) => senders.send_all(ToClientCore::Batches(Arc::new(batches))).await,
+                CoreMsg::Batches(batches) => senders.send_batches(batches).await,
                 CoreMsg::Control(c) => senders.send_all(c).await,
             }
         }

@@ -7,6 +7,7 @@
 
 use super::inspect::{ConnInfo, Inspected};
 use super::messages::ServerMode;
+use super::stage_latency::{Snapshot, Stage};
 use super::stats::{Stats, Totals};
 use crate::config::Config;
 use std::collections::BTreeMap;
@@ -42,6 +43,8 @@ pub struct Facts<'a> {
     pub inspected: Option<&'a Inspected>,
     /// Wall-clock ms now (dump's dates).
     pub now_ms: i64,
+    /// Every stage's histogram, merged over the cores (`Stats::stages`).
+    pub stages: Vec<(Stage, Snapshot)>,
 }
 
 pub fn version() -> String {
@@ -340,6 +343,13 @@ fn mntr(f: &Facts<'_>) -> String {
         kv(&format!("rk_core_{i}_outstanding_requests"), outstanding.to_string());
         kv(&format!("rk_core_{i}_watch_count"), watches.to_string());
     }
+    for (stage, snap) in &f.stages {
+        let name = stage.name();
+        kv(&format!("rk_stage_{name}_count"), snap.count().to_string());
+        kv(&format!("rk_stage_{name}_p50_us"), snap.quantile_us(0.5).to_string());
+        kv(&format!("rk_stage_{name}_p99_us"), snap.quantile_us(0.99).to_string());
+        kv(&format!("rk_stage_{name}_max_us"), snap.max_us.to_string());
+    }
     out
 }
 
@@ -423,6 +433,12 @@ mod tests {
             proposal_sizes: Some((10, 5, 20)),
             inspected: None,
             now_ms: 1_795_427_200_000,
+            stages: {
+                let s = Stats::new(1);
+                s.pipeline_stages.get(Stage::LogFsync).record_us_n(250, 3);
+                s.pipeline_stages.get(Stage::LogFsync).record_us_n(4_000, 1);
+                s.stages()
+            },
         }
     }
 
@@ -447,6 +463,15 @@ mod tests {
         let mntr = ans("mntr", &f);
         for line in
             ["zk_server_state\tleader", "zk_znode_count\t9", "zk_synced_followers\t1", "rk_core_0_watch_count\t4"]
+                .into_iter()
+                .chain([
+                    "rk_stage_log_fsync_count\t4",
+                    "rk_stage_log_fsync_p50_us\t255",
+                    "rk_stage_log_fsync_p99_us\t4000",
+                    "rk_stage_log_fsync_max_us\t4000",
+                    "rk_stage_read_count\t0",
+                    "rk_stage_read_p99_us\t0",
+                ])
         {
             assert!(mntr.contains(&format!("{line}\n")), "{line} in\n{mntr}");
         }

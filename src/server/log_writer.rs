@@ -143,6 +143,9 @@ pub struct TxnLogWriter {
     sync_count: u64,
     sync_total_us: u64,
     sync_max_us: u64,
+    /// Where each batch's write + fdatasync time goes (`stage_latency::Stage::LogFsync`), once
+    /// the server says (`time_batches_into`); this core is that histogram's only writer.
+    batch_stats: Option<std::sync::Arc<super::stats::Stats>>,
 }
 
 fn invalid(msg: String) -> io::Error {
@@ -185,6 +188,7 @@ impl TxnLogWriter {
             sync_count: 0,
             sync_total_us: 0,
             sync_max_us: 0,
+            batch_stats: None,
         };
         writer.prepare_spare();
         Ok(writer)
@@ -247,6 +251,11 @@ impl TxnLogWriter {
     /// as several batches.
     pub fn set_batch_bytes_max(&mut self, bytes: usize) {
         self.batch_bytes_max = bytes;
+    }
+
+    /// Records every batch's write and fdatasync time in `stats` (the pipeline core's stages).
+    pub fn time_batches_into(&mut self, stats: std::sync::Arc<super::stats::Stats>) {
+        self.batch_stats = Some(stats);
     }
 
     /// fdatasyncs that took at least the warning threshold so far.
@@ -353,6 +362,7 @@ impl TxnLogWriter {
             write_len = write_len.max(align_up((seg.dirty_end - start) as usize));
         }
         let (at, file) = (&seg.at, &seg.file);
+        let batch_started = std::time::Instant::now();
         if let Err(e) = write_blocks(file, start, write_len, |done, buf| at.fill(batch, done, buf)).await {
             seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
             return Err(e);
@@ -379,6 +389,9 @@ impl TxnLogWriter {
                     self.fsync_warning_ms
                 );
             }
+        }
+        if let Some(stats) = &self.batch_stats {
+            stats.pipeline_stages.get(super::stage_latency::Stage::LogFsync).record_since(batch_started);
         }
         seg.at = seg.at.after(batch);
         seg.dirty_end = 0;

@@ -13,6 +13,7 @@ use crate::txn::apply::{Change, OpResult};
 use crate::txn::{Txn, WriteOp};
 use bytes::Bytes;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A client core asks the pipeline core for something that must be ordered.
 #[derive(Debug)]
@@ -22,8 +23,9 @@ pub enum ToPipeline {
     /// A write of the session bound to `conn`, with the connection's ids at the time it was sent.
     /// `fence`: a read of this connection waits between its previous write (or sync, or
     /// connect) still in process and this one, so the two replies must not share a commit
-    /// batch (the read is answered from the batch's root: `commit_queue`).
-    Write { conn: ConnRef, xid: i32, op: WriteOp, auth: Arc<[Id]>, fence: bool },
+    /// batch (the read is answered from the batch's root: `commit_queue`). `read_at`: when the
+    /// client core read it (the pipeline times `stage_latency::Stage::CoreToPipeline` from it).
+    Write { conn: ConnRef, xid: i32, op: WriteOp, auth: Arc<[Id]>, fence: bool, read_at: Instant },
     /// A sync: answered once everything ordered before it is applied on the origin core.
     Sync { conn: ConnRef, xid: i32, path: String },
     /// Sessions that sent something since the last report.
@@ -142,8 +144,9 @@ impl ServerMode {
 /// What travels on the pipeline → client core channel.
 #[derive(Debug, Clone)]
 pub enum ToClientCore {
-    /// Committed batches, in order (one message for every batch a pipeline pass made).
-    Batches(Arc<Vec<CommitBatch>>),
+    /// Committed batches, in order (one message for every batch a pipeline pass made), and
+    /// when the pipeline core sent them (`stage_latency::Stage::CommitToCore`).
+    Batches(Arc<Vec<CommitBatch>>, Instant),
     /// Ensemble: this member serves clients in this mode, or (NotServing) stops: every
     /// connection closes, and new ones are refused until it serves again.
     Serving(ServerMode),

@@ -24,6 +24,7 @@ pub mod peer_net;
 pub mod pipeline;
 pub mod snap_stream;
 pub mod snapshot_writer;
+pub mod stage_latency;
 pub mod startup;
 pub mod stats;
 

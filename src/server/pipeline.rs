@@ -22,6 +22,7 @@ use super::log_task::LogSlot;
 use super::log_writer::{is_disk_full, TxnLogWriter};
 use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
 use super::snapshot_writer;
+use super::stage_latency::Stage;
 use crate::config::Config;
 use crate::proto::ErrorCode;
 use crate::session::{self, ConnRef, SessionTracker};
@@ -38,7 +39,7 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Containers and TTL nodes deleted per reaper pass at most.
 pub const REAP_PER_PASS_MAX: usize = 10_000;
@@ -82,6 +83,8 @@ struct Pipeline {
     collections: Collections,
     /// Messages for every client core, sent after the batch.
     control: Vec<ToClientCore>,
+    /// The stage histograms this core writes (`Stats::pipeline_stages`).
+    stats: Arc<super::stats::Stats>,
 }
 
 impl Pipeline {
@@ -168,7 +171,9 @@ impl Pipeline {
                 self.conn_sessions.insert(conn, session_id);
                 self.answer(Commit::Connected { conn, session_id, timeout_ms, passwd: expected });
             }
-            ToPipeline::Write { conn, xid, op, auth, fence } => {
+            ToPipeline::Write { conn, xid, op, auth, fence, read_at } => {
+                let taken = Instant::now();
+                self.stats.pipeline_stages.get(Stage::CoreToPipeline).record(taken.saturating_duration_since(read_at));
                 let Some(&session_id) = self.conn_sessions.get(&conn) else {
                     // The connection was refused, moved or closed: nobody waits for a reply.
                     return;
@@ -190,6 +195,7 @@ impl Pipeline {
                 }
                 let header = self.next_header(session_id, xid, now.wall_ms);
                 self.commit_txn(header, txn_op, Some((conn, xid)), fence);
+                self.stats.pipeline_stages.get(Stage::Prep).record_since(taken);
             }
             ToPipeline::Sync { conn, xid, path } => {
                 // A connection without a session here was refused, closed or moved: it is
@@ -455,13 +461,19 @@ pub(super) fn relay_inspection(
 
 /// Opens the txn log where recovery left it (`next_zxid` is the next record's), with the
 /// configured fdatasync warning threshold.
-pub(super) async fn open_log(config: &Config, tail: &LogTail, next_zxid: i64) -> Result<TxnLogWriter, String> {
+pub(super) async fn open_log(
+    config: &Config,
+    tail: &LogTail,
+    next_zxid: i64,
+    stats: &Arc<super::stats::Stats>,
+) -> Result<TxnLogWriter, String> {
     let mut log =
         TxnLogWriter::open(&config.data_log_dir, tail, next_zxid, config.pre_alloc_size_bytes, config.force_sync)
             .await
             .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
     log.set_fsync_warning_ms(config.fsync_warning_threshold_ms);
     log.set_batch_bytes_max(config.batch_bytes_max);
+    log.time_batches_into(stats.clone());
     Ok(log)
 }
 
@@ -485,6 +497,11 @@ impl CoreSenders {
                 tracing::error!("a client core stopped receiving commits");
             }
         }
+    }
+
+    /// Sends committed batches to every client core, stamped with the time they leave.
+    pub async fn send_batches(&self, batches: Vec<super::messages::CommitBatch>) {
+        self.send_all(ToClientCore::Batches(Arc::new(batches), Instant::now())).await;
     }
 
     /// Tells every client core to stop (one that already stopped is no error).
@@ -622,7 +639,7 @@ async fn land(
             if std::mem::take(&mut log.disk_full) {
                 tracing::info!("the txn log takes writes again (zxid {:#x})", log.durable.last_zxid());
             }
-            senders.send_all(ToClientCore::Batches(Arc::new(landing.batches))).await;
+            senders.send_batches(landing.batches).await;
             Ok(())
         }
         Err(e) if is_disk_full(&e) => {
@@ -651,7 +668,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     for (id, entry) in tree.sessions() {
         sessions.add(id, entry.timeout_ms, now.mono_ms);
     }
-    let log_writer = open_log(&config, &recovered.tail, tree.last_zxid() + 1).await?;
+    let log_writer = open_log(&config, &recovered.tail, tree.last_zxid() + 1, &stats).await?;
     tracing::info!("pipeline core ready at zxid {:#x} with {} sessions", tree.last_zxid(), sessions.len());
 
     let mut p = Pipeline {
@@ -668,6 +685,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         bytes_since_snapshot: 0,
         collections: Collections::new(config.client_cores),
         control: Vec::new(),
+        stats: stats.clone(),
     };
 
     let wake = Rc::new(Semaphore::new(0));
@@ -730,7 +748,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 log.slot.start(std::mem::take(&mut p.records), landing);
             } else if !p.commits.is_empty() {
                 // Nothing to log: answers that depend on no txn (and none is in flight).
-                senders.send_all(ToClientCore::Batches(Arc::new(p.commits.take(&p.tree)))).await;
+                senders.send_batches(p.commits.take(&p.tree)).await;
             }
         }
         for msg in std::mem::take(&mut p.control) {

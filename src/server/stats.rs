@@ -5,6 +5,7 @@
 //! zero them for `srst` / `crst` (a lost increment then is harmless); readers accept values a
 //! few microseconds stale.
 
+use super::stage_latency::{Snapshot, Stage, StageHistograms};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
@@ -37,6 +38,8 @@ pub struct CoreStats {
     latency_max_us: AtomicU64,
     latency_total_us: AtomicU64,
     latency_count: AtomicU64,
+    /// The stages this core times (`stage_latency::Stage`: commit → core, reply → socket, reads).
+    pub stages: StageHistograms,
 }
 
 impl Default for CoreStats {
@@ -58,6 +61,7 @@ impl Default for CoreStats {
             latency_max_us: AtomicU64::new(0),
             latency_total_us: AtomicU64::new(0),
             latency_count: AtomicU64::new(0),
+            stages: StageHistograms::default(),
         }
     }
 }
@@ -88,6 +92,7 @@ impl CoreStats {
         self.latency_max_us.store(0, Relaxed);
         self.latency_total_us.store(0, Relaxed);
         self.latency_count.store(0, Relaxed);
+        self.stages.reset();
     }
 }
 
@@ -128,6 +133,9 @@ pub struct Stats {
     pub log_batches: AtomicU64,
     pub log_batch_txns: AtomicU64,
     pub log_batch_txns_max: AtomicU64,
+    /// The stages the pipeline core times (`stage_latency::Stage`: → pipeline, prep,
+    /// propose → commit, log fdatasync); written by the pipeline core only.
+    pub pipeline_stages: StageHistograms,
 }
 
 impl Stats {
@@ -220,6 +228,7 @@ impl Stats {
             log_batches: AtomicU64::new(0),
             log_batch_txns: AtomicU64::new(0),
             log_batch_txns_max: AtomicU64::new(0),
+            pipeline_stages: StageHistograms::default(),
         })
     }
 
@@ -241,11 +250,28 @@ impl Stats {
         }
     }
 
-    /// `srst`: packet counts, latencies and (on a leader) proposal sizes start over.
+    /// Stage `s` over every core (merge on read).
+    pub fn stage(&self, s: Stage) -> Snapshot {
+        let mut snap = Snapshot::default();
+        self.pipeline_stages.get(s).add_to(&mut snap);
+        for c in &self.cores {
+            c.stages.get(s).add_to(&mut snap);
+        }
+        snap
+    }
+
+    /// Every stage, merged over the cores, in `Stage::ALL`'s order.
+    pub fn stages(&self) -> Vec<(Stage, Snapshot)> {
+        Stage::ALL.iter().map(|&s| (s, self.stage(s))).collect()
+    }
+
+    /// `srst`: packet counts, latencies, stage histograms and (on a leader) proposal sizes
+    /// start over.
     pub fn reset(&self) {
         for c in &self.cores {
             c.reset_server_stats();
         }
+        self.pipeline_stages.reset();
         for s in [&self.proposal_size_last, &self.proposal_size_min, &self.proposal_size_max] {
             s.store(-1, Relaxed);
         }
@@ -276,8 +302,12 @@ mod tests {
         let t = s.totals();
         assert_eq!((t.received, t.sent, t.connections), (2, 1, 7));
         assert!(t.latency_min_ms >= 5.0 && t.latency_max_ms >= t.latency_min_ms && t.latency_avg_ms >= 5.0);
+        s.cores[1].stages.get(Stage::Read).record_us_n(40, 2);
+        s.pipeline_stages.get(Stage::Prep).record_us_n(3, 1);
+        assert_eq!((s.stage(Stage::Read).count(), s.stage(Stage::Prep).count()), (2, 1));
         s.reset();
         let t = s.totals();
         assert_eq!((t.received, t.sent, t.connections, t.latency_max_ms), (0, 0, 7, 0.0));
+        assert_eq!((s.stage(Stage::Read).count(), s.stage(Stage::Prep).count()), (0, 0), "srst zeroes the stages");
     }
 }

@@ -75,6 +75,11 @@ def test_short_sweep_against_the_ceiling_and_ringkeeper(server, kazoo_factory, r
         assert int(r["errors"]) == 0, r
         assert float(r["ops_per_s"]) > 100, r
         assert 0 < float(r["p50_ms"]) <= float(r["p99_ms"]) <= float(r["max_ms"]), r
+        # Fairness (issue 17): each connection's own p99, median and worst, within the point's
+        # latencies (hdrhistogram reports a bucket's top: a hair over the max at most).
+        median, worst, spread = (float(r[k]) for k in ("conn_p99_median_ms", "conn_p99_worst_ms", "conn_p99_spread"))
+        assert 0 < median <= worst <= float(r["max_ms"]) * 1.01 + 0.01, r
+        assert abs(spread - worst / median) <= 0.01 * spread + 0.005, r
     closed, paced = got[2], got[5]
     assert float(closed["target_rate"]) == 0
     assert abs(float(paced["target_rate"]) - 0.25 * float(closed["ops_per_s"])) <= 1, (closed, paced)
