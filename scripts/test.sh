@@ -36,6 +36,7 @@ fi
 command -v stdbuf >/dev/null 2>&1 || pkgs+=(coreutils)
 command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
 command -v nft >/dev/null 2>&1 || pkgs+=(nftables) # delay relays of scripts/netns.sh (no netem)
+dpkg -s faketime >/dev/null 2>&1 || pkgs+=(faketime) # the clock-step tests (libfaketime)
 if [ ${#pkgs[@]} -gt 0 ]; then
     echo "installing: ${pkgs[*]}"
     apt-get update -q
