@@ -188,13 +188,18 @@ impl Conn {
         self.reader_wake.signal(1);
     }
 
+    /// Queues a reply. Its queueing time (`Stage::ReplyToSocket`) is stamped once per group of
+    /// replies queued behind each other: a reply queued while others still wait in `out`
+    /// shares the oldest one's stamp (an upper bound of its wait, and one clock read per
+    /// socket write instead of one per reply).
     fn reply(&self, hdr: ReplyHeader, body: &Response) {
+        let waiting = !self.out.borrow().is_empty();
         reply::encode_reply(&mut self.out.borrow_mut(), &hdr, body);
         self.count_sent();
         let mut stamps = self.reply_stamps.borrow_mut();
         let full = stamps.len() >= REPLY_STAMPS_MAX;
         match stamps.back_mut() {
-            Some((_, n)) if full => *n += 1,
+            Some((_, n)) if full || waiting => *n += 1,
             _ => stamps.push_back((Instant::now(), 1)),
         }
     }
@@ -233,13 +238,15 @@ impl Conn {
     }
 
     /// Request `xid` (`op`), read at `since`, was answered with `zxid`: the core's latency
-    /// and this connection's statistics (one clock read for both).
-    fn answered(&self, op: OpCode, xid: i32, zxid: i64, since: Instant) {
+    /// and this connection's statistics (one clock read for both, returned for the caller's
+    /// stage timing).
+    fn answered(&self, op: OpCode, xid: i32, zxid: i64, since: Instant) -> Instant {
         let now = Instant::now();
         let latency = now.saturating_duration_since(since);
         self.core_stats().record_latency(latency);
         let now_ms = now.saturating_duration_since(self.stats.started).as_millis() as i64;
         self.counters.borrow_mut().answered(op, xid, zxid, now_ms, latency.as_millis() as u64);
+        now
     }
 
     /// This connection as `cons` lists it.
@@ -524,8 +531,8 @@ impl Core {
         if conn.pending.borrow().is_empty() {
             let op = req.opcode();
             self.answer_local(conn, xid, req, &auth);
-            conn.answered(op, xid, self.last_zxid(), at);
-            self.read_answered(op, at);
+            let now = conn.answered(op, xid, self.last_zxid(), at);
+            self.read_answered(op, at, now);
             conn.writer_wake.signal(1);
         } else {
             conn.enqueue(Pending::Local { xid, req, auth, at });
@@ -578,11 +585,14 @@ impl Core {
         }
     }
 
-    /// A request answered on this core (`op`, read at `at`) has its reply queued: a read's
-    /// time (`Stage::Read`; pings are not reads).
-    fn read_answered(&self, op: OpCode, at: Instant) {
+    /// A request answered on this core (`op`, read at `at`) had its reply queued by `now`: a
+    /// read's time (`Stage::Read`; pings are not reads).
+    fn read_answered(&self, op: OpCode, at: Instant, now: Instant) {
         if op != OpCode::Ping {
-            self.my_stats().stages.get(Stage::Read).record_since(at);
+            self.my_stats()
+                .stages
+                .get(Stage::Read)
+                .record_us_n(now.saturating_duration_since(at).as_micros() as u64, 1);
         }
     }
 
@@ -605,8 +615,8 @@ impl Core {
                 Some(Pending::Local { xid, req, auth, at }) => {
                     let op = req.opcode();
                     self.answer_local(conn, xid, req, &auth);
-                    conn.answered(op, xid, self.last_zxid(), at);
-                    self.read_answered(op, at);
+                    let now = conn.answered(op, xid, self.last_zxid(), at);
+                    self.read_answered(op, at, now);
                 }
                 Some(Pending::Error { xid, err, close }) => self.answer_error(conn, xid, err, close),
                 _ => break,
