@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Server CPU per operation: scripts/bench-cpu.py BINARY PORT CORES RATIOS [REPEAT]
+
+Starts a standalone server on 127.0.0.1:PORT (BINARY: a ringkeeper binary, run with
+ringkeeper.clientCores=CORES and no pinning; or `zookeeper`: Apache ZooKeeper 3.8 from Debian's
+package, -Xmx2g), creates 1,000 znodes, then for each read share in RATIOS (comma-separated
+percentages), REPEAT times: ringkeeper-bench run with 16 clients x 100 outstanding, 1 KiB
+get/set, WARM seconds of warm-up (environment, default 2) and 8 s measured, and prints the
+server's CPU (utime + stime from /proc/PID/stat, over the measured window less 0.4 s at each
+end) divided by the operations per second the bench reported. The load shares the machine's
+CPUs: compare builds by alternating them and taking medians (docs/benchmarks.md).
+Environment: BENCH (the ringkeeper-bench binary; default target/release/ringkeeper-bench).
+Everything it starts is stopped and its temporary directory removed."""
+import os, subprocess, sys, tempfile, time, csv, shutil
+bin_, port, cores, ratios = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(',')
+repeat = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+bench = os.environ.get('BENCH', os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'target', 'release', 'ringkeeper-bench'))
+tck = os.sysconf('SC_CLK_TCK')
+d = tempfile.mkdtemp(prefix='cpub')
+cfg = f"{d}/zoo.cfg"
+open(cfg, 'w').write(f"""tickTime=2000
+dataDir={d}/data
+clientPort={port}
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+ringkeeper.clientCores={cores}
+ringkeeper.cpuPinning=false
+ringkeeper.logLevel=warn
+""")
+if bin_ == 'zookeeper':
+    cp = '/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar:/usr/share/java/slf4j-simple.jar'
+    os.makedirs(f"{d}/data")
+    open(cfg, 'w').write(f"tickTime=2000\ndataDir={d}/data\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nforceSync=yes\n")
+    srv = subprocess.Popen(['java', '-Xmx2g', '-Xms2g', '-Dzookeeper.admin.enableServer=false', '-cp', cp, 'org.apache.zookeeper.server.ZooKeeperServerMain', cfg], stderr=open(f"{d}/log", 'w'), stdout=subprocess.DEVNULL)
+    time.sleep(4)
+else:
+    srv = subprocess.Popen([bin_, 'serve', '--config', cfg], stderr=open(f"{d}/log", 'w'))
+def ticks():
+    f = open(f"/proc/{srv.pid}/stat").read().rsplit(')', 1)[1].split()
+    return int(f[11]) + int(f[12])
+hp = f"127.0.0.1:{port}"
+common = [bench, 'run', '--servers', hp, '--clients', '16', '--outstanding', '100']
+W, M = float(os.environ.get('WARM', 2.0)), 8.0
+try:
+    time.sleep(1.5)
+    subprocess.run(common + ['--ratios', '100', '--warmup-s', '0.2', '--measure-s', '0.5'], check=True, capture_output=True)
+    for r in ratios:
+        for _ in range(repeat):
+            out = tempfile.mkdtemp(prefix='cpubo')
+            p = subprocess.Popen(common + ['--skip-setup', '--ratios', r, '--warmup-s', str(W), '--measure-s', str(M), '--out', out, '--label', 'x-y'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t0 = time.monotonic()
+            time.sleep(W + 0.4); a = ticks(); ta = time.monotonic()
+            time.sleep(M - 0.8); b = ticks(); tb = time.monotonic()
+            p.wait()
+            rows = list(csv.DictReader(open(f"{out}/results.csv")))
+            ops = float(rows[-1]['ops_per_s'])
+            us = (b - a) / tck / (tb - ta) / ops * 1e6
+            print(f"cores={cores} read={r}% ops/s={ops:.0f} server_cpu={(b-a)/tck/(tb-ta):.2f} cpu_us/op={us:.2f}", flush=True)
+            shutil.rmtree(out)
+finally:
+    srv.terminate(); srv.wait(); shutil.rmtree(d)
