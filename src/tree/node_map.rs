@@ -3,13 +3,12 @@
 //! Rules:
 //! - A clone is O(1) and shares every trie node; a change copies only the trie nodes on its
 //!   way down that an older clone still shares. That copy is what each commit batch's root
-//!   costs the next write, so a branch is one allocation of 32 ways of 16 bytes, and a znode
-//!   is one `Arc` (its path and node together): copying a branch touches one reference count
-//!   per occupied way (a general map with separate key and value `Arc`s touches two per
-//!   entry, in 32-byte ways).
+//!   costs the next write, so a branch is one allocation of its occupied slots only, and a
+//!   znode is one `Arc` (its path and node together): copying a branch touches one reference
+//!   count per occupied way (a general map with separate key and value `Arc`s touches two per
+//!   entry, and copies every way of a node).
 //! - Paths are hashed with a keyed SipHash (`RandomState`): a client cannot pick paths that
-//!   collide. Two znodes that share a way share a bucket (hashes compared first) rather than
-//!   a branch; paths with the same 64-bit hash share one at the last level, of any size.
+//!   collide. Two paths with the same 64-bit hash share a bucket at the last level.
 //! - Depth is bounded by the hash's 64 bits (13 levels), never by anything a client chooses;
 //!   the recursion below goes at most that deep.
 //! - A removal folds a branch left with a single znode back into its parent, so the trie
@@ -20,19 +19,11 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-/// Bits of the hash each level consumes.
+/// Bits of the hash each level consumes (32 ways).
 const LEVEL_BITS: u32 = 5;
-/// Ways of a branch.
-const WAYS: usize = 1 << LEVEL_BITS;
-/// The last level's shift (its way takes the hash's top 4 bits): past it, equal hashes share
-/// a bucket of any size.
+/// The last level's shift (its way takes the hash's top 4 bits): past it, equal hashes go to
+/// a bucket.
 const SHIFT_MAX: u32 = 60;
-/// Znodes that share a way above the last level stay in a bucket (a short list, hashes
-/// compared first) until a third arrives; then the way becomes a branch. A branch for two
-/// znodes would cost 528 bytes; longer buckets cost more than they save (each lookup in one
-/// takes two more pointer hops: tree_bytes, 1M znodes: setData 2.6 us alone and 7.4 us with an
-/// older root held with pairs, 3.7 and 14 us with buckets of up to 3, for 25 B/znode less).
-const BUCKET_LEN_MAX: usize = 2;
 
 /// A znode with its path (the same `Arc<str>` its parent's children set holds).
 #[derive(Debug, Clone)]
@@ -41,33 +32,46 @@ pub struct Entry {
     pub node: Znode,
 }
 
-/// One way of a branch (16 bytes: every variant is one thin pointer).
 #[derive(Debug, Clone)]
 enum Slot {
     Leaf(Arc<Entry>),
     Branch(Branch),
-    /// Znodes (with their hashes) whose hashes agree up to this level: at most
-    /// `BUCKET_LEN_MAX` above the last level, any number at it (equal 64-bit hashes).
-    Bucket(Arc<Vec<(u64, Arc<Entry>)>>),
+    /// Znodes whose paths hash the same in all 64 bits (at the last level only).
+    Bucket(Arc<[Arc<Entry>]>),
 }
 
-/// One trie node: its ways indexed directly by 5 bits of the hash, in one allocation (a copy
-/// on write is one allocation and one reference count per occupied way; a way is filled or
-/// emptied in place when the branch is not shared).
+/// One trie node: a bit per occupied way, and the occupied ways' slots in way order, in one
+/// allocation (a copy on write is one allocation and one reference count per slot).
 #[derive(Debug, Clone)]
 struct Branch {
-    ways: Arc<[Option<Slot>; WAYS]>,
+    bitmap: u32,
+    slots: Arc<[Slot]>,
 }
 
 impl Default for Branch {
     fn default() -> Self {
-        Branch { ways: Arc::new(std::array::from_fn(|_| None)) }
+        Branch { bitmap: 0, slots: Arc::from(Vec::new()) }
     }
 }
 
-/// The way `hash` takes at `shift`.
-fn way(hash: u64, shift: u32) -> usize {
-    ((hash >> shift) as usize) & (WAYS - 1)
+impl Branch {
+    /// The way `hash` takes at `shift`, and the position of its slot if occupied.
+    fn locate(&self, hash: u64, shift: u32) -> (u32, Result<usize, usize>) {
+        let bit = 1u32 << ((hash >> shift) & 0x1f);
+        let pos = (self.bitmap & (bit - 1)).count_ones() as usize;
+        (bit, if self.bitmap & bit != 0 { Ok(pos) } else { Err(pos) })
+    }
+
+    /// The slots with `slot` added at `pos` (a new allocation).
+    fn with(&self, pos: usize, slot: Slot) -> Arc<[Slot]> {
+        let (before, after) = self.slots.split_at(pos);
+        before.iter().cloned().chain(std::iter::once(slot)).chain(after.iter().cloned()).collect()
+    }
+
+    /// The slots without the one at `pos` (a new allocation).
+    fn without(&self, pos: usize) -> Arc<[Slot]> {
+        self.slots.iter().enumerate().filter(|(i, _)| *i != pos).map(|(_, s)| s.clone()).collect()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -109,15 +113,14 @@ impl NodeMap {
         let mut branch = &self.root;
         let mut shift = 0;
         loop {
-            match branch.ways[way(hash, shift)].as_ref()? {
+            let Ok(pos) = branch.locate(hash, shift).1 else { return None };
+            match &branch.slots[pos] {
                 Slot::Leaf(e) => return (&*e.path == path).then_some(&**e),
                 Slot::Branch(next) => {
                     branch = next;
                     shift += LEVEL_BITS;
                 }
-                Slot::Bucket(entries) => {
-                    return entries.iter().find(|(h, e)| *h == hash && &*e.path == path).map(|(_, e)| &**e)
-                }
+                Slot::Bucket(entries) => return entries.iter().find(|e| &*e.path == path).map(|e| &**e),
             }
         }
     }
@@ -157,10 +160,10 @@ impl NodeMap {
 
     /// Every znode, in no particular order (an explicit stack: no recursion).
     pub fn iter(&self) -> impl Iterator<Item = &Entry> + '_ {
-        let mut stack: Vec<std::slice::Iter<'_, Option<Slot>>> = vec![self.root.ways.iter()];
-        let mut bucket: std::slice::Iter<'_, (u64, Arc<Entry>)> = [].iter();
+        let mut stack: Vec<std::slice::Iter<'_, Slot>> = vec![self.root.slots.iter()];
+        let mut bucket: std::slice::Iter<'_, Arc<Entry>> = [].iter();
         std::iter::from_fn(move || loop {
-            if let Some((_, e)) = bucket.next() {
+            if let Some(e) = bucket.next() {
                 return Some(&**e);
             }
             let top = stack.last_mut()?;
@@ -168,10 +171,9 @@ impl NodeMap {
                 None => {
                     stack.pop();
                 }
-                Some(None) => {}
-                Some(Some(Slot::Leaf(e))) => return Some(&**e),
-                Some(Some(Slot::Branch(b))) => stack.push(b.ways.iter()),
-                Some(Some(Slot::Bucket(entries))) => bucket = entries.iter(),
+                Some(Slot::Leaf(e)) => return Some(&**e),
+                Some(Slot::Branch(b)) => stack.push(b.slots.iter()),
+                Some(Slot::Bucket(entries)) => bucket = entries.iter(),
             }
         })
     }
@@ -179,17 +181,20 @@ impl NodeMap {
 
 /// The entry at `path`, which is in the trie under `branch` (checked by the caller).
 fn entry_mut<'a>(branch: &'a mut Branch, hash: u64, shift: u32, path: &str) -> &'a mut Entry {
-    let vanished = || -> ! { panic!("node map: {path} vanished under a change") };
-    match Arc::make_mut(&mut branch.ways)[way(hash, shift)].as_mut() {
-        Some(Slot::Leaf(e)) if &*e.path == path => Arc::make_mut(e),
-        Some(Slot::Branch(next)) => entry_mut(next, hash, shift + LEVEL_BITS, path),
-        Some(Slot::Bucket(entries)) => {
-            match Arc::make_mut(entries).iter_mut().find(|(h, e)| *h == hash && &*e.path == path) {
-                Some((_, e)) => Arc::make_mut(e),
-                None => vanished(),
-            }
+    let Ok(pos) = branch.locate(hash, shift).1 else { panic!("node map: {path} vanished under a change") };
+    match &mut Arc::make_mut(&mut branch.slots)[pos] {
+        Slot::Leaf(e) => {
+            assert!(&*e.path == path, "node map: {path} vanished under a change");
+            Arc::make_mut(e)
         }
-        _ => vanished(),
+        Slot::Branch(next) => entry_mut(next, hash, shift + LEVEL_BITS, path),
+        Slot::Bucket(entries) => {
+            let e = Arc::make_mut(entries)
+                .iter_mut()
+                .find(|e| &*e.path == path)
+                .unwrap_or_else(|| panic!("node map: {path} vanished under a change"));
+            Arc::make_mut(e)
+        }
     }
 }
 
@@ -202,81 +207,92 @@ fn insert(
     entry: Arc<Entry>,
     hash_of: &dyn Fn(&str) -> u64,
 ) -> Option<Arc<Entry>> {
-    let slot = &mut Arc::make_mut(&mut branch.ways)[way(hash, shift)];
-    match slot {
-        None => {
-            *slot = Some(Slot::Leaf(entry));
-            None
+    let (bit, found) = branch.locate(hash, shift);
+    let pos = match found {
+        Err(pos) => {
+            branch.slots = branch.with(pos, Slot::Leaf(entry));
+            branch.bitmap |= bit;
+            return None;
         }
-        Some(Slot::Leaf(old)) if old.path == entry.path => Some(std::mem::replace(old, entry)),
-        Some(Slot::Leaf(old)) => {
+        Ok(pos) => pos,
+    };
+    let slot = &mut Arc::make_mut(&mut branch.slots)[pos];
+    match slot {
+        Slot::Leaf(old) if old.path == entry.path => Some(std::mem::replace(old, entry)),
+        Slot::Leaf(old) => {
             let old = old.clone();
-            *slot = Some(Slot::Bucket(Arc::new(vec![(hash_of(&old.path), old), (hash, entry)])));
+            let old_hash = hash_of(&old.path);
+            *slot = if shift >= SHIFT_MAX {
+                debug_assert_eq!(old_hash, hash);
+                Slot::Bucket(Arc::from(vec![old, entry]))
+            } else {
+                let mut below = Branch::default();
+                insert(&mut below, old_hash, shift + LEVEL_BITS, old, hash_of);
+                insert(&mut below, hash, shift + LEVEL_BITS, entry, hash_of);
+                Slot::Branch(below)
+            };
             None
         }
-        Some(Slot::Branch(next)) => insert(next, hash, shift + LEVEL_BITS, entry, hash_of),
-        Some(Slot::Bucket(entries)) => {
-            if let Some(at) = entries.iter().position(|(h, e)| *h == hash && e.path == entry.path) {
-                return Some(std::mem::replace(&mut Arc::make_mut(entries)[at].1, entry));
+        Slot::Branch(next) => insert(next, hash, shift + LEVEL_BITS, entry, hash_of),
+        Slot::Bucket(entries) => match entries.iter().position(|e| e.path == entry.path) {
+            Some(at) => Some(std::mem::replace(&mut Arc::make_mut(entries)[at], entry)),
+            None => {
+                *entries = entries.iter().cloned().chain(std::iter::once(entry)).collect();
+                None
             }
-            if entries.len() < BUCKET_LEN_MAX || shift >= SHIFT_MAX {
-                Arc::make_mut(entries).push((hash, entry));
-                return None;
-            }
-            // A full bucket above the last level becomes a branch one level down.
-            let mut below = Branch::default();
-            for (h, e) in entries.iter() {
-                insert(&mut below, *h, shift + LEVEL_BITS, e.clone(), hash_of);
-            }
-            insert(&mut below, hash, shift + LEVEL_BITS, entry, hash_of);
-            *slot = Some(Slot::Branch(below));
-            None
-        }
-    }
-}
-
-/// What is left in a way after a removal below it: nothing, a lone leaf (folded up into the
-/// way), or more.
-fn folded(slot: &Slot) -> Option<Option<Slot>> {
-    match slot {
-        Slot::Leaf(_) => None,
-        Slot::Branch(b) => {
-            let mut occupied = b.ways.iter().flatten();
-            match (occupied.next(), occupied.next()) {
-                (None, _) => Some(None),
-                (Some(Slot::Leaf(only)), None) => Some(Some(Slot::Leaf(only.clone()))),
-                _ => None,
-            }
-        }
-        Slot::Bucket(entries) => match &entries[..] {
-            [] => Some(None),
-            [(_, only)] => Some(Some(Slot::Leaf(only.clone()))),
-            _ => None,
         },
     }
 }
 
-/// Removes `path` from under `branch` (the caller checked it is there); a branch or bucket
-/// left holding one znode is folded into its way here.
+/// Removes `path` from under `branch`; a branch or bucket left holding one znode is folded
+/// into its slot here.
 fn remove(branch: &mut Branch, hash: u64, shift: u32, path: &str) -> Option<Arc<Entry>> {
-    let slot = &mut Arc::make_mut(&mut branch.ways)[way(hash, shift)];
-    let removed = match slot.as_mut()? {
-        Slot::Leaf(e) => {
-            if &*e.path != path {
-                return None;
-            }
-            let e = e.clone();
-            *slot = None;
-            return Some(e);
+    let (bit, found) = branch.locate(hash, shift);
+    let pos = found.ok()?;
+    if let Slot::Leaf(e) = &branch.slots[pos] {
+        if &*e.path != path {
+            return None;
         }
-        Slot::Branch(next) => remove(next, hash, shift + LEVEL_BITS, path),
+        let removed = e.clone();
+        branch.slots = branch.without(pos);
+        branch.bitmap &= !bit;
+        return Some(removed);
+    }
+    let slots = Arc::make_mut(&mut branch.slots);
+    let (removed, fold) = match &mut slots[pos] {
+        Slot::Leaf(_) => unreachable!("a leaf is removed above"),
+        Slot::Branch(next) => {
+            let removed = remove(next, hash, shift + LEVEL_BITS, path);
+            let fold = match &next.slots[..] {
+                [] => Some(None),
+                [Slot::Leaf(only)] => Some(Some(Slot::Leaf(only.clone()))),
+                _ => None,
+            };
+            (removed, fold)
+        }
         Slot::Bucket(entries) => {
-            let at = entries.iter().position(|(h, e)| *h == hash && &*e.path == path)?;
-            Some(Arc::make_mut(entries).remove(at).1)
+            let at = entries.iter().position(|e| &*e.path == path)?;
+            let removed = entries[at].clone();
+            let rest: Vec<Arc<Entry>> =
+                entries.iter().enumerate().filter(|(i, _)| *i != at).map(|(_, e)| e.clone()).collect();
+            let fold = match &rest[..] {
+                [] => Some(None),
+                [only] => Some(Some(Slot::Leaf(only.clone()))),
+                _ => {
+                    *entries = Arc::from(rest);
+                    None
+                }
+            };
+            (Some(removed), fold)
         }
     };
-    if let Some(rest) = slot.as_ref().and_then(folded) {
-        *slot = rest;
+    match fold {
+        Some(None) => {
+            branch.slots = branch.without(pos);
+            branch.bitmap &= !bit;
+        }
+        Some(Some(slot)) => slots[pos] = slot,
+        None => {}
     }
     removed
 }
@@ -363,54 +379,42 @@ mod tests {
         for i in (1..20_000).step_by(2) {
             assert!(map.remove(&format!("/p/{i}")).is_some());
         }
-        assert!(map.is_empty() && map.root.ways.iter().all(Option::is_none), "everything folded away");
+        assert!(map.is_empty() && map.root.slots.is_empty() && map.root.bitmap == 0, "everything folded away");
         assert!(map.remove("/p/1").is_none() && map.get("/p/1").is_none());
     }
 
-    /// Znodes sharing a way stay in a bucket up to `BUCKET_LEN_MAX`; past it the way becomes a
-    /// branch, and full 64-bit collisions end in one bucket at the last level: found,
-    /// replaced, removed and folded like any other znode (forced with a hash function whose
-    /// every hash is equal).
+    /// Full 64-bit collisions share a bucket at the last level: found, replaced, removed and
+    /// folded like any other znode (forced with a hasher whose every hash is equal).
     #[test]
     fn equal_hashes_share_a_bucket() {
         let mut root = Branch::default();
         let hasher = |_: &str| 7u64;
         let entry = |p: &str, v| Arc::new(Entry { path: Arc::from(p), node: node(v) });
-        let paths: Vec<String> = (0..BUCKET_LEN_MAX + 2).map(|i| format!("/c{i}")).collect();
-        for (i, p) in paths.iter().enumerate() {
+        for (i, p) in ["/a", "/b", "/c"].iter().enumerate() {
             assert!(insert(&mut root, 7, 0, entry(p, i as i32), &hasher).is_none());
-            if i < BUCKET_LEN_MAX {
-                let occupied: Vec<&Slot> = root.ways.iter().flatten().collect();
-                assert!(matches!(occupied[..], [Slot::Leaf(_)] | [Slot::Bucket(_)]), "a short bucket at the top");
-            }
         }
-        let shape = |root: &Branch| {
-            let mut depth = 0;
-            let mut b = root.clone();
-            loop {
-                let ways = b.ways.clone();
-                let occupied: Vec<&Slot> = ways.iter().flatten().collect();
-                match &occupied[..] {
-                    [Slot::Branch(next)] => {
-                        b = next.clone();
-                        depth += 1;
-                    }
-                    [Slot::Bucket(entries)] => return (depth, entries.len()),
-                    [Slot::Leaf(e)] => return (depth, usize::from(!e.path.is_empty())),
-                    other => panic!("unexpected shape at depth {depth}: {other:?}"),
+        let mut depth = 0;
+        let mut b = root.clone();
+        loop {
+            match &b.slots.clone()[..] {
+                [Slot::Branch(next)] => {
+                    b = next.clone();
+                    depth += 1;
                 }
+                [Slot::Bucket(entries)] => {
+                    assert_eq!(entries.len(), 3);
+                    break;
+                }
+                other => panic!("unexpected shape at depth {depth}: {other:?}"),
             }
-        };
-        assert_eq!(shape(&root), ((SHIFT_MAX / LEVEL_BITS) as usize, BUCKET_LEN_MAX + 2));
-        assert_eq!(insert(&mut root, 7, 0, entry("/c1", 99), &hasher).map(|e| e.node.version), Some(1));
-        assert_eq!(entry_mut(&mut root, 7, 0, "/c1").node.version, 99);
-        assert!(remove(&mut root, 7, 0, "/zz").is_none());
-        for p in paths.iter().filter(|p| *p != "/c1") {
-            assert!(remove(&mut root, 7, 0, p).is_some());
         }
-        let occupied: Vec<&Slot> = root.ways.iter().flatten().collect();
-        match &occupied[..] {
-            [Slot::Leaf(e)] => assert_eq!(&*e.path, "/c1", "the last one folded up to the top"),
+        assert_eq!(depth, (SHIFT_MAX / LEVEL_BITS) as usize);
+        assert_eq!(insert(&mut root, 7, 0, entry("/b", 9), &hasher).map(|e| e.node.version), Some(1));
+        assert_eq!(entry_mut(&mut root, 7, 0, "/b").node.version, 9);
+        assert!(remove(&mut root, 7, 0, "/zz").is_none());
+        assert!(remove(&mut root, 7, 0, "/a").is_some() && remove(&mut root, 7, 0, "/c").is_some());
+        match &root.slots[..] {
+            [Slot::Leaf(e)] => assert_eq!(&*e.path, "/b", "the last one folded up to the top"),
             other => panic!("not folded: {other:?}"),
         }
     }
