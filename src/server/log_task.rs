@@ -108,26 +108,11 @@ impl<B> LogSlot<B> {
 mod tests {
     use super::*;
     use crate::storage::recovery::recover;
-    use crate::txn::{codec, Txn, TxnHeader, TxnOp};
-    use bytes::BytesMut;
     use glommio::LocalExecutorBuilder;
     use std::cell::Cell;
 
     fn record(zxid: i64) -> Bytes {
-        let op = if zxid == 1 {
-            TxnOp::Create {
-                path: "/n".into(),
-                data: None,
-                acl: crate::tree::acl::open_acl_unsafe(),
-                ephemeral_owner: 0,
-                response_type: 1,
-            }
-        } else {
-            TxnOp::SetData { path: "/n".into(), data: Some(Bytes::from(vec![zxid as u8; 100])) }
-        };
-        let mut b = BytesMut::new();
-        codec::encode(&Txn { header: TxnHeader { zxid, session_id: 5, cxid: 1, time_ms: zxid }, op }, &mut b);
-        b.freeze()
+        crate::server::log_writer::tests::txn(zxid, 100)
     }
 
     /// An append runs beside the caller: the writer is out of reach while it is in flight,

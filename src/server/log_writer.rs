@@ -582,14 +582,15 @@ async fn write_blocks(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::storage::recovery::{rebuild_tree, recover};
     use crate::txn::{codec, Txn, TxnHeader, TxnOp};
     use bytes::BytesMut;
     use glommio::LocalExecutorBuilder;
 
-    fn txn(zxid: i64, data_len: usize) -> Bytes {
+    /// An encoded txn: a create of /n at zxid 1, else a setData of `data_len` bytes.
+    pub(crate) fn txn(zxid: i64, data_len: usize) -> Bytes {
         let op = if zxid == 1 {
             TxnOp::Create {
                 path: "/n".into(),
