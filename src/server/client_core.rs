@@ -357,13 +357,13 @@ impl Core {
     /// the limit; whichever connection read first when it dipped under kept the room: measured
     /// 24× between connections' p99s through a leader.) The reader also yields after each
     /// share it decodes (`connection::reader`), so connections woken together take turns.
-    pub fn throttled(&self, conn: &Conn) -> bool {
+    /// `(share, limit)` is what `fair_share` returned just before.
+    pub fn throttled(&self, conn: &Conn, (share, limit): (u64, u64)) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         let pending = conn.pending.borrow().len() as u64;
         if pending == 0 {
             return false;
         }
-        let (share, limit) = self.fair_share();
         if pending < share {
             return false;
         }
@@ -589,10 +589,7 @@ impl Core {
     /// read's time (`Stage::Read`; pings are not reads).
     fn read_answered(&self, op: OpCode, at: Instant, now: Instant) {
         if op != OpCode::Ping {
-            self.my_stats()
-                .stages
-                .get(Stage::Read)
-                .record_us_n(now.saturating_duration_since(at).as_micros() as u64, 1);
+            self.my_stats().stages.get(Stage::Read).record(now.saturating_duration_since(at));
         }
     }
 

@@ -122,10 +122,13 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
             // As ZooKeeper (which stops reading until the session is established), nothing
             // after the ConnectRequest is decoded before the session exists: in an ensemble the
             // session is a txn, and a write sent behind the handshake has no session yet.
-            while (conn.backlogged() || conn.establishing() || core.throttled(conn)) && !conn.closing.get() {
+            // The fair share is read once per frame, for the throttle and for this reader's turn.
+            let mut share = core.fair_share();
+            while (conn.backlogged() || conn.establishing() || core.throttled(conn, share)) && !conn.closing.get() {
                 if conn.reader_wake.acquire(1).await.is_err() {
                     return;
                 }
+                share = core.fair_share();
             }
             if conn.closing.get() {
                 return;
@@ -163,7 +166,7 @@ async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::Read
                 continue;
             }
             this_turn += 1;
-            if this_turn >= core.fair_share().0 {
+            if this_turn >= share.0 {
                 // Connections woken by one commit batch take turns, a share each, instead of
                 // the first one filling the server's room (globalOutstandingLimit).
                 this_turn = 0;

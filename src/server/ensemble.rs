@@ -1361,11 +1361,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     peer_reader.cancel();
     drop(inbox);
     drop(net);
-    let (last, closed) = log.close().await;
-    if let Some((_, Err(e))) = last {
-        tracing::warn!("peer {my_id}: the last txn log append before stopping failed: {e}");
-    }
-    if let Err(e) = closed {
+    if let (_, Err(e)) = log.close().await {
         tracing::warn!("closing the txn log: {e}");
     }
     result

@@ -629,12 +629,11 @@ async fn land(
     landing: Landing,
     result: std::io::Result<()>,
     senders: &CoreSenders,
-    stats: &super::stats::Stats,
     now: Now,
 ) -> Result<(), String> {
     match result {
         Ok(()) => {
-            stats.count_log_batch(landing.txns);
+            p.stats.count_log_batch(landing.txns);
             log.durable = landing.tree;
             if std::mem::take(&mut log.disk_full) {
                 tracing::info!("the txn log takes writes again (zxid {:#x})", log.durable.last_zxid());
@@ -650,8 +649,7 @@ async fn land(
                     p.config.data_log_dir.display()
                 );
             }
-            let durable = log.durable.clone();
-            p.undo_unlogged(landing, &durable, now.mono_ms);
+            p.undo_unlogged(landing, &log.durable, now.mono_ms);
             Ok(())
         }
         Err(e) => {
@@ -729,7 +727,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         // The log runs beside this loop (`log_task`): a finished append is reported, then the
         // txns prepped meanwhile go out as the next batch (one append in flight).
         if let Some((landing, result)) = log.slot.finished() {
-            if let Err(e) = land(&mut p, &mut log, landing, result, &senders, &stats, now).await {
+            if let Err(e) = land(&mut p, &mut log, landing, result, &senders, now).await {
                 senders.shutdown().await;
                 return Err(e);
             }
@@ -766,7 +764,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
             // what the log holds (txns prepped since are not durable yet, and a full disk could
             // still refuse them), and the new segment starts right after it.
             if let Some((landing, result)) = log.slot.settle().await {
-                if let Err(e) = land(&mut p, &mut log, landing, result, &senders, &stats, now).await {
+                if let Err(e) = land(&mut p, &mut log, landing, result, &senders, now).await {
                     senders.shutdown().await;
                     return Err(e);
                 }
@@ -787,11 +785,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     }
     ticker.cancel();
     drop(inbox);
-    let (last, closed) = log.slot.close().await;
-    if let Some((_, Err(e))) = last {
-        tracing::warn!("the last txn log append before stopping failed: {e}");
-    }
-    if let Err(e) = closed {
+    if let (_, Err(e)) = log.slot.close().await {
         tracing::warn!("closing the txn log: {e}");
     }
     Ok(())

@@ -73,9 +73,11 @@ impl Histogram {
         if n == 0 {
             return;
         }
-        self.buckets[bucket_of(us)].fetch_add(n, Relaxed);
-        self.sum_us.fetch_add(us.saturating_mul(n), Relaxed);
-        // One writer: a plain compare is enough (a reset racing it may lose the new maximum).
+        // One writer: plain loads and stores, no read-modify-write on the request path (a
+        // reset racing them may lose this record, or the new maximum).
+        let bucket = &self.buckets[bucket_of(us)];
+        bucket.store(bucket.load(Relaxed).wrapping_add(n), Relaxed);
+        self.sum_us.store(self.sum_us.load(Relaxed).wrapping_add(us.saturating_mul(n)), Relaxed);
         if us > self.max_us.load(Relaxed) {
             self.max_us.store(us, Relaxed);
         }
