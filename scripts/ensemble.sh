@@ -13,7 +13,8 @@
 # myid, server.log and pid; `start` prints that path. Set RK_TICK_TIME (ms, default 200) to
 # change the tick (initLimit is 10 ticks, syncLimit 5), and RK_OBSERVERS=K to make the last K
 # of the N servers observers (N - K voters, 3, 5 or 7), RK_SNAP_COUNT to change snapCount,
-# RK_CLIENT_CORES to give each server that many client cores (default 1); RK_EXTRA_CONFIG is
+# RK_CLIENT_CORES to give each server that many client cores (default 1), RK_PREALLOC_KB to
+# set preAllocSize (KiB; default the server's, 64 MiB per log segment); RK_EXTRA_CONFIG is
 # appended to every member's zoo.cfg.
 set -euo pipefail
 
@@ -24,6 +25,7 @@ tick="${RK_TICK_TIME:-200}"
 observers="${RK_OBSERVERS:-0}"
 snap_count="${RK_SNAP_COUNT:-100000}"
 client_cores="${RK_CLIENT_CORES:-1}"
+prealloc_kb="${RK_PREALLOC_KB:-}"
 
 # shellcheck source=scripts/common.sh
 . "$root/scripts/common.sh"
@@ -64,6 +66,7 @@ ringkeeper.clientCores=$client_cores
 4lw.commands.whitelist=*
 admin.serverAddress=127.0.0.1
 admin.serverPort=$((base + 10200 + i))
+${prealloc_kb:+preAllocSize=$prealloc_kb}
 ${servers}
 ${RK_EXTRA_CONFIG:-}
 EOF

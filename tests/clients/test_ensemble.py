@@ -41,13 +41,21 @@ def _ports_free(ports):
     return True
 
 
+# preAllocSize (KiB) for test ensembles: the default 64 MiB per log segment, fallocated,
+# costs a kill -9 campaign gigabytes of disk for nothing it tests.
+TEST_PREALLOC_KB = 4096
+
+
 class Ensemble:
-    def __init__(self, n, tmp_path, observers=0, snap_count=100000, client_cores=1):
+    def __init__(self, n, tmp_path, observers=0, snap_count=100000, client_cores=1,
+                 prealloc_kb=TEST_PREALLOC_KB):
         self.n = n
         self.dir = str(tmp_path / "ensemble")
         self.env = dict(os.environ, RK_ENSEMBLE_DIR=self.dir, RK_BIN=RK_BIN, RK_TICK_TIME=str(TICK_MS),
                         RK_OBSERVERS=str(observers), RK_SNAP_COUNT=str(snap_count),
                         RK_CLIENT_CORES=str(client_cores))
+        if prealloc_kb is not None:  # None: the server's default
+            self.env["RK_PREALLOC_KB"] = str(prealloc_kb)
         for _ in range(100):
             base = random.randrange(20000, 30000)
             ports = [base + i for i in range(n)] + [base + off + i for off in (10000, 10200) for i in range(1, n + 1)]
@@ -129,8 +137,8 @@ def _zombie(pid):
 def ensemble(tmp_path):
     made = []
 
-    def make(n, observers=0, snap_count=100000, client_cores=1):
-        e = Ensemble(n, tmp_path, observers, snap_count, client_cores).start()
+    def make(n, observers=0, snap_count=100000, client_cores=1, prealloc_kb=TEST_PREALLOC_KB):
+        e = Ensemble(n, tmp_path, observers, snap_count, client_cores, prealloc_kb).start()
         made.append(e)
         return e
     yield make

@@ -240,7 +240,7 @@ def test_hardening_8_ensemble_member_with_a_full_disk_catches_up_once_space_is_f
     import rawzk
     from test_ensemble import assert_same_trees
 
-    e = ensemble(3)
+    e = ensemble(3, prealloc_kb=None)  # the default preAllocSize, as on a real volume
     leader = e.wait_serving([1, 2, 3])
     f = next(i for i in (1, 2, 3) if i != leader)
     data_dir = os.path.join(e.dir, str(f), "data")
