@@ -1,0 +1,215 @@
+"""Issue 15, part A (security without TLS/SASL): session passwords nobody can derive, the
+admin server's lock-down (bind address, whitelist, digest auth against the root's ACL),
+the peer port's hardening, and security keys refused at start instead of ignored.
+
+Each negative test says what Apache ZooKeeper 3.8 (the reference) does where it applies."""
+
+import hashlib
+import json
+import os
+import random
+import socket
+import struct
+import urllib.error
+import urllib.request
+
+import pytest
+from kazoo.security import ACL, Id
+
+import rawzk
+from helpers import RK_BIN, SUPER_PASSWORD, SUPER_USER, free_port, wait_until
+
+# ringkeeper's password before issue 15: SHA-1 of a constant ("ringkeep") and the session id.
+OLD_RINGKEEPER_SECRET = 0x72696E676B656570
+# Apache ZooKeeper's: java.util.Random seeded with the session id XOR this constant
+# (ZooKeeperServer.superSecret, 3.8).
+APACHE_SUPER_SECRET = 0xB3415C00
+
+
+def old_ringkeeper_password(session_id):
+    h = hashlib.sha1(struct.pack(">Q", OLD_RINGKEEPER_SECRET) + struct.pack(">q", session_id))
+    return h.digest()[:16]
+
+
+def apache_password(session_id):
+    """java.util.Random(session_id ^ superSecret).nextBytes(16), as ZooKeeperServer.generatePasswd."""
+    mask = (1 << 48) - 1
+    seed = ((session_id ^ APACHE_SUPER_SECRET) ^ 0x5DEECE66D) & mask
+    out = bytearray()
+    while len(out) < 16:
+        seed = (seed * 0x5DEECE66D + 0xB) & mask
+        rnd = seed >> 16  # next(32): 32 bits, read below byte by byte from the low end
+        for _ in range(min(4, 16 - len(out))):
+            out.append(rnd & 0xFF)
+            rnd >>= 8
+    return bytes(out)
+
+
+def refused_resume(hostport, session_id, passwd):
+    """Tries to resume `session_id` with `passwd` on a fresh socket; returns True if the
+    server answered as it answers an invalid session (timeout 0, id 0, zero password) and
+    closed the socket."""
+    c = rawzk.RawConn(hostport, handshake=False)
+    try:
+        resp = c.handshake(timeout_ms=10000, session_id=session_id, passwd=passwd)
+        if resp.timeout != 0:
+            return False
+        assert resp.session_id == 0 and resp.passwd == bytes(16)
+        assert c.wait_closed(5)[0], "the refused connection is closed"
+        return True
+    finally:
+        c.close()
+
+
+# ---- 1. session passwords ----
+
+
+def test_a_derived_or_guessed_password_does_not_resume_a_session(kind, raw, base):
+    """Neither ringkeeper's old derivation (SHA-1 of a constant and the id) nor random or zero
+    guesses resume a session on ringkeeper: each gets the invalid-session answer and a closed
+    socket, and the session itself lives on (its owner resumes it with the real password).
+    Apache 3.8 answers a wrong password the same way, but its own passwords ARE derivable
+    from the id (java.util.Random seeded with id ^ 0xB3415C00): this test shows that its
+    derived password resumes the victim's session there, and that it does not here."""
+    a = raw(timeout_ms=10000)
+    eph = f"{base}/victim-lock"
+    a.create(eph, flags=rawzk.EPHEMERAL)
+    sid, pw = a.session.session_id, a.session.passwd
+    rng = random.Random(sid)
+    guesses = [old_ringkeeper_password(sid), bytes(16), bytes([0xFF] * 16)]
+    guesses += [bytes(rng.randrange(256) for _ in range(16)) for _ in range(3)]
+    for guess in guesses:
+        assert guess != pw
+        assert refused_resume(a.hostport, sid, guess), f"password {guess.hex()} must not resume the session"
+    derived = apache_password(sid)
+    if kind == "apache":
+        assert derived == pw, "Apache 3.8's password is java.util.Random(id ^ superSecret)"
+    else:
+        assert derived != pw
+        assert refused_resume(a.hostport, sid, derived)
+    b = raw(timeout_ms=10000, session_id=sid, passwd=pw)
+    assert b.session.session_id == sid and b.session.timeout == 10000
+    assert b.exists(eph).ephemeralOwner == sid
+
+
+def test_a_session_resumes_with_its_password_after_a_restart(kind, make_server):
+    """ringkeeper only (Apache's passwords need no stored key): the key is in the log (and in
+    snapshots), so after a SIGTERM restart and after a kill -9 the same password resumes the
+    session with its ephemeral, and a guessed one still does not. snapCount=2 makes the
+    second restart recover from a snapshot that holds the key."""
+    if kind != "ringkeeper":
+        pytest.skip("ringkeeper's session key; Apache derives passwords from the id")
+    s = make_server(snapCount=2, preAllocSize=4096)
+    a = rawzk.RawConn(s.hostport, timeout_ms=10000)
+    a.create("/r", b"")
+    a.create("/r/eph", b"", flags=rawzk.EPHEMERAL)
+    sid, pw = a.session.session_id, a.session.passwd
+    assert pw != old_ringkeeper_password(sid) and pw != apache_password(sid)
+    for i in range(4):
+        a.create(f"/r/n{i}", b"x")  # past snapCount: a snapshot is written
+    a.sock.close()
+    for kill in (False, True):
+        s.restart(kill=kill)
+        assert refused_resume(s.hostport, sid, old_ringkeeper_password(sid))
+        b = rawzk.RawConn(s.hostport, timeout_ms=10000, session_id=sid, passwd=pw)
+        try:
+            assert b.session.session_id == sid and b.session.timeout == 10000, "the session resumes"
+            assert b.session.passwd == pw
+            assert b.exists("/r/eph").ephemeralOwner == sid
+            b.create(f"/r/after-{int(kill)}", b"")
+        finally:
+            b.sock.close()
+    assert any(n.startswith("snapshot.") for n in os.listdir(s.data_dir)), "a snapshot was written"
+
+
+# ---- 2. the admin server ----
+
+
+def admin_get(port, name, headers=None):
+    """(status, JSON body) of GET /commands/<name>."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/commands/{name}", headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read().decode())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read().decode())
+
+
+def listening_addresses(port):
+    """The local addresses of TCP sockets listening on `port` (from /proc/net/tcp and tcp6)."""
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                addr, p = local.split(":")
+                if state == "0A" and int(p, 16) == port:
+                    out.append(socket.inet_ntop(socket.AF_INET, bytes.fromhex(addr)[::-1])
+                               if len(addr) == 8 else "v6:" + addr)
+    return out
+
+
+def admin_server(make_server, **keys):
+    port = free_port()
+    s = make_server(**{"admin.enableServer": "true", "admin.serverPort": port, **keys})
+    wait_until(lambda: admin_get(port, "ruok")[0] == 200, what="the admin server")
+    return s, port
+
+
+def test_the_admin_server_binds_the_loopback_unless_told(kind, make_server):
+    """ringkeeper only (Debian's ZooKeeper has no Jetty; ZooKeeper's default is 0.0.0.0):
+    without admin.serverAddress the admin port listens on 127.0.0.1 only; with
+    admin.serverAddress=0.0.0.0 on every address."""
+    if kind != "ringkeeper":
+        pytest.skip("Debian's ZooKeeper 3.8 has no Jetty for the admin server")
+    s, port = admin_server(make_server)
+    assert listening_addresses(port) == ["127.0.0.1"]
+    s2, port2 = admin_server(make_server, **{"admin.serverAddress": "0.0.0.0"})
+    assert listening_addresses(port2) == ["0.0.0.0"]
+
+
+def test_admin_commands_that_list_sessions_need_the_whitelist_or_every_permission_on_root(kind, make_server,
+                                                                                         kazoo_factory):
+    """ringkeeper only (Debian's ZooKeeper has no Jetty). Off the whitelist, dump / cons /
+    stat / wchc / wchp / wchs answer 401 without an Authorization header and 401 for a scheme
+    that is not a provider; with `digest user:password` they run only if that id holds EVERY
+    permission on / — a user with READ alone gets 403 (CVE-2025-58457: any one bit passed) —
+    and `ip` auth uses the TCP peer's address, never X-Forwarded-For (CVE-2024-51504).
+    Commands that list nothing (monitor, ruok) stay open; a whitelisted command is open."""
+    if kind != "ringkeeper":
+        pytest.skip("Debian's ZooKeeper 3.8 has no Jetty for the admin server")
+    s, port = admin_server(make_server)
+    zk = kazoo_factory(s.hostport)
+    zk.create("/secret-ephemeral", ephemeral=True)
+    protected = ["dump", "cons", "stat", "wchc", "wchp", "wchs", "connections", "watches"]
+    for name in protected:
+        status, body = admin_get(port, name)
+        assert status == 401 and body["error"] == "Auth info is missing for the command", (name, body)
+        assert "session_id_to_ephemeral_paths" not in body and "connections" not in body
+    assert admin_get(port, "monitor")[0] == 200 and admin_get(port, "srvr")[0] == 200
+    for header in ("Basic YWRtaW46cHc=", "sasl admin", "digest", "digest a:b c"):
+        assert admin_get(port, "dump", {"Authorization": header})[0] == 401, header
+
+    # Lock the root: admin:pw has every bit, reader:pw only READ, the address 10.9.8.7 all.
+    sup = kazoo_factory(s.hostport, auth_data=[("digest", f"{SUPER_USER}:{SUPER_PASSWORD}")])
+    sup.set_acls("/", [
+        ACL(31, Id("digest", rawzk.digest_id("admin", "pw"))),
+        ACL(1, Id("digest", rawzk.digest_id("reader", "pw"))),
+        ACL(31, Id("ip", "10.9.8.7")),
+    ])
+    for name in protected:
+        status, body = admin_get(port, name, {"Authorization": "digest reader:pw"})
+        assert status == 403 and body["error"] == "Not authorized", (name, body)
+    assert admin_get(port, "dump", {"Authorization": "digest admin:wrong"})[0] == 403
+    forged = {"Authorization": "ip", "X-Forwarded-For": "10.9.8.7", "X-Real-IP": "10.9.8.7"}
+    assert admin_get(port, "dump", forged)[0] == 403
+    assert admin_get(port, "dump", {"Authorization": "ip 10.9.8.7"})[0] == 403
+    sid = zk.client_id[0]
+    for header in ("digest admin:pw", f"digest {SUPER_USER}:{SUPER_PASSWORD}"):
+        status, body = admin_get(port, "dump", {"Authorization": header})
+        assert status == 200 and body["session_id_to_ephemeral_paths"][str(sid)] == ["/secret-ephemeral"], body
+
+    # Whitelisted: open, as on the client port.
+    s2, port2 = admin_server(make_server, **{"4lw.commands.whitelist": "srvr, dump"})
+    assert admin_get(port2, "dump")[0] == 200
+    assert admin_get(port2, "cons")[0] == 401
