@@ -10,6 +10,7 @@ import os
 import random
 import socket
 import struct
+import threading
 import urllib.error
 import urllib.request
 
@@ -213,3 +214,174 @@ def test_admin_commands_that_list_sessions_need_the_whitelist_or_every_permissio
     s2, port2 = admin_server(make_server, **{"4lw.commands.whitelist": "srvr, dump"})
     assert admin_get(port2, "dump")[0] == 200
     assert admin_get(port2, "cons")[0] == 401
+
+
+# ---- 3. the peer port (and 1. on an ensemble) ----
+
+SNAP_FLOOD_CONNECTIONS = 3
+SNAP_FLOOD_FRAME_BYTES = 500 * 1024 * 1024
+SNAP_FLOOD_WRITE_BYTES = 1024 * 1024
+RSS_GROWTH_BYTES_MAX = 64 * 1024 * 1024
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def peer_connect(src_ip, dst):
+    s = socket.socket()
+    s.bind((src_ip, 0))
+    s.settimeout(10)
+    s.connect(dst)
+    return s
+
+
+def peer_hello(sid):
+    return b"RKPR" + struct.pack(">HQ", 2, sid)
+
+
+def refused_by_peer_port(src_ip, dst, payload=b""):
+    """Connects from `src_ip`, sends `payload`, and returns True once the server closes it."""
+    s = peer_connect(src_ip, dst)
+    try:
+        if payload:
+            try:
+                s.sendall(payload)
+            except OSError:
+                return True
+        try:
+            return s.recv(64) == b""
+        except ConnectionResetError:
+            return True
+    finally:
+        s.close()
+
+
+def snap_flood(src_ip, dst, claimed_sid):
+    """The issue's attack: a valid-looking hello, then a frame labelled SnapChunk of 500 MiB,
+    streamed; returns the bytes the server took before it closed the connection."""
+    s = peer_connect(src_ip, dst)
+    sent = 0
+    try:
+        head = struct.pack(">I", SNAP_FLOOD_FRAME_BYTES) + bytes([4]) + bytes(24) + bytes([11])
+        s.sendall(peer_hello(claimed_sid) + head)
+        block = bytes(SNAP_FLOOD_WRITE_BYTES)
+        while sent < SNAP_FLOOD_FRAME_BYTES:
+            s.sendall(block)
+            sent += len(block)
+    except OSError:
+        pass
+    finally:
+        s.close()
+    return sent
+
+
+@pytest.fixture
+def distinct_hosts_ensemble(tmp_path):
+    """A 3-member ringkeeper ensemble whose member i has its peer ports on 127.0.0.i."""
+    if not os.access(RK_BIN, os.X_OK):
+        pytest.skip("ringkeeper binary not built")
+    from test_ensemble import Ensemble
+    e = Ensemble(3, tmp_path)
+    e.env["RK_PEER_HOSTS"] = "distinct"
+    e.env["RK_EXTRA_CONFIG"] = "maxSessionTimeout=30000\npreAllocSize=4096"
+    e.start()
+    yield e
+    e.stop()
+
+
+@pytest.mark.ringkeeper_only
+def test_the_peer_port_refuses_strangers_forged_hellos_and_snap_floods(distinct_hosts_ensemble, kazoo_factory):
+    """Issue 15's peer attacks on a follower of a 3-member ensemble (members on 127.0.0.1-3):
+    three connections from a member's own address, each claiming that member's id and
+    streaming a 500 MiB frame labelled SnapChunk, are cut after the frame's head (the follower's
+    RSS grows by less than 64 MiB; before, 10 MiB became 1.5 GiB); a connection from an
+    address that is no server's is closed and logged; a hello claiming server 2 from server
+    3's address is refused and logged. The ensemble then still replicates, fails over when its
+    leader is killed -9, and the killed member rejoins and catches up."""
+    e = distinct_hosts_ensemble
+    leader = e.wait_serving([1, 2, 3])
+    t = next(i for i in (1, 2, 3) if i != leader)
+    others = [i for i in (1, 2, 3) if i != t]
+    port = lambda i: ("127.0.0.%d" % i, e.base + 10000 + i)  # noqa: E731
+    zk = kazoo_factory(e.hostport(leader))
+    zk.create("/before", b"1")
+
+    rss_before = rss_bytes(e.pid(t))
+    results = []
+    threads = [threading.Thread(target=lambda j=j: results.append(snap_flood(f"127.0.0.{j}", port(t), j)))
+               for j in (others * 2)[:SNAP_FLOOD_CONNECTIONS]]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert len(results) == SNAP_FLOOD_CONNECTIONS
+    assert all(r < SNAP_FLOOD_FRAME_BYTES for r in results), f"a flood was taken whole: {results}"
+    growth = rss_bytes(e.pid(t)) - rss_before
+    print(f"SNAP flood: bytes taken per connection {results}; follower RSS {rss_before >> 20} MiB, "
+          f"grew by {growth / 2**20:.1f} MiB")
+    assert growth < RSS_GROWTH_BYTES_MAX, f"RSS grew by {growth >> 20} MiB"
+    assert "exceeds the peer frame limit of" in e.log(t)
+
+    stranger = "127.0.0.9"
+    wait_until(lambda: refused_by_peer_port(stranger, port(t), peer_hello(others[0]))
+               and f"{stranger}" in e.log(t) and "is not the address of any server.N line" in e.log(t),
+               timeout=20, what="a stranger refused and logged")
+    forger, victim = others[0], others[1]
+    line = (f"claims server id {victim}, whose server.{victim} host is 127.0.0.{victim}, "
+            f"but comes from 127.0.0.{forger}")
+    wait_until(lambda: refused_by_peer_port(f"127.0.0.{forger}", port(t), peer_hello(victim)) and line in e.log(t),
+               timeout=20, what="a forged hello refused and logged")
+
+    # Still an ensemble: replication, failover, catch-up.
+    k = kazoo_factory(e.hostport(t))
+    wait_until(lambda: k.exists("/before") is not None, what="replication to the attacked follower")
+    e.kill9(leader)
+    new_leader = e.wait_serving([i for i in (1, 2, 3) if i != leader])
+    assert new_leader != leader
+    k2 = kazoo_factory(e.hostport(new_leader))
+    k2.create("/after-failover", b"2")
+    e.restart(leader)
+    e.wait_serving([1, 2, 3])
+    k3 = kazoo_factory(e.hostport(leader))
+    wait_until(lambda: (k3.sync("/"), k3.exists("/after-failover"))[1] is not None,
+               what="the killed member to catch up")
+
+
+@pytest.mark.ringkeeper_only
+def test_an_ensemble_session_resumes_on_any_member_and_after_a_full_restart_never_by_guess(distinct_hosts_ensemble):
+    """The session key is replicated: a session made on one member resumes with its password
+    on every other member, and after every member was stopped and started again; the old
+    derivable password, Apache's, and random guesses are refused on every member."""
+    e = distinct_hosts_ensemble
+    e.wait_serving([1, 2, 3])
+    a = rawzk.RawConn(e.hostport(1), timeout_ms=30000)
+    a.create("/lock", b"", flags=rawzk.EPHEMERAL)
+    sid, pw = a.session.session_id, a.session.passwd
+    a.sock.close()
+    guesses = [old_ringkeeper_password(sid), apache_password(sid), bytes(16), os.urandom(16)]
+
+    def resume_everywhere():
+        for i in (3, 2, 1):
+            for g in guesses:
+                assert refused_resume(e.hostport(i), sid, g), f"member {i} took a guessed password"
+            b = rawzk.RawConn(e.hostport(i), timeout_ms=30000, session_id=sid, passwd=pw)
+            try:
+                assert b.session.session_id == sid and b.session.timeout > 0, f"no resume on member {i}"
+                assert b.session.passwd == pw
+                assert b.exists("/lock").ephemeralOwner == sid
+            finally:
+                b.sock.close()
+
+    resume_everywhere()
+    e.sh("stop")
+    for i in (1, 2, 3):
+        e.restart(i)
+    e.wait_serving([1, 2, 3])
+    resume_everywhere()
+    # One key, made once by the first leader, never again after the restart.
+    assert sum(e.log(i).count("no session-password key yet") for i in (1, 2, 3)) == 1
