@@ -433,20 +433,22 @@ fn asks_for_nothing(value: &str) -> bool {
 /// it is accepted as it is (an off value, a provider ringkeeper has, SHA1 digests); Some(Err)
 /// with the reason it is refused.
 fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
-    if let Some(n) = key.strip_prefix("authProvider.") {
-        let known = AUTH_PROVIDERS_KNOWN.iter().find(|(class, short)| value == *class || value == *short);
-        return Some(match known {
-            Some(_) => Ok(()),
-            None => Err(format!(
-                "authProvider.{n}: only ZooKeeper's digest and ip providers exist in ringkeeper (world and super                  are built in); {value} is not supported yet"
-            )),
+    if key.starts_with("authProvider.") {
+        let known = AUTH_PROVIDERS_KNOWN.iter().any(|(class, short)| value == *class || value == *short);
+        return Some(if known {
+            Ok(())
+        } else {
+            Err(format!(
+                "not supported yet: {value} (ringkeeper has ZooKeeper's digest and ip providers; world and super are \
+                 built in)"
+            ))
         });
     }
     if key == "DigestAuthenticationProvider.digestAlg" {
         return Some(if value.eq_ignore_ascii_case("SHA1") || value.eq_ignore_ascii_case("SHA-1") {
             Ok(())
         } else {
-            Err("digest ACLs use SHA1 (ZooKeeper's default); other digest algorithms are not supported yet".into())
+            Err(format!("not supported yet: {value} (digest ACLs use SHA1, ZooKeeper's default)"))
         });
     }
     let refused = SECURITY_KEYS_REFUSED.contains(&key) || SECURITY_PREFIXES_REFUSED.iter().any(|p| key.starts_with(p));

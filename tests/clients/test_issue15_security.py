@@ -385,3 +385,54 @@ def test_an_ensemble_session_resumes_on_any_member_and_after_a_full_restart_neve
     resume_everywhere()
     # One key, made once by the first leader, never again after the restart.
     assert sum(e.log(i).count("no session-password key yet") for i in (1, 2, 3)) == 1
+
+
+# ---- 4. security keys: honoured or refused, never ignored ----
+
+
+@pytest.mark.parametrize("key,value", [
+    ("secureClientPort", "2281"),                                     # TLS on the client port
+    ("ssl.keyStore.location", "/etc/zk/keystore.pem"),                # TLS material
+    ("zookeeper.ssl.quorum.trustStore.location", "/etc/zk/trust.pem"),  # quorum TLS, prefixed
+    ("sslQuorum", "true"),
+    ("client.portUnification", "true"),
+    ("quorum.auth.enableSasl", "true"),                               # quorum SASL
+    ("authProvider.1", "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"),
+    ("enforce.auth.enabled", "true"),
+    ("sessionRequireClientSASLAuth", "true"),
+    ("admin.forceHttps", "true"),
+    ("kerberos.removeHostFromPrincipal", "true"),
+])
+def test_a_security_key_ringkeeper_cannot_honour_stops_the_start(kind, make_server, key, value):
+    """ringkeeper only (Apache honours these): the process exits non-zero at start with a
+    message naming the key and docs/security.md, instead of serving without the protection."""
+    if kind != "ringkeeper":
+        pytest.skip("Apache ZooKeeper honours these keys")
+    s = make_server(start=False)
+    s.config[key] = value
+    s.spawn()
+    rc = s.proc.wait(30)
+    log = s.log_text()
+    assert rc != 0, log[-2000:]
+    assert f": {key}: not supported yet" in log and "docs/security.md" in log, log[-2000:]
+    assert "panicked" not in log
+
+
+def test_security_keys_ringkeeper_honours_start_the_server(kind, make_server):
+    """The digest and ip providers, SHA1 digests, and the switches set to off start a server
+    that serves (on both kinds), without a warning about them on ringkeeper."""
+    keys = {
+        "authProvider.1": "org.apache.zookeeper.server.auth.DigestAuthenticationProvider",
+        "authProvider.2": "org.apache.zookeeper.server.auth.IPAuthenticationProvider",
+        "sslQuorum": "false",
+        "client.portUnification": "false",
+        "quorum.auth.enableSasl": "false",
+        "admin.forceHttps": "false",
+    }
+    s = make_server(**{k.replace(".", "__"): v for k, v in keys.items()})
+    with rawzk.RawConn(s.hostport) as c:
+        assert c.exists("/") is not None
+    if kind == "ringkeeper":
+        log = s.log_text()
+        for k in keys:
+            assert k not in log, log[-2000:]
