@@ -15,7 +15,9 @@
 # of the N servers observers (N - K voters, 3, 5 or 7), RK_SNAP_COUNT to change snapCount,
 # RK_CLIENT_CORES to give each server that many client cores (default 1), RK_PREALLOC_KB to
 # set preAllocSize (KiB; default the server's, 64 MiB per log segment); RK_EXTRA_CONFIG is
-# appended to every member's zoo.cfg.
+# appended to every member's zoo.cfg. RK_PEER_HOSTS=distinct puts server i's peer ports on
+# 127.0.0.i instead of 127.0.0.1 (so each member is its own host to the others' peer-address
+# checks; client and admin ports stay on 127.0.0.1).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,6 +28,7 @@ observers="${RK_OBSERVERS:-0}"
 snap_count="${RK_SNAP_COUNT:-100000}"
 client_cores="${RK_CLIENT_CORES:-1}"
 prealloc_kb="${RK_PREALLOC_KB:-}"
+peer_hosts="${RK_PEER_HOSTS:-same}"
 
 # shellcheck source=scripts/common.sh
 . "$root/scripts/common.sh"
@@ -46,7 +49,9 @@ start() {
     for i in $(seq 1 "$n"); do
         local kind=participant
         [ "$i" -gt "$((n - observers))" ] && kind=observer
-        servers+="server.$i=127.0.0.1:$((base + 10000 + i)):$((base + 10100 + i)):$kind;$((base + i - 1))"$'\n'
+        local host=127.0.0.1
+        [ "$peer_hosts" = distinct ] && host="127.0.0.$i"
+        servers+="server.$i=$host:$((base + 10000 + i)):$((base + 10100 + i)):$kind;127.0.0.1:$((base + i - 1))"$'\n'
     done
     for i in $(seq 1 "$n"); do
         local d="$dir/$i"

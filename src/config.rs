@@ -145,7 +145,8 @@ pub struct Config {
     /// when set, wins.
     pub log_level: Option<String>,
     /// admin.enableServer / admin.serverAddress / admin.serverPort: the HTTP admin server
-    /// (`/commands`, `/metrics`); ZooKeeper's defaults: on, 0.0.0.0, 8080.
+    /// (`/commands`, `/metrics`); defaults: on, 127.0.0.1 (ZooKeeper's is 0.0.0.0: an operator
+    /// who wants it reachable says so), 8080.
     pub admin_enabled: bool,
     pub admin_addr: SocketAddr,
     /// fsync.warningthresholdms: a log fdatasync slower than this is logged as a warning.
@@ -278,6 +279,8 @@ pub enum ConfigError {
     Missing { origin: String, key: String },
     /// Values that do not fit together and have no single line to blame.
     Invalid { origin: String, why: String },
+    /// A security key ringkeeper cannot honour (refused rather than ignored).
+    Unsupported { origin: String, line: usize, key: String, why: String },
 }
 
 impl fmt::Display for ConfigError {
@@ -296,6 +299,9 @@ impl fmt::Display for ConfigError {
                 write!(f, "{origin}: required key {key} is not set")
             }
             ConfigError::Invalid { origin, why } => write!(f, "{origin}: {why}"),
+            ConfigError::Unsupported { origin, line, key, why } => {
+                write!(f, "{origin}:{line}: {key}: {why}; see {SECURITY_DOC}")
+            }
         }
     }
 }
@@ -344,11 +350,6 @@ const ZOOCFG_KEYS_UNUSED: &[&str] = &[
     "localSessionsUpgradingEnabled",
     "connectToLearnerMasterLimit",
     "observerMasterPort",
-    "portUnification",
-    "sslQuorum",
-    "sslQuorumReloadCertFiles",
-    "secureClientPort",
-    "secureClientPortAddress",
 ];
 
 /// System-property keys (bare or `zookeeper.`-prefixed) accepted without being used.
@@ -381,23 +382,92 @@ const SYSPROP_KEYS_UNUSED: &[&str] = &[
     "requestThrottleDropStale",
     "learner.closeSocketAsync",
     "leader.closeSocketAsync",
-    "sessionRequireClientSASLAuth",
 ];
 
 /// Key prefixes ZooKeeper knows that ringkeeper accepts without using them.
-const KEY_PREFIXES_UNUSED: &[&str] = &[
-    "metricsProvider.",
-    "quorum.",
-    "multiAddress.",
-    "group.",
-    "weight.",
-    "jvm.pause.",
-    "admin.",
-    "ssl.",
-    "authProvider.",
-    "enforce.auth.",
-    "X509AuthenticationProvider.",
+const KEY_PREFIXES_UNUSED: &[&str] =
+    &["metricsProvider.", "quorum.", "multiAddress.", "group.", "weight.", "jvm.pause.", "admin."];
+
+/// Where security keys are explained (each refusal names it).
+pub const SECURITY_DOC: &str = "docs/security.md";
+
+/// ZooKeeper 3.9's security keys that ask for something ringkeeper does not do yet (TLS, SASL,
+/// Kerberos, x509, quorum authentication, enforced client auth). Each is refused at start
+/// unless its value asks for nothing (`false`, or `none` where that is the off value): a
+/// hardened zoo.cfg must never start an open server silently.
+const SECURITY_KEYS_REFUSED: &[&str] = &[
+    "secureClientPort",
+    "secureClientPortAddress",
+    "client.portUnification",
+    "portUnification",
+    "sslQuorum",
+    "sslQuorumReloadCertFiles",
+    "client.certReload",
+    "sessionRequireClientSASLAuth",
+    "superUser",
+    "admin.forceHttps",
+    "admin.portUnification",
+    "admin.needClientAuth",
+    "IPAuthenticationProvider.usexforwardedfor",
+    "java.security.auth.login.config",
+    "authorizer.class",
 ];
+
+/// Prefixes of security keys refused the same way (`ssl.*` covers `ssl.quorum.*`).
+const SECURITY_PREFIXES_REFUSED: &[&str] =
+    &["ssl.", "quorum.auth.", "kerberos.", "enforce.auth.", "X509AuthenticationProvider.", "sasl."];
+
+/// ZooKeeper's class names of the auth providers ringkeeper has, with their short names.
+const AUTH_PROVIDERS_KNOWN: &[(&str, &str)] = &[
+    ("org.apache.zookeeper.server.auth.DigestAuthenticationProvider", "digest"),
+    ("org.apache.zookeeper.server.auth.IPAuthenticationProvider", "ip"),
+];
+
+/// Values of a refused security key that ask for nothing (the key's off value).
+fn asks_for_nothing(value: &str) -> bool {
+    value.eq_ignore_ascii_case("false") || value.eq_ignore_ascii_case("none") || value.is_empty()
+}
+
+/// The verdict on a security key: None if `key` is not one of those handled here (it may be
+/// honoured elsewhere: the super digest, the 4lw whitelist, admin.serverAddress); Some(Ok) if
+/// it is accepted as it is (an off value, a provider ringkeeper has, SHA1 digests); Some(Err)
+/// with the reason it is refused.
+fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
+    if key.starts_with("authProvider.") {
+        let known = AUTH_PROVIDERS_KNOWN.iter().any(|(class, short)| value == *class || value == *short);
+        return Some(if known {
+            Ok(())
+        } else {
+            Err(format!(
+                "not supported yet: {value} (ringkeeper has ZooKeeper's digest and ip providers; world and super are \
+                 built in)"
+            ))
+        });
+    }
+    if key == "DigestAuthenticationProvider.digestAlg" {
+        return Some(if value.eq_ignore_ascii_case("SHA1") || value.eq_ignore_ascii_case("SHA-1") {
+            Ok(())
+        } else {
+            Err(format!("not supported yet: {value} (digest ACLs use SHA1, ZooKeeper's default)"))
+        });
+    }
+    let refused = SECURITY_KEYS_REFUSED.contains(&key) || SECURITY_PREFIXES_REFUSED.iter().any(|p| key.starts_with(p));
+    if !refused {
+        return None;
+    }
+    // Off values of the switches are what ringkeeper does; a port, a path, a password or
+    // an "on" asks for what it does not do.
+    let switch = !key.starts_with("ssl.") && !matches!(key, "secureClientPort" | "secureClientPortAddress");
+    Some(if switch && asks_for_nothing(value) {
+        Ok(())
+    } else {
+        Err("not supported yet (ringkeeper has no TLS, SASL, Kerberos, x509 or quorum authentication yet)".into())
+    })
+}
+
+fn is_security_key(key: &str) -> bool {
+    security_key(key, "").is_some()
+}
 
 fn is_unused_sysprop(key: &str) -> bool {
     SYSPROP_KEYS_UNUSED.contains(&key) || KEY_PREFIXES_UNUSED.iter().any(|p| key.starts_with(p))
@@ -406,7 +476,7 @@ fn is_unused_sysprop(key: &str) -> bool {
 /// The name a key is matched (and de-duplicated) by: system-property keys lose `zookeeper.`.
 fn canonical_key(key: &str) -> &str {
     match key.strip_prefix("zookeeper.") {
-        Some(rest) if SYSPROP_KEYS_USED.contains(&rest) || is_unused_sysprop(rest) => rest,
+        Some(rest) if SYSPROP_KEYS_USED.contains(&rest) || is_unused_sysprop(rest) || is_security_key(rest) => rest,
         _ => key,
     }
 }
@@ -687,7 +757,7 @@ impl Config {
         let mut fsync_warning_threshold_ms = FSYNC_WARNING_THRESHOLD_MS_DEFAULT;
         let mut admin_enabled = true;
         let mut log_level: Option<String> = None;
-        let mut admin_ip = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        let mut admin_ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
         let mut jute_max_buffer_bytes = JUTE_MAX_BUFFER_BYTES_DEFAULT;
@@ -751,6 +821,18 @@ impl Config {
                 }
             }
 
+            match security_key(canon, value) {
+                Some(Ok(())) => continue,
+                Some(Err(why)) => {
+                    return Err(ConfigError::Unsupported {
+                        origin: origin.to_string(),
+                        line,
+                        key: key.to_string(),
+                        why,
+                    })
+                }
+                None => {}
+            }
             match canon {
                 "tickTime" => tick_time_ms = e.u32(1, TICK_TIME_MS_MAX, " ms")?,
                 "dataDir" => data_dir = Some(e.path()?),
@@ -875,9 +957,6 @@ impl Config {
                         None => servers.push(spec),
                     }
                 }
-                "secureClientPort" | "secureClientPortAddress" => warnings.push(format!(
-                    "{origin}: {key} at line {line} is not used: ringkeeper does not serve TLS (ignored)"
-                )),
                 "skipACL" if e.boolean().unwrap_or(false) => warnings.push(format!(
                     "{origin}: skipACL at line {line} is not used: ringkeeper always checks ACLs (ignored)"
                 )),
@@ -1297,10 +1376,57 @@ mod tests {
              globalOutstandingLimit=1000\nsyncEnabled=true\nzookeeper.admin.idleTimeout=30000\n\
              skipACL=no\nquorum.auth.enableSasl=false\n",
         );
-        let (_, w) = ok("dataDir=/d\nsecureClientPort=2281\nskipACL=yes\n");
-        assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].contains("secureClientPort at line 2") && w[0].contains("TLS"), "{w:?}");
-        assert!(w[1].contains("skipACL at line 3"), "{w:?}");
+        let (_, w) = ok("dataDir=/d\nskipACL=yes\n");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("skipACL at line 2"), "{w:?}");
+    }
+
+    /// Issue 15: every security key is honoured or refused with its name, never ignored.
+    #[test]
+    fn security_keys_are_honoured_or_refused_by_name() {
+        let refused = [
+            "secureClientPort=2281",
+            "secureClientPortAddress=0.0.0.0",
+            "client.portUnification=true",
+            "sslQuorum=true",
+            "zookeeper.sslQuorum=true",
+            "ssl.keyStore.location=/k.pem",
+            "zookeeper.ssl.keyStore.location=/k.pem",
+            "ssl.quorum.trustStore.location=/t.pem",
+            "ssl.clientAuth=none",
+            "quorum.auth.enableSasl=true",
+            "quorum.auth.learnerRequireSasl=true",
+            "quorum.auth.kerberos.servicePrincipal=zk/_HOST",
+            "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+            "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+            "enforce.auth.enabled=true",
+            "zookeeper.enforce.auth.schemes=sasl",
+            "sessionRequireClientSASLAuth=true",
+            "zookeeper.sessionRequireClientSASLAuth=true",
+            "admin.forceHttps=true",
+            "kerberos.removeHostFromPrincipal=true",
+            "X509AuthenticationProvider.superUser=CN=admin",
+            "IPAuthenticationProvider.usexforwardedfor=true",
+            "DigestAuthenticationProvider.digestAlg=SHA3-256",
+        ];
+        for line in refused {
+            let key = line.split('=').next().unwrap();
+            match Config::parse(&format!("dataDir=/d\n{line}\n"), "test.cfg") {
+                Err(e @ ConfigError::Unsupported { .. }) => {
+                    let msg = e.to_string();
+                    assert!(msg.starts_with(&format!("test.cfg:2: {key}: ")), "{msg}");
+                    assert!(msg.contains("not supported yet") && msg.contains(SECURITY_DOC), "{msg}");
+                }
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        quiet(
+            "dataDir=/d\nsslQuorum=false\nclient.portUnification=false\nquorum.auth.enableSasl=false\n\
+             quorum.auth.serverRequireSasl=false\nsessionRequireClientSASLAuth=false\nenforce.auth.enabled=false\n\
+             admin.forceHttps=false\nauthProvider.1=org.apache.zookeeper.server.auth.DigestAuthenticationProvider\n\
+             authProvider.2=ip\nzookeeper.DigestAuthenticationProvider.digestAlg=SHA1\n\
+             zookeeper.IPAuthenticationProvider.usexforwardedfor=false\n",
+        );
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub fn describe_op(op: &TxnOp) -> String {
     match op {
         TxnOp::CreateSession { timeout_ms } => format!("createSession timeout={timeout_ms}ms"),
         TxnOp::CloseSession => "closeSession".into(),
+        // The key itself is never printed: it would let whoever reads the dump compute every
+        // session's password.
+        TxnOp::SessionSecret { .. } => "sessionSecret (set; not shown)".into(),
         TxnOp::Create { path, data, acl, ephemeral_owner, .. } => {
             format!("create {path} data={} acl={} owner={ephemeral_owner:#x}", data_text(data), acl_text(acl))
         }

@@ -2,17 +2,23 @@
 //! connection a session is attached to, and expiry by deadline buckets.
 //! Rules: sans-IO (the caller passes `now_ms`, monotonic milliseconds: a step of the wall clock
 //! must move no deadline); a session is expired only by `expired()`, once
-//! its deadline has passed with no touch; a password is a pure function of the session id, so a
-//! session survives a restart without storing secrets.
+//! its deadline has passed with no touch; a password is HMAC-SHA256(ensemble secret, session
+//! id) cut to 16 bytes, so it survives a restart and a move to another member (the secret is in
+//! the tree: a txn puts it there, snapshots keep it) but cannot be computed without the secret,
+//! which never leaves the servers; the secret comes from the shell (the pipeline draws it from
+//! the OS), never from this module; passwords are compared in constant time.
 
-use sha1::{Digest, Sha1};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use std::collections::{BTreeMap, HashMap};
 
 /// Length of a session password on the wire.
 pub const SESSION_PASSWD_LEN: usize = 16;
+/// Length of the per-ensemble session secret (the HMAC-SHA256 key).
+pub const SESSION_SECRET_BYTES: usize = 32;
 
-/// Mixed into every password (ZooKeeper also derives passwords from a fixed secret).
-const PASSWD_SECRET: u64 = 0x7269_6e67_6b65_6570; // "ringkeep"
+/// The per-ensemble key session passwords are made with.
+pub type SessionSecret = [u8; SESSION_SECRET_BYTES];
 
 /// A connection as the pipeline core names it: (client core, connection id on that core).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -21,15 +27,28 @@ pub struct ConnRef {
     pub conn: u64,
 }
 
-/// The password of a session: the first 16 bytes of SHA-1(secret ‖ session id).
-pub fn password_of(session_id: i64) -> [u8; SESSION_PASSWD_LEN] {
-    let mut h = Sha1::new();
-    h.update(PASSWD_SECRET.to_be_bytes());
-    h.update(session_id.to_be_bytes());
-    let digest = h.finalize();
+/// The password of a session: the first 16 bytes of HMAC-SHA256(secret, session id as 8
+/// big-endian bytes).
+pub fn password_of(secret: &SessionSecret, session_id: i64) -> [u8; SESSION_PASSWD_LEN] {
+    // HMAC takes a key of any length: new_from_slice cannot fail.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else { unreachable!("HMAC accepts keys of any length") };
+    mac.update(&session_id.to_be_bytes());
+    let digest = mac.finalize().into_bytes();
     let mut out = [0u8; SESSION_PASSWD_LEN];
     out.copy_from_slice(&digest[..SESSION_PASSWD_LEN]);
     out
+}
+
+/// True if `given` is the session's password. Without a secret (a data dir from before there
+/// was one, until the first txn makes it) no password is right. The comparison takes the same
+/// time whatever bytes differ.
+pub fn password_matches(secret: Option<&SessionSecret>, session_id: i64, given: &[u8]) -> bool {
+    let Some(secret) = secret else { return false };
+    let expected = password_of(secret, session_id);
+    if given.len() != expected.len() {
+        return false;
+    }
+    expected.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// ZooKeeper's first session id: the server id in the top byte, then 40 bits of the current
@@ -230,10 +249,32 @@ mod tests {
         assert_eq!(t.remove(1), Some(other));
     }
 
+    /// The format is fixed (a restarted or upgraded member must make the same passwords):
+    /// checked against Python's hmac module.
     #[test]
-    fn passwords_are_stable_and_differ_per_session() {
-        assert_eq!(password_of(42), password_of(42));
-        assert_ne!(password_of(42), password_of(43));
+    fn password_is_hmac_sha256_of_the_big_endian_id_cut_to_16_bytes() {
+        let mut secret = [0u8; SESSION_SECRET_BYTES];
+        for (i, b) in secret.iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let expected: [u8; 16] =
+            [0x5b, 0xb1, 0xef, 0x93, 0x88, 0x82, 0x27, 0xe2, 0xe8, 0x36, 0x91, 0xde, 0x25, 0x04, 0xdb, 0x34];
+        assert_eq!(password_of(&secret, 0x0123_4567_89ab_cdef), expected);
+    }
+
+    #[test]
+    fn passwords_are_stable_and_differ_per_session_and_secret() {
+        let a = [7u8; SESSION_SECRET_BYTES];
+        let mut b = a;
+        b[31] ^= 1;
+        assert_eq!(password_of(&a, 42), password_of(&a, 42));
+        assert_ne!(password_of(&a, 42), password_of(&a, 43));
+        assert_ne!(password_of(&a, 42), password_of(&b, 42));
+        assert!(password_matches(Some(&a), 42, &password_of(&a, 42)));
+        assert!(!password_matches(Some(&b), 42, &password_of(&a, 42)));
+        assert!(!password_matches(None, 42, &password_of(&a, 42)));
+        assert!(!password_matches(Some(&a), 42, &password_of(&a, 42)[..15]));
+        assert!(!password_matches(Some(&a), 42, &[0u8; SESSION_PASSWD_LEN]));
         let id = first_session_id(0, 1_700_000_000_000);
         assert!(id > 0);
         assert_eq!(id >> 56, 0);

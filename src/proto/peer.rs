@@ -32,11 +32,19 @@ pub const PEER_FORWARD_BYTES_MAX: usize = PEER_FRAME_BYTES_MAX - PEER_FRAME_OVER
 const _: () = assert!(
     PEER_FRAME_BYTES_MAX + crate::storage::log::RECORD_PREFIX_BYTES <= crate::storage::log::BATCH_BODY_BYTES_MAX
 );
-/// Snapshot bytes a leader puts in one SnapChunk (the encoder may overshoot by one znode,
-/// which `jute.maxbuffer` bounds, so a chunk always fits a frame).
+/// Snapshot bytes a leader puts in one SnapChunk at most (what the encoder overshoots by, one
+/// znode, goes in further chunks).
 pub const PEER_SNAP_CHUNK_BYTES_MAX: usize = 1024 * 1024;
 /// Bytes reserved ahead for a frame still arriving, at most.
 const FRAME_RESERVE_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// The largest frame of a fixed-size message (votes, acks, pings, epochs, a leader's replies
+/// to forwarded requests, the SNAP's begin and end): every one is well under this.
+pub const PEER_SMALL_FRAME_BYTES_MAX: usize = 4096;
+/// The largest SnapChunk frame: a chunk of `PEER_SNAP_CHUNK_BYTES_MAX` (the sender splits
+/// what the snapshot encoder overshoots by) and its frame's overhead.
+pub const PEER_SNAP_CHUNK_FRAME_BYTES_MAX: usize = PEER_SNAP_CHUNK_BYTES_MAX + PEER_FRAME_OVERHEAD_BYTES;
+/// Bytes of a frame that name its kind: message tag, link, nonce, sequence number, body tag.
+pub const PEER_FRAME_HEAD_BYTES: usize = 1 + 8 + 8 + 8 + 1;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerCodecError {
@@ -95,7 +103,38 @@ pub fn decode_hello(buf: &mut BytesMut) -> Result<Option<Sid>, PeerCodecError> {
     Ok(Some(buf.get_u64()))
 }
 
-/// Splits one frame body off `buf`; `Ok(None)` until it has fully arrived.
+/// The largest frame its kind may be, from the frame's first bytes (`head`, after the length
+/// word); `Ok(None)` until enough of them have arrived to tell (at most
+/// `PEER_FRAME_HEAD_BYTES`). Only proposals, DIFFs (Sync) and forwarded requests carry a txn
+/// and may be large; a SNAP chunk is bounded by its chunk size; everything else is small; an
+/// unknown tag is an error at once.
+pub fn frame_kind_bytes_max(head: &[u8]) -> Result<Option<usize>, PeerCodecError> {
+    let Some(&tag) = head.first() else { return Ok(None) };
+    let body_tag = || head.get(PEER_FRAME_HEAD_BYTES - 1).copied();
+    Ok(Some(match tag {
+        1 | 2 => PEER_SMALL_FRAME_BYTES_MAX,
+        3 => match body_tag() {
+            None => return Ok(None),
+            Some(4) => PEER_FORWARD_BYTES_MAX + PEER_FRAME_OVERHEAD_BYTES,
+            Some(1 | 2 | 3 | 5) => PEER_SMALL_FRAME_BYTES_MAX,
+            Some(tag) => return Err(PeerCodecError::UnknownTag { what: "follower message", tag }),
+        },
+        4 => match body_tag() {
+            None => return Ok(None),
+            Some(3 | 6) => PEER_FRAME_BYTES_MAX,
+            Some(11) => PEER_SNAP_CHUNK_FRAME_BYTES_MAX,
+            // A whole-state Snap (tag 2) is never sent: a SNAP streams in chunks.
+            Some(1 | 2 | 4 | 5 | 7 | 8 | 9 | 10 | 12) => PEER_SMALL_FRAME_BYTES_MAX,
+            Some(tag) => return Err(PeerCodecError::UnknownTag { what: "leader message", tag }),
+        },
+        tag => return Err(PeerCodecError::UnknownTag { what: "message", tag }),
+    }))
+}
+
+/// Splits one frame body off `buf`; `Ok(None)` until it has fully arrived. A frame's length
+/// is checked against `PEER_FRAME_BYTES_MAX` at once and against its kind's limit
+/// (`frame_kind_bytes_max`) as soon as its head has arrived: no more than the head is
+/// reserved before the kind is known.
 pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, PeerCodecError> {
     if buf.len() < 4 {
         return Ok(None);
@@ -103,6 +142,14 @@ pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, PeerCodecError> {
     let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     if len > PEER_FRAME_BYTES_MAX {
         return Err(PeerCodecError::FrameTooLarge { len, max: PEER_FRAME_BYTES_MAX });
+    }
+    let head = &buf[4..buf.len().min(4 + len).min(4 + PEER_FRAME_HEAD_BYTES)];
+    match frame_kind_bytes_max(head)? {
+        Some(max) if len > max => return Err(PeerCodecError::FrameTooLarge { len, max }),
+        Some(_) => {}
+        // The kind is not known yet: a frame shorter than a head is checked when whole.
+        None if buf.len() < 4 + len => return Ok(None),
+        None => {}
     }
     if buf.len() < 4 + len {
         buf.reserve((4 + len - buf.len()).min(FRAME_RESERVE_BYTES_MAX));
@@ -470,9 +517,10 @@ mod tests {
         b.put_u32(PEER_FRAME_BYTES_MAX as u32 + 1);
         b.put_slice(&[4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 2]);
         assert!(matches!(next_frame(&mut b), Err(PeerCodecError::FrameTooLarge { .. })));
-        // A large frame (70 MiB, under the limit) arrives and decodes; its buffer grows as it comes.
-        let state = Bytes::from(vec![7u8; 70 << 20]);
-        let snap = Message::ToFollower { link: 1, leader_nonce: 2, seq: 3, body: LeaderMsg::Snap { zxid: 9, state } };
+        // A large frame (a 70 MiB proposal, under the limit) arrives and decodes; its buffer
+        // grows as it comes.
+        let big = Txn { zxid: 9, data: Bytes::from(vec![7u8; 70 << 20]) };
+        let snap = Message::ToFollower { link: 1, leader_nonce: 2, seq: 3, body: LeaderMsg::Proposal(big) };
         let mut whole = BytesMut::new();
         encode_frame(&mut whole, &snap);
         let mut b = BytesMut::from(&whole[..1000]);
@@ -490,6 +538,52 @@ mod tests {
         b.put_u8(0);
         b.put_u32(u32::MAX);
         assert_eq!(decode_message(b.freeze()), Err(PeerCodecError::Truncated));
+    }
+
+    /// Issue 15: a frame longer than its kind can be is refused as soon as its head arrives,
+    /// before its body is buffered: a whole-state SNAP, a SNAP chunk past its chunk size, a
+    /// vote or an ack of megabytes.
+    #[test]
+    fn a_frame_longer_than_its_kind_is_refused_from_its_head() {
+        let head = |tag: u8, body: u8| {
+            let mut b = BytesMut::new();
+            b.put_u8(tag);
+            b.put_u64(1);
+            b.put_u64(2);
+            b.put_u64(3);
+            b.put_u8(body);
+            b
+        };
+        let big = 500 << 20;
+        for (tag, body, max) in [
+            (4u8, 2u8, PEER_SMALL_FRAME_BYTES_MAX),
+            (4, 11, PEER_SNAP_CHUNK_FRAME_BYTES_MAX),
+            (4, 8, PEER_SMALL_FRAME_BYTES_MAX),
+            (3, 3, PEER_SMALL_FRAME_BYTES_MAX),
+            (1, 0, PEER_SMALL_FRAME_BYTES_MAX),
+        ] {
+            let mut b = BytesMut::new();
+            b.put_u32(big as u32);
+            b.extend_from_slice(&head(tag, body));
+            assert_eq!(next_frame(&mut b), Err(PeerCodecError::FrameTooLarge { len: big, max }), "{tag}/{body}");
+            assert!(b.capacity() < 1 << 20, "nothing reserved for the refused frame");
+        }
+        // Until the head is there, nothing is reserved past it.
+        let mut b = BytesMut::new();
+        b.put_u32(big as u32);
+        b.put_u8(4);
+        assert_eq!(next_frame(&mut b), Ok(None));
+        assert!(b.capacity() < 1 << 20);
+        // A frame the size of its kind is fine; an unknown tag is refused from its head.
+        for m in every_message() {
+            let mut b = BytesMut::new();
+            encode_frame(&mut b, &m);
+            assert!(next_frame(&mut b).unwrap().is_some(), "{m:?}");
+        }
+        let mut b = BytesMut::new();
+        b.put_u32(big as u32);
+        b.extend_from_slice(&head(4, 99));
+        assert!(matches!(next_frame(&mut b), Err(PeerCodecError::UnknownTag { .. })));
     }
 
     proptest! {

@@ -14,6 +14,7 @@
 //! for the accept loop; nothing here changes data (like ZooKeeper's, the only command with an
 //! effect is `stat_reset`).
 
+use super::admin_auth;
 use super::four_letter::{version, ZOOKEEPER_COMPAT_VERSION};
 use super::inspect::{ConnInfo, Inspect, Inspected};
 use super::messages::ServerMode;
@@ -21,8 +22,10 @@ use super::stage_latency::{bucket_upper_us, Snapshot, Stage};
 use super::stats::{dir_bytes, CoreStats, Stats};
 use crate::config::Config;
 use crate::json::json_string;
+use crate::proto::Acl;
 use std::fmt::Write as _;
 use std::io::{self, Write};
+use std::net::IpAddr;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -66,10 +69,12 @@ const COMMANDS: &[(&str, &str)] = &[
 /// Inspections the admin server may have queued for client core 0 at once.
 pub const ADMIN_INSPECTIONS_QUEUED_MAX: usize = 4;
 
-/// An admin command's question for the client cores, and where the answer goes.
-pub struct Ask {
-    pub what: Inspect,
-    pub reply: SyncSender<Arc<Inspected>>,
+/// An admin command's question for client core 0, and where the answer goes.
+pub enum Ask {
+    /// Collect an inspection from every core (the commands that list things).
+    Inspect { what: Inspect, reply: SyncSender<Arc<Inspected>> },
+    /// The root znode's ACL in core 0's current tree (admin authorization).
+    RootAcl { reply: SyncSender<Arc<[Acl]>> },
 }
 
 /// The admin side of the bridge to client core 0, for the commands that list connections,
@@ -97,9 +102,20 @@ impl Inspector {
     /// Every core's report on `what`; None if the cores are busy or do not answer in time.
     pub fn ask(&self, what: Inspect) -> Option<Arc<Inspected>> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.asks.try_send(Ask { what, reply: tx }).ok()?;
-        (&self.doorbell).write_all(&[1]).ok()?;
+        self.send(Ask::Inspect { what, reply: tx })?;
         rx.recv_timeout(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)).ok()
+    }
+
+    /// The root's ACL; None if core 0 is busy or does not answer in time.
+    pub fn root_acl(&self) -> Option<Arc<[Acl]>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.send(Ask::RootAcl { reply: tx })?;
+        rx.recv_timeout(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)).ok()
+    }
+
+    fn send(&self, ask: Ask) -> Option<()> {
+        self.asks.try_send(ask).ok()?;
+        (&self.doorbell).write_all(&[1]).ok()
     }
 }
 
@@ -181,7 +197,7 @@ async fn accept_loop(listener: std::net::TcpListener, app: Arc<App>, shutdown: A
                 }
                 let (app, active) = (app.clone(), active.clone());
                 tokio::spawn(async move {
-                    if let Err(e) = serve_connection(stream, app).await {
+                    if let Err(e) = serve_connection(stream, peer.ip(), app).await {
                         tracing::debug!("admin connection from {peer}: {e}");
                     }
                     active.fetch_sub(1, Relaxed);
@@ -205,7 +221,7 @@ enum Ended {
 /// Serves one connection (one request: no keep-alive) with hyper, within the deadlines: the
 /// request head within `ADMIN_READ_TIMEOUT_MS` (else 408, written on a second handle of the
 /// socket since hyper owns the first), the whole exchange within `ADMIN_CONNECTION_MS_MAX`.
-async fn serve_connection(stream: tokio::net::TcpStream, app: Arc<App>) -> io::Result<()> {
+async fn serve_connection(stream: tokio::net::TcpStream, peer: IpAddr, app: Arc<App>) -> io::Result<()> {
     let std_stream = stream.into_std()?;
     let spare = std_stream.try_clone()?;
     let stream = tokio::net::TcpStream::from_std(std_stream)?;
@@ -215,7 +231,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, app: Arc<App>) -> io::R
         hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             arrived.store(true, Relaxed);
             let app = app.clone();
-            async move { Ok::<_, std::convert::Infallible>(respond(app, req).await) }
+            async move { Ok::<_, std::convert::Infallible>(respond(app, peer, req).await) }
         })
     };
     let conn = hyper::server::conn::http1::Builder::new()
@@ -266,31 +282,75 @@ fn reply(status: u16, content_type: &str, body: String) -> hyper::Response<Strin
 
 /// The reply to one request. Commands read files and may wait for the client cores, so they
 /// run on the runtime's bounded pool of blocking threads, never on its event loop.
-async fn respond(app: Arc<App>, req: hyper::Request<hyper::body::Incoming>) -> hyper::Response<String> {
+async fn respond(app: Arc<App>, peer: IpAddr, req: hyper::Request<hyper::body::Incoming>) -> hyper::Response<String> {
     if req.method() != hyper::Method::GET {
         return reply(405, "text/plain", "only GET is served\n".into());
     }
     let path = req.uri().path().to_string();
-    let answer = tokio::task::spawn_blocking(move || route(&app, &path)).await;
+    // The one header read: X-Forwarded-For and the like are never looked at.
+    let authorization = match req.headers().get(hyper::header::AUTHORIZATION).map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(v)) => Some(v.to_string()),
+        // Not text: authenticates nobody (a header that cannot be a scheme and credentials).
+        Some(Err(_)) => Some(String::from("\u{0}")),
+    };
+    let answer = tokio::task::spawn_blocking(move || route(&app, &path, authorization.as_deref(), peer)).await;
     match answer {
         Ok((status, content_type, body)) => reply(status, content_type, body),
         Err(e) => reply(500, "text/plain", format!("{e}\n")),
     }
 }
 
-fn route(app: &App, path: &str) -> (u16, &'static str, String) {
+fn route(app: &App, path: &str, authorization: Option<&str>, peer: IpAddr) -> (u16, &'static str, String) {
     let (config, stats, inspector) = (&*app.config, &*app.stats, app.inspector.as_deref());
     match path.trim_end_matches('/') {
         "/metrics" => (200, "text/plain; version=0.0.4", metrics(stats, config)),
         "/commands" => (200, "text/html", command_list()),
-        p => match p.strip_prefix("/commands/").and_then(|name| command(name, config, stats, inspector)) {
-            Some(json) => (200, "application/json", json),
+        p => match p.strip_prefix("/commands/").and_then(|name| {
+            if let Err((status, body)) = admit(name, config, inspector, authorization, peer) {
+                return Some(Err((status, body)));
+            }
+            command(name, config, stats, inspector).map(Ok)
+        }) {
+            Some(Err((status, body))) => (status, "application/json", body),
+            Some(Ok(json)) => (200, "application/json", json),
             None => {
                 let body = format!("{{\"error\":{}}}\n", json_string(&format!("Unknown path or command: {path}")));
                 (404, "application/json", body)
             }
         },
     }
+}
+
+/// May this request run command `name`? A command that lists sessions, connections or
+/// watches runs if its alias is whitelisted, or for a caller whose `Authorization` header
+/// holds every permission of `admin_auth::ADMIN_AUTH_PERMS` on `/` (`admin_auth`); the others
+/// are open, as in ZooKeeper. Err is the status and JSON body of the refusal.
+fn admit(
+    name: &str,
+    config: &Config,
+    inspector: Option<&Inspector>,
+    authorization: Option<&str>,
+    peer: IpAddr,
+) -> Result<(), (u16, String)> {
+    let Some((primary, alias)) = COMMANDS.iter().find(|(n, a)| *n == name || *a == name) else {
+        return Ok(());
+    };
+    if !admin_auth::protected(alias) || super::four_letter::whitelisted(config, alias) {
+        return Ok(());
+    }
+    let refusal = |status: u16, message: &str| {
+        (status, format!("{{\"command\":\"{primary}\",\"error\":{}}}\n", json_string(message)))
+    };
+    let denied = |d: admin_auth::Denied| {
+        tracing::info!("admin server: {primary} refused to {peer}: {}", d.message());
+        refusal(d.status(), d.message())
+    };
+    let ids = admin_auth::authenticate(authorization, peer, config.super_digest.as_deref()).map_err(denied)?;
+    let Some(root_acl) = inspector.and_then(|i| i.root_acl()) else {
+        return Err(refusal(503, "the client cores did not answer in time"));
+    };
+    admin_auth::authorize(&root_acl, &ids, admin_auth::ADMIN_AUTH_PERMS).map_err(denied)
 }
 
 fn command_list() -> String {

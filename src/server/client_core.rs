@@ -1008,12 +1008,21 @@ async fn answer_admin(core: &Rc<Core>, end: super::admin::InspectorEnd) {
             Ok(_) => {}
         }
         while let Ok(ask) = asks.try_recv() {
-            let core = core.clone();
-            glommio::spawn_local(async move {
-                let inspected = core.inspect(ask.what).await;
-                let _ = ask.reply.try_send(inspected);
-            })
-            .detach();
+            match ask {
+                super::admin::Ask::Inspect { what, reply } => {
+                    let core = core.clone();
+                    glommio::spawn_local(async move {
+                        let inspected = core.inspect(what).await;
+                        let _ = reply.try_send(inspected);
+                    })
+                    .detach();
+                }
+                super::admin::Ask::RootAcl { reply } => {
+                    let acl =
+                        core.tree.borrow().get("/").map(|n| n.acl.clone()).unwrap_or_else(|| Arc::from(Vec::new()));
+                    let _ = reply.try_send(acl);
+                }
+            }
         }
     }
 }
@@ -1030,9 +1039,11 @@ fn write_response(opcode: OpCode, result: OpResult) -> (i32, Response) {
             }
         }
         OpResult::DataSet { stat } | OpResult::AclSet { stat } => (0, Response::Stat(stat)),
-        OpResult::Deleted | OpResult::SessionClosed | OpResult::SessionCreated | OpResult::Checked => {
-            (0, Response::None)
-        }
+        OpResult::Deleted
+        | OpResult::SessionClosed
+        | OpResult::SessionCreated
+        | OpResult::SecretSet
+        | OpResult::Checked => (0, Response::None),
         OpResult::Multi(results) => {
             let results: Vec<MultiResult> = results
                 .into_iter()

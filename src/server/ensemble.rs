@@ -42,8 +42,8 @@ use super::log_task::LogSlot;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::peer_net::{PeerIn, PeerNet};
 use super::pipeline::{
-    dated, doomed_nodes, open_log, refuse_if_ahead, relay_inspection, start_ticker, CoreSenders, Inbox, Snapshots,
-    TICK_INTERVAL_MS_MAX,
+    dated, doomed_nodes, new_passwd, open_log, random_session_secret, refuse_if_ahead, relay_inspection, start_ticker,
+    CoreSenders, Inbox, Snapshots, TICK_INTERVAL_MS_MAX,
 };
 use super::snap_stream::{Received, Routed, SnapReceiver, SnapSender, SNAP_PACE_MS};
 use super::stage_latency::Stage;
@@ -339,7 +339,7 @@ impl Member {
                     }
                     return;
                 }
-                if passwd.as_ref() != session::password_of(session_id) {
+                if !session::password_matches(self.committed.session_secret(), session_id, &passwd) {
                     self.answer(Commit::SessionExpired { conn });
                     return;
                 }
@@ -435,7 +435,7 @@ impl Member {
             self.answer(Commit::Close { conn: old });
         }
         self.conn_sessions.insert(conn, session_id);
-        let passwd = session::password_of(session_id);
+        let passwd = new_passwd(&self.committed, session_id);
         self.answer(Commit::Connected { conn, session_id, timeout_ms, passwd });
     }
 
@@ -561,6 +561,11 @@ impl Member {
     }
 
     fn on_tick_leader(&mut self, now: Now, reap: bool) {
+        if self.prep.as_ref().is_some_and(|t| t.session_secret().is_none()) {
+            // The proposal at the start of this leadership did not go out (or was lost with
+            // an earlier leadership's): try again.
+            let _ = self.propose(0, 0, TxnOp::SessionSecret { secret: random_session_secret() }, now);
+        }
         for (id, _) in self.sessions.expired(now.mono_ms) {
             tracing::info!("session {id:#x} expired");
             self.owners.remove(&id);
@@ -644,7 +649,7 @@ impl Member {
             if let Some((conn, timeout_ms)) = self.connecting.remove(&s) {
                 self.session_conns.insert(s, conn);
                 self.conn_sessions.insert(conn, s);
-                let passwd = session::password_of(s);
+                let passwd = new_passwd(&self.committed, s);
                 self.answer(Commit::Connected { conn, session_id: s, timeout_ms, passwd });
             }
         }
@@ -768,6 +773,12 @@ impl Member {
                 self.sessions = SessionTracker::new(self.config.tick_time_ms, first);
                 for (id, entry) in self.committed.sessions() {
                     self.sessions.add(id, entry.timeout_ms, now.mono_ms);
+                }
+                // The first leader of an ensemble (or of a data dir from before the key)
+                // makes the session-password key: its first proposal, replicated like any txn.
+                if self.committed.session_secret().is_none() {
+                    tracing::info!("peer {}: no session-password key yet; proposing one", self.me);
+                    let _ = self.propose(0, 0, TxnOp::SessionSecret { secret: random_session_secret() }, now);
                 }
             }
             tracing::info!("peer {}: serving clients as {r:?} at zxid {:#x}", self.me, self.committed.last_zxid());

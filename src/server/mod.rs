@@ -7,6 +7,7 @@
 //! it, and nothing unacknowledged is lost since nothing is acknowledged before it is durable).
 
 pub mod admin;
+pub mod admin_auth;
 pub mod client_core;
 pub mod clock;
 pub mod commit_queue;

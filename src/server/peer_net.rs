@@ -19,8 +19,18 @@
 //! - Every queue is bounded; a bad hello or frame closes that one connection with a log line.
 //!   Received SNAP chunks count in bytes too, until the shell says it took them
 //!   (`PEER_INBOUND_SNAP_BYTES_MAX`), so a slow follower disk slows the leader's stream.
+//! - Who may talk (issue 15; an address check, not cryptography — quorum TLS/SASL would be):
+//!   a connection from an address that is no `server.N` host is closed at accept; at most
+//!   `PEER_INBOUND_CONNS_PER_ADDR_MAX` connections per address are open at once; the hello
+//!   must come within `PEER_HELLO_TIMEOUT_MS` and name a known server other than this one
+//!   whose `server.N` host is the connection's source address (or this member's own, where
+//!   a relay or a co-located member connects from); nothing but the hello's bytes is buffered
+//!   before it is accepted. A dialer binds its own `server.N` address, so peers see it as that.
+//!   A newer connection from the same server replaces the older one (which ends as if
+//!   closed), so one server holds one inbound buffer. Each frame is bounded by its kind from
+//!   its first bytes (`proto::peer::frame_kind_bytes_max`) before its body is buffered.
 
-use crate::proto::peer::{decode_hello, decode_message, encode_frame, encode_hello, next_frame};
+use crate::proto::peer::{decode_hello, decode_message, encode_frame, encode_hello, next_frame, PEER_HELLO_BYTES};
 use crate::zab::message::{LeaderMsg, Message};
 use crate::zab::Sid;
 use bytes::BytesMut;
@@ -29,11 +39,11 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What the transport hands the pipeline: a message from a peer, or None when a connection
 /// from that peer closed.
@@ -68,6 +78,93 @@ pub const PEER_RECONNECT_MS: u64 = 200;
 /// How long one connection attempt may take.
 pub const PEER_CONNECT_TIMEOUT_MS: u64 = 1000;
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Inbound peer connections open at once from one address (a server keeps one to each peer;
+/// a reconnect briefly makes two).
+pub const PEER_INBOUND_CONNS_PER_ADDR_MAX: usize = 4;
+/// How long a new inbound connection may take to send its hello.
+pub const PEER_HELLO_TIMEOUT_MS: u64 = 5_000;
+/// Refused peer connections are logged at most once per this interval (a flood of them must
+/// not flood the log); the count of those not logged is in the next line.
+pub const PEER_REFUSAL_LOG_INTERVAL_MS: u64 = 1_000;
+
+/// Who may connect to the peer port, and the connections open now.
+struct Gate {
+    me: Sid,
+    /// Each server's `server.N` address.
+    hosts: BTreeMap<Sid, IpAddr>,
+    /// Inbound connections open now, by source address.
+    open: RefCell<HashMap<IpAddr, usize>>,
+    /// The live inbound connection of each server: a newer one signals the older one to end.
+    live: RefCell<BTreeMap<Sid, Rc<Semaphore>>>,
+    last_refusal_log: Cell<Option<Instant>>,
+    refusals_unlogged: Cell<u64>,
+}
+
+/// IPv4 as IPv4, also when it arrives as an IPv4-mapped IPv6 address.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+impl Gate {
+    fn known_address(&self, ip: IpAddr) -> bool {
+        self.hosts.values().any(|h| *h == ip)
+    }
+
+    /// Logs a refusal, at most once per `PEER_REFUSAL_LOG_INTERVAL_MS`.
+    fn refused(&self, why: std::fmt::Arguments<'_>) {
+        let now = Instant::now();
+        let due = self
+            .last_refusal_log
+            .get()
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_millis(PEER_REFUSAL_LOG_INTERVAL_MS));
+        if !due {
+            self.refusals_unlogged.set(self.refusals_unlogged.get() + 1);
+            return;
+        }
+        self.last_refusal_log.set(Some(now));
+        let unlogged = self.refusals_unlogged.replace(0);
+        let more =
+            if unlogged > 0 { format!(" ({unlogged} more refused since the last such line)") } else { String::new() };
+        tracing::warn!("peer {}: refused a peer connection: {why}{more}", self.me);
+    }
+
+    /// Whether a hello naming `sid` may come from `from`: a known server other than this one
+    /// whose host is `from`, or this member's own address (a relay in front of it, or a
+    /// member on the same host).
+    fn hello_allowed(&self, sid: Sid, from: IpAddr) -> Result<(), String> {
+        if sid == self.me {
+            return Err(format!("it claims to be this server ({sid})"));
+        }
+        let Some(&host) = self.hosts.get(&sid) else {
+            return Err(format!("it claims server id {sid}, which no server.N line names"));
+        };
+        if host == from || self.hosts.get(&self.me) == Some(&from) {
+            return Ok(());
+        }
+        Err(format!("it claims server id {sid}, whose server.{sid} host is {host}, but comes from {from}"))
+    }
+}
+
+/// Holds one slot of `Gate::open` for a connection; gives it back when the connection ends.
+struct Slot {
+    gate: Rc<Gate>,
+    ip: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.gate.open.borrow_mut();
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
 
 /// The sending side towards one peer.
 struct Outbound {
@@ -128,7 +225,17 @@ impl PeerNet {
         let tx = Rc::new(tx);
         let mut tasks = Vec::new();
         let snap_bytes_in = Rc::new(Cell::new(0));
-        tasks.push(glommio::spawn_local(accept_loop(listener, tx.clone(), snap_bytes_in.clone())).detach());
+        let gate = Rc::new(Gate {
+            me,
+            hosts: peers.iter().map(|(&sid, a)| (sid, canonical_ip(a.ip()))).collect(),
+            open: RefCell::new(HashMap::new()),
+            live: RefCell::new(BTreeMap::new()),
+            last_refusal_log: Cell::new(None),
+            refusals_unlogged: Cell::new(0),
+        });
+        tasks.push(glommio::spawn_local(accept_loop(listener, tx.clone(), snap_bytes_in.clone(), gate)).detach());
+        // Dial from this server's own address, so that peers see it as its server.N host.
+        let source = Some(listen.ip()).filter(|ip| !ip.is_unspecified());
         let mut out = BTreeMap::new();
         for (&sid, &addr) in peers {
             if sid == me {
@@ -141,7 +248,7 @@ impl PeerNet {
                 wake: Semaphore::new(0),
                 reset: Semaphore::new(0),
             });
-            tasks.push(glommio::spawn_local(dial_loop(me, sid, addr, o.clone(), tx.clone())).detach());
+            tasks.push(glommio::spawn_local(dial_loop(me, sid, addr, source, o.clone(), tx.clone())).detach());
             out.insert(sid, o);
         }
         let net = PeerNet {
@@ -245,9 +352,16 @@ impl Drop for PeerNet {
 
 /// Keeps one outgoing connection to `to` up and writes what is queued for it; tells the shell
 /// (`to`, None) when a connection that was up is lost.
-async fn dial_loop(me: Sid, to: Sid, addr: SocketAddr, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
+async fn dial_loop(
+    me: Sid,
+    to: Sid,
+    addr: SocketAddr,
+    source: Option<IpAddr>,
+    o: Rc<Outbound>,
+    tx: Rc<LocalSender<PeerIn>>,
+) {
     loop {
-        match TcpStream::connect_timeout(addr, Duration::from_millis(PEER_CONNECT_TIMEOUT_MS)).await {
+        match connect_from(source, addr).await {
             Ok(mut stream) => {
                 let _ = stream.set_nodelay(true);
                 let mut hello = BytesMut::new();
@@ -281,6 +395,27 @@ async fn dial_loop(me: Sid, to: Sid, addr: SocketAddr, o: Rc<Outbound>, tx: Rc<L
     }
 }
 
+/// A connection to `addr`, from the address `source` when given (bound before connecting, on
+/// the blocking pool: glommio's connect cannot bind first), within `PEER_CONNECT_TIMEOUT_MS`.
+async fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> io::Result<TcpStream> {
+    let timeout = Duration::from_millis(PEER_CONNECT_TIMEOUT_MS);
+    let Some(source) = source else {
+        return TcpStream::connect_timeout(addr, timeout).await.map_err(io::Error::from);
+    };
+    let socket = glommio::executor()
+        .spawn_blocking(move || -> io::Result<socket2::Socket> {
+            let domain = if addr.is_ipv6() { socket2::Domain::IPV6 } else { socket2::Domain::IPV4 };
+            let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+            socket.bind(&SocketAddr::new(source, 0).into())?;
+            socket.connect_timeout(&addr.into(), timeout)?;
+            Ok(socket)
+        })
+        .await?;
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the descriptor is a connected TCP socket this function owns and gives up here.
+    Ok(unsafe { TcpStream::from_raw_fd(socket.into_raw_fd()) })
+}
+
 /// Writes queued bytes until an error or a reset (returned) or the transport is dropped (None).
 async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
     let reset = || io::Error::other("too far behind; closed to re-sync");
@@ -312,11 +447,31 @@ async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
     }
 }
 
-async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<PeerIn>>, snap_bytes_in: Rc<Cell<usize>>) {
+async fn accept_loop(
+    listener: TcpListener,
+    tx: Rc<LocalSender<PeerIn>>,
+    snap_bytes_in: Rc<Cell<usize>>,
+    gate: Rc<Gate>,
+) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                glommio::spawn_local(read_loop(stream, tx.clone(), snap_bytes_in.clone())).detach();
+                let Ok(from) = stream.peer_addr() else { continue };
+                let ip = canonical_ip(from.ip());
+                if !gate.known_address(ip) {
+                    gate.refused(format_args!("{from} is not the address of any server.N line"));
+                    continue;
+                }
+                let open = gate.open.borrow().get(&ip).copied().unwrap_or(0);
+                if open >= PEER_INBOUND_CONNS_PER_ADDR_MAX {
+                    gate.refused(format_args!(
+                        "{from} already has {open} connections open (at most {PEER_INBOUND_CONNS_PER_ADDR_MAX})"
+                    ));
+                    continue;
+                }
+                *gate.open.borrow_mut().entry(ip).or_insert(0) += 1;
+                let slot = Slot { gate: gate.clone(), ip };
+                glommio::spawn_local(read_loop(stream, ip, slot, tx.clone(), snap_bytes_in.clone())).detach();
             }
             Err(e) => {
                 tracing::warn!("peer listener: accept failed: {e}");
@@ -326,35 +481,102 @@ async fn accept_loop(listener: TcpListener, tx: Rc<LocalSender<PeerIn>>, snap_by
     }
 }
 
-/// Reads one incoming connection: the hello, then frames, each decoded and handed over.
-async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<PeerIn>>, snap_bytes_in: Rc<Cell<usize>>) {
-    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    let mut from: Option<Sid> = None;
-    loop {
-        let n = match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => {
-                if let Some(sid) = from {
-                    // The sender's end closed: tell the pipeline (a leader that died, say).
-                    let _ = tx.send((sid, None)).await;
-                }
-                return;
-            }
-            Ok(n) => n,
-        };
-        buf.extend_from_slice(&chunk[..n]);
-        if from.is_none() {
-            match decode_hello(&mut buf) {
-                Ok(Some(sid)) => from = Some(sid),
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!("peer connection from {peer}: {e}; closing");
-                    return;
-                }
+/// Reads the hello of a new connection: exactly `PEER_HELLO_BYTES`, within
+/// `PEER_HELLO_TIMEOUT_MS`; None (logged) if it does not come, is malformed, or names a server
+/// that may not connect from `ip` (`Gate::hello_allowed`).
+async fn read_hello(stream: &mut TcpStream, ip: IpAddr, peer: &str, gate: &Gate) -> Option<Sid> {
+    let mut hello = [0u8; PEER_HELLO_BYTES];
+    let read = async {
+        let mut got = 0;
+        while got < hello.len() {
+            match stream.read(&mut hello[got..]).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => got += n,
             }
         }
-        let Some(sid) = from else { continue };
+        true
+    };
+    let deadline = async {
+        glommio::timer::sleep(Duration::from_millis(PEER_HELLO_TIMEOUT_MS)).await;
+        gate.refused(format_args!("{peer} sent no hello within {PEER_HELLO_TIMEOUT_MS} ms"));
+        false
+    };
+    if !futures_lite::future::or(read, deadline).await {
+        return None;
+    }
+    let sid = match decode_hello(&mut BytesMut::from(&hello[..])) {
+        Ok(Some(sid)) => sid,
+        Ok(None) => return None,
+        Err(e) => {
+            gate.refused(format_args!("{peer}: {e}"));
+            return None;
+        }
+    };
+    match gate.hello_allowed(sid, ip) {
+        Ok(()) => Some(sid),
+        Err(why) => {
+            gate.refused(format_args!("{peer}: {why}"));
+            None
+        }
+    }
+}
+
+/// Reads one incoming connection: the hello, then frames, each decoded and handed over.
+async fn read_loop(
+    mut stream: TcpStream,
+    ip: IpAddr,
+    slot: Slot,
+    tx: Rc<LocalSender<PeerIn>>,
+    snap_bytes_in: Rc<Cell<usize>>,
+) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    let gate = slot.gate.clone();
+    let Some(sid) = read_hello(&mut stream, ip, &peer, &gate).await else { return };
+    // This connection replaces an older one from the same server (which ends as if closed).
+    let ended = Rc::new(Semaphore::new(0));
+    if let Some(older) = gate.live.borrow_mut().insert(sid, ended.clone()) {
+        older.signal(1);
+    }
+    read_frames(&mut stream, sid, &peer, &ended, &tx, &snap_bytes_in).await;
+    {
+        let mut live = gate.live.borrow_mut();
+        if live.get(&sid).is_some_and(|l| Rc::ptr_eq(l, &ended)) {
+            live.remove(&sid);
+        }
+    }
+    // The sender's end closed (or a newer connection replaced it): tell the pipeline (a
+    // leader that died, say).
+    let _ = tx.send((sid, None)).await;
+    drop(slot);
+}
+
+/// Reads frames from an accepted peer until the connection ends, a frame is bad, or `ended`
+/// is signalled.
+async fn read_frames(
+    stream: &mut TcpStream,
+    sid: Sid,
+    peer: &str,
+    ended: &Semaphore,
+    tx: &LocalSender<PeerIn>,
+    snap_bytes_in: &Cell<usize>,
+) {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    loop {
+        let read = async { Some(stream.read(&mut chunk).await) };
+        let replaced = async {
+            let _ = ended.acquire(1).await;
+            None
+        };
+        let n = match futures_lite::future::or(read, replaced).await {
+            None => {
+                tracing::info!("peer {sid} ({peer}): a newer connection from it replaces this one");
+                return;
+            }
+            Some(Ok(0) | Err(_)) => return,
+            Some(Ok(n)) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
         loop {
             let frame = match next_frame(&mut buf) {
                 Ok(Some(f)) => f,
@@ -391,6 +613,7 @@ async fn read_loop(mut stream: TcpStream, tx: Rc<LocalSender<PeerIn>>, snap_byte
 mod tests {
     use super::*;
     use crate::zab::message::{FollowerMsg, PeerState, Vote};
+    use bytes::BufMut;
     use glommio::LocalExecutorBuilder;
 
     fn free_addr() -> SocketAddr {
@@ -485,6 +708,98 @@ mod tests {
                 }
                 assert!(net1.queued(2) >= 4 * 1024 * 1024, "past the cap, and still queued");
                 drop(net1);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// A blocking TCP connection to `to` from the address `from` (port chosen by the kernel).
+    fn connect_from_std(from: &str, to: SocketAddr) -> std::net::TcpStream {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::new(from.parse().unwrap(), 0).into()).unwrap();
+        s.connect(&to.into()).unwrap();
+        let s: std::net::TcpStream = s.into();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    }
+
+    /// True once the server has closed `s` (reads end), within the read timeout.
+    fn closed_by_server(s: &mut std::net::TcpStream) -> bool {
+        let mut sink = [0u8; 64];
+        matches!(std::io::Read::read(s, &mut sink), Ok(0))
+            || matches!(std::io::Read::read(s, &mut sink), Ok(0) | Err(_))
+    }
+
+    fn hello_of(sid: Sid) -> Vec<u8> {
+        let mut b = BytesMut::new();
+        encode_hello(&mut b, sid);
+        b.to_vec()
+    }
+
+    /// Issue 15: only servers' addresses may connect; a hello must name a server whose host is
+    /// the source address; a frame longer than its kind is refused from its head; connections
+    /// per address are bounded. Peers on 127.0.0.1 and 127.0.0.2 (and server 3's address,
+    /// 127.0.0.3, with no server there) still talk, dialing from their own addresses.
+    #[test]
+    fn strangers_forged_hellos_and_oversized_frames_are_refused() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let free_on = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap();
+                let (a, b, c) = (free_on("127.0.0.1"), free_on("127.0.0.2"), free_on("127.0.0.3"));
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b), (3, c)].into();
+                let (net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
+                let (net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
+                send_until_connected(&net2, 1, &note(1)).await;
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(1)))), "a real peer is accepted");
+                send_until_connected(&net1, 2, &note(2)).await;
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(2)))));
+
+                // A stranger's address: closed at accept.
+                let mut s = connect_from_std("127.0.0.9", a);
+                assert!(closed_by_server(&mut s), "a connection from no server's address is closed");
+                // Server 3's address claiming to be server 2: refused after the hello.
+                let mut s = connect_from_std("127.0.0.3", a);
+                std::io::Write::write_all(&mut s, &hello_of(2)).unwrap();
+                std::io::Write::write_all(&mut s, &{
+                    let mut f = BytesMut::new();
+                    encode_frame(&mut f, &note(66));
+                    f
+                })
+                .unwrap();
+                assert!(closed_by_server(&mut s), "a forged hello is refused");
+                // Claiming this server's own id: refused too.
+                let mut s = connect_from_std("127.0.0.3", a);
+                std::io::Write::write_all(&mut s, &hello_of(1)).unwrap();
+                assert!(closed_by_server(&mut s));
+                // Server 3's own id from its address: accepted; a 500 MiB SnapChunk frame is
+                // refused from its head, and nothing of it reaches the pipeline.
+                let mut s = connect_from_std("127.0.0.3", a);
+                std::io::Write::write_all(&mut s, &hello_of(3)).unwrap();
+                let mut f = BytesMut::new();
+                encode_frame(&mut f, &note(3));
+                f.put_u32(500 << 20);
+                f.put_u8(4);
+                f.put_slice(&[0u8; 24]);
+                f.put_u8(11);
+                f.put_slice(&[0u8; 1000]);
+                std::io::Write::write_all(&mut s, &f).unwrap();
+                assert_eq!(recv_within(&rx1, 2000).await, Some((3, Some(note(3)))), "server 3 may talk");
+                assert_eq!(recv_within(&rx1, 2000).await, Some((3, None)), "then its connection ends");
+                assert!(closed_by_server(&mut s), "the oversized SNAP chunk closed it");
+                // Connections per address are bounded: idle ones hold the slots, the next is
+                // closed at once.
+                let mut idle: Vec<_> =
+                    (0..PEER_INBOUND_CONNS_PER_ADDR_MAX).map(|_| connect_from_std("127.0.0.3", a)).collect();
+                glommio::timer::sleep(Duration::from_millis(200)).await;
+                let mut extra = connect_from_std("127.0.0.3", a);
+                assert!(closed_by_server(&mut extra), "past the per-address bound, closed at accept");
+                drop(idle.drain(..));
+                // Nothing of the refused connections reached the pipeline; the peers still talk.
+                assert_eq!(net2.send(1, &note(7)), Sent::Queued);
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(7)))));
+                drop(net1);
+                drop(net2);
             })
             .unwrap()
             .join()

@@ -49,6 +49,28 @@ pub const TICK_INTERVAL_MS_MAX: u64 = 100;
 /// taking from the channels, so their bounded depth pushes back on the client cores.
 pub const INBOX_MESSAGES_MAX: usize = 64 * 1024;
 
+/// A fresh session-password key from the OS's random source (the shell draws it; prep, apply
+/// and the tree never do). The OS source failing is not a state to serve in: it panics, and a
+/// panic stops the process (fail-stop).
+pub(super) fn random_session_secret() -> session::SessionSecret {
+    let mut secret = [0u8; session::SESSION_SECRET_BYTES];
+    getrandom::getrandom(&mut secret).expect("the OS random source (getrandom) failed");
+    secret
+}
+
+/// The password a session is told: its MAC under the tree's key; without a key (only until
+/// the first txn of a start or a leadership lands) random bytes, which no resume matches.
+pub(super) fn new_passwd(tree: &DataTree, session_id: i64) -> [u8; session::SESSION_PASSWD_LEN] {
+    match tree.session_secret() {
+        Some(secret) => session::password_of(secret, session_id),
+        None => {
+            let mut pw = [0u8; session::SESSION_PASSWD_LEN];
+            getrandom::getrandom(&mut pw).expect("the OS random source (getrandom) failed");
+            pw
+        }
+    }
+}
+
 /// Session deadlines as `dump` prints them: monotonic deadlines as dates.
 pub(super) fn dated(sets: SessionSets, now: Now) -> SessionSets {
     sets.into_iter().map(|(deadline, ids)| (now.date_of(deadline), ids)).collect()
@@ -154,15 +176,16 @@ impl Pipeline {
                         conn,
                         session_id: id,
                         timeout_ms,
-                        passwd: session::password_of(id),
+                        passwd: new_passwd(&self.tree, id),
                     });
                     return;
                 }
-                let expected = session::password_of(session_id);
-                if !self.sessions.contains(session_id) || passwd.as_ref() != expected {
+                let secret = self.tree.session_secret();
+                if !self.sessions.contains(session_id) || !session::password_matches(secret, session_id, &passwd) {
                     self.answer(Commit::SessionExpired { conn });
                     return;
                 }
+                let expected = new_passwd(&self.tree, session_id);
                 self.sessions.set_timeout(session_id, timeout_ms, now.mono_ms);
                 if let Some(old) = self.sessions.attach(session_id, conn) {
                     self.conn_sessions.remove(&old);
@@ -224,6 +247,15 @@ impl Pipeline {
                     self.control.push(m);
                 }
             }
+        }
+    }
+
+    /// Makes the session-password key if the tree has none (a new data dir, one from before
+    /// there was a key, or a first attempt the full disk refused): one txn, logged like any.
+    fn ensure_session_secret(&mut self, now: Now) {
+        if self.tree.session_secret().is_none() {
+            let header = self.next_header(0, 0, now.wall_ms);
+            self.commit_txn(header, TxnOp::SessionSecret { secret: random_session_secret() }, None, false);
         }
     }
 
@@ -696,6 +728,10 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     let mut snapshots = Snapshots::new(now.mono_ms, stats.clone());
     let mut log = LogState { slot: LogSlot::new(log_writer, wake.clone()), durable: p.tree.clone(), disk_full: false };
     let mut last_reap_ms = now.mono_ms;
+    // The first txn of a data dir without a session-password key makes one, before any
+    // session is created.
+    p.ensure_session_secret(now);
+    wake.signal(1);
     loop {
         if wake.acquire(1).await.is_err() {
             break;
@@ -718,6 +754,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         // After the inbox: the pings and requests that waited there (during a slow
         // fdatasync, say) have refreshed their sessions before any is expired.
         if ticked.replace(false) && !stopping {
+            p.ensure_session_secret(now);
             p.expire_sessions(now);
             if now.mono_ms - last_reap_ms >= config.container_check_interval_ms as i64 {
                 last_reap_ms = now.mono_ms;

@@ -115,8 +115,20 @@ impl SnapSender {
                 loop {
                     let mut buf = Vec::with_capacity(PEER_SNAP_CHUNK_BYTES_MAX + 4096);
                     let done = enc.next_chunk(&mut buf, PEER_SNAP_CHUNK_BYTES_MAX);
-                    // A send fails once the stream was abandoned: stop encoding.
-                    if tx.send(buf).is_err() || done {
+                    // The encoder may overshoot by one znode; a chunk never does (a follower
+                    // refuses a SnapChunk frame over its chunk size), so the rest goes in
+                    // chunks of its own. A send fails once the stream was abandoned: stop.
+                    let pieces: Vec<Vec<u8>> = if buf.len() <= PEER_SNAP_CHUNK_BYTES_MAX {
+                        vec![buf]
+                    } else {
+                        buf.chunks(PEER_SNAP_CHUNK_BYTES_MAX).map(<[u8]>::to_vec).collect()
+                    };
+                    for piece in pieces {
+                        if tx.send(piece).is_err() {
+                            return;
+                        }
+                    }
+                    if done {
                         return;
                     }
                 }

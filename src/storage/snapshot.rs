@@ -7,13 +7,21 @@
 //! (parents exist, no duplicate paths) and returns an error instead.
 
 use crate::proto::{Acl, Id};
+use crate::session::SESSION_SECRET_BYTES;
 use crate::tree::{path, DataTree, Znode};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 pub const SNAPSHOT_MAGIC: [u8; 4] = *b"RKSN";
-pub const SNAPSHOT_VERSION: u32 = 1;
+/// Version 2 adds the session-password key after the header; version 1 files (no key) are
+/// still read.
+pub const SNAPSHOT_VERSION: u32 = 2;
+/// The version before the session-password key (read, never written).
+pub const SNAPSHOT_VERSION_V1: u32 = 1;
+/// Marker byte: a session-password key follows / none does.
+const SECRET_PRESENT: u8 = 1;
+const SECRET_ABSENT: u8 = 0;
 pub const SNAPSHOT_PREFIX: &str = "snapshot.";
 /// Suffix of a snapshot being written (renamed away when durable; removed by recovery).
 pub const SNAPSHOT_TMP_SUFFIX: &str = ".tmp";
@@ -73,6 +81,11 @@ pub enum SnapshotError {
         trailer: u64,
         found: u64,
     },
+    /// The byte saying whether a session-password key follows is neither 0 nor 1.
+    BadSecretMarker {
+        offset: usize,
+        marker: u8,
+    },
 }
 
 impl fmt::Display for SnapshotError {
@@ -100,6 +113,9 @@ impl fmt::Display for SnapshotError {
             }
             SnapshotError::NodeCountMismatch { trailer, found } => {
                 write!(f, "snapshot trailer says {trailer} nodes, found {found}")
+            }
+            SnapshotError::BadSecretMarker { offset, marker } => {
+                write!(f, "snapshot session-key marker {marker} at byte {offset} is neither 0 nor 1")
             }
         }
     }
@@ -163,6 +179,13 @@ impl<'a> SnapshotEncoder<'a> {
                     out.extend_from_slice(&SNAPSHOT_MAGIC);
                     out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
                     out.extend_from_slice(&self.tree.last_zxid().to_be_bytes());
+                    match self.tree.session_secret() {
+                        Some(secret) => {
+                            out.push(SECRET_PRESENT);
+                            out.extend_from_slice(secret);
+                        }
+                        None => out.push(SECRET_ABSENT),
+                    }
                     out.extend_from_slice(&(self.sessions.len() as u32).to_be_bytes());
                     self.stage = Stage::Sessions(0);
                 }
@@ -270,6 +293,11 @@ pub fn encode_snapshot(tree: &DataTree) -> Vec<u8> {
 
 /// Checks magic, version and crc; returns the zxid the snapshot is exact at.
 pub fn verify_snapshot(bytes: &[u8]) -> Result<i64, SnapshotError> {
+    verify_versioned(bytes).map(|(zxid, _)| zxid)
+}
+
+/// `verify_snapshot`, also returning the format version.
+fn verify_versioned(bytes: &[u8]) -> Result<(i64, u32), SnapshotError> {
     if bytes.len() < SNAPSHOT_HEADER_BYTES + 4 + SNAPSHOT_TRAILER_BYTES {
         return Err(SnapshotError::TooShort { len: bytes.len() });
     }
@@ -278,7 +306,7 @@ pub fn verify_snapshot(bytes: &[u8]) -> Result<i64, SnapshotError> {
     }
     let mut r = Reader { b: bytes, pos: 4, end: bytes.len() };
     let version = r.u32()?;
-    if version != SNAPSHOT_VERSION {
+    if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_V1 {
         return Err(SnapshotError::UnsupportedVersion(version));
     }
     let crc_at = bytes.len() - 4;
@@ -287,7 +315,7 @@ pub fn verify_snapshot(bytes: &[u8]) -> Result<i64, SnapshotError> {
     if crc32c::crc32c(&bytes[..crc_at]) != u32::from_be_bytes(stored) {
         return Err(SnapshotError::ChecksumMismatch);
     }
-    r.i64()
+    Ok((r.i64()?, version))
 }
 
 struct Reader<'b> {
@@ -304,6 +332,9 @@ impl<'b> Reader<'b> {
         let s = &self.b[self.pos..self.pos + n];
         self.pos += n;
         Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, SnapshotError> {
+        Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> Result<u32, SnapshotError> {
         let mut a = [0u8; 4];
@@ -334,10 +365,22 @@ const BUILT_IN_PATHS: [&str; 4] = ["/", "/zookeeper", "/zookeeper/quota", "/zook
 
 /// Verifies and decodes a snapshot into a DataTree exact at its zxid.
 pub fn decode_snapshot(bytes: &[u8]) -> Result<DataTree, SnapshotError> {
-    let last_zxid = verify_snapshot(bytes)?;
+    let (last_zxid, version) = verify_versioned(bytes)?;
     let node_end = bytes.len() - SNAPSHOT_TRAILER_BYTES;
     let mut r = Reader { b: bytes, pos: SNAPSHOT_HEADER_BYTES, end: node_end };
     let mut tree = DataTree::restore_begin(last_zxid);
+    if version >= SNAPSHOT_VERSION {
+        let at = r.pos;
+        match r.u8()? {
+            SECRET_ABSENT => {}
+            SECRET_PRESENT => {
+                let mut secret = [0u8; SESSION_SECRET_BYTES];
+                secret.copy_from_slice(r.take(SESSION_SECRET_BYTES)?);
+                tree.set_session_secret(secret);
+            }
+            marker => return Err(SnapshotError::BadSecretMarker { offset: at, marker }),
+        }
+    }
     let sessions = r.u32()? as usize;
     if sessions > (r.end - r.pos) / SESSION_BYTES {
         return Err(SnapshotError::Truncated { offset: r.pos });
@@ -463,6 +506,7 @@ pub(crate) mod tests {
 
     pub(crate) fn assert_same_tree(a: &DataTree, b: &DataTree) {
         assert_eq!(a.last_zxid(), b.last_zxid());
+        assert_eq!(a.session_secret(), b.session_secret());
         let wa = a.walk();
         let wb = b.walk();
         assert_eq!(wa.len(), wb.len());
@@ -572,8 +616,40 @@ pub(crate) mod tests {
         assert!(matches!(decode_snapshot(&reseal(b)), Err(SnapshotError::DuplicateNode { .. })));
         // A huge session count.
         let mut b = body.to_vec();
-        b[16..20].copy_from_slice(&u32::MAX.to_be_bytes());
+        b[17..21].copy_from_slice(&u32::MAX.to_be_bytes());
         assert!(matches!(decode_snapshot(&reseal(b)), Err(SnapshotError::Truncated { .. })));
+    }
+
+    /// The same snapshot as an older build wrote it (format version 1: no session-key block
+    /// after the header), from a version 2 encoding.
+    fn as_version_1(v2: &[u8]) -> Vec<u8> {
+        let key_block = if v2[SNAPSHOT_HEADER_BYTES] == SECRET_PRESENT { 1 + SESSION_SECRET_BYTES } else { 1 };
+        let mut b = v2[..SNAPSHOT_HEADER_BYTES].to_vec();
+        b[4..8].copy_from_slice(&SNAPSHOT_VERSION_V1.to_be_bytes());
+        b.extend_from_slice(&v2[SNAPSHOT_HEADER_BYTES + key_block..v2.len() - 4]);
+        reseal(b)
+    }
+
+    #[test]
+    fn a_version_1_snapshot_reads_as_the_same_tree_without_a_key() {
+        let t = sample_tree();
+        let v1 = as_version_1(&encode_snapshot(&t));
+        let back = decode_snapshot(&v1).expect("a version 1 snapshot reads");
+        assert_same_tree(&t, &back);
+        assert_eq!(back.session_secret(), None);
+        // Written again, it is version 2.
+        assert_eq!(encode_snapshot(&back)[4..8], SNAPSHOT_VERSION.to_be_bytes());
+    }
+
+    #[test]
+    fn a_bad_key_marker_is_an_error() {
+        let good = encode_snapshot(&DataTree::new());
+        let mut b = good[..good.len() - 4].to_vec();
+        b[SNAPSHOT_HEADER_BYTES] = 7;
+        assert!(matches!(decode_snapshot(&reseal(b)), Err(SnapshotError::BadSecretMarker { marker: 7, .. })));
+        let mut b = good[..good.len() - 4].to_vec();
+        b[4..8].copy_from_slice(&3u32.to_be_bytes());
+        assert!(matches!(decode_snapshot(&reseal(b)), Err(SnapshotError::UnsupportedVersion(3))));
     }
 
     #[test]
@@ -584,6 +660,26 @@ pub(crate) mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn the_session_key_round_trips_in_both_versions(
+            secret in proptest::option::of(proptest::array::uniform32(proptest::prelude::any::<u8>())),
+            chunk in 1usize..64,
+        ) {
+            let mut t = sample_tree();
+            if let Some(s) = secret {
+                t.set_session_secret(s);
+            }
+            let mut enc = SnapshotEncoder::new(&t);
+            let mut bytes = Vec::new();
+            while !enc.next_chunk(&mut bytes, chunk) {}
+            let back = decode_snapshot(&bytes).expect("own snapshot decodes");
+            proptest::prop_assert_eq!(back.session_secret(), secret.as_ref());
+            assert_same_tree(&t, &back);
+            proptest::prop_assert_eq!(encode_snapshot(&back), bytes.clone());
+            let old = decode_snapshot(&as_version_1(&bytes)).expect("the version 1 form decodes");
+            proptest::prop_assert_eq!(old.session_secret(), None);
+        }
+
         #[test]
         fn decoding_random_bytes_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600)) {
             let _ = decode_snapshot(&bytes);

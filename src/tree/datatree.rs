@@ -8,6 +8,7 @@
 use super::node_map::NodeMap;
 use super::path;
 use crate::proto::{Acl, Stat};
+use crate::session::SessionSecret;
 use bytes::Bytes;
 use imbl::{HashMap, OrdSet};
 use std::sync::Arc;
@@ -194,6 +195,9 @@ pub struct DataTree {
     data_size: i64,
     /// Ephemeral nodes (true ephemerals, not containers or TTL nodes).
     ephemeral_count: usize,
+    /// The key of session passwords (`session::password_of`): set once by a txn, kept in
+    /// snapshots; None in a data dir from before there was one, until the first start makes it.
+    session_secret: Option<SessionSecret>,
 }
 
 impl Default for DataTree {
@@ -219,6 +223,7 @@ impl DataTree {
             last_zxid: 0,
             data_size: 0,
             ephemeral_count: 0,
+            session_secret: None,
         };
         let open: Arc<[Acl]> = super::acl::open_acl_unsafe().into();
         let root_acl = t.acls.take(&open);
@@ -304,6 +309,17 @@ impl DataTree {
     /// Distinct ACL lists the nodes use (ZooKeeper's ACL cache size).
     pub fn acl_list_count(&self) -> usize {
         self.acls.len()
+    }
+
+    /// The key of session passwords, once a txn has set it.
+    pub fn session_secret(&self) -> Option<&SessionSecret> {
+        self.session_secret.as_ref()
+    }
+
+    /// Sets the key of session passwords. The first one stays: a second (a leader that
+    /// proposed one before it saw the first) changes nothing, so no password ever changes.
+    pub fn set_session_secret(&mut self, secret: SessionSecret) {
+        self.session_secret.get_or_insert(secret);
     }
 
     pub fn sessions(&self) -> impl Iterator<Item = (i64, SessionEntry)> + '_ {

@@ -62,6 +62,7 @@ fn delete(tree: &mut DataTree, p: &str, zxid: i64, changes: &mut Vec<Change>) {
 pub enum OpResult {
     SessionCreated,
     SessionClosed,
+    SecretSet,
     Created { path: String, stat: Stat, response_type: i32 },
     Deleted,
     DataSet { stat: Stat },
@@ -95,6 +96,10 @@ fn apply_op(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change
                 delete(tree, &p, zxid, changes);
             }
             OpResult::SessionClosed
+        }
+        TxnOp::SessionSecret { secret } => {
+            tree.set_session_secret(*secret);
+            OpResult::SecretSet
         }
         TxnOp::Create { path, data, acl, ephemeral_owner, response_type } => {
             let acl: Arc<[_]> = acl.clone().into();

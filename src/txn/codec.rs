@@ -8,6 +8,7 @@
 
 use super::{Txn, TxnHeader, TxnOp};
 use crate::proto::{Acl, Id};
+use crate::session::SESSION_SECRET_BYTES;
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// Fixed part of every record: zxid, session, cxid, time.
@@ -46,6 +47,7 @@ const TAG_SET_ACL: u8 = 6;
 const TAG_CHECK: u8 = 7;
 const TAG_ERROR: u8 = 8;
 const TAG_MULTI: u8 = 9;
+const TAG_SESSION_SECRET: u8 = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxnDecodeError {
@@ -54,6 +56,8 @@ pub enum TxnDecodeError {
     BadTag(u8),
     BadUtf8,
     NestedMulti,
+    /// A session-secret txn inside a multi (only a top-level txn may carry one).
+    SecretInMulti,
     TrailingBytes,
 }
 
@@ -105,6 +109,10 @@ fn encode_op(op: &TxnOp, out: &mut BytesMut) {
             out.put_i32(*timeout_ms);
         }
         TxnOp::CloseSession => out.put_u8(TAG_CLOSE_SESSION),
+        TxnOp::SessionSecret { secret } => {
+            out.put_u8(TAG_SESSION_SECRET);
+            out.put_slice(secret);
+        }
         TxnOp::Create { path, data, acl, ephemeral_owner, response_type } => {
             out.put_u8(TAG_CREATE);
             put_str(path, out);
@@ -163,6 +171,7 @@ pub fn op_encoded_len(op: &TxnOp) -> usize {
     1 + match op {
         TxnOp::CreateSession { .. } | TxnOp::Error { .. } => 4,
         TxnOp::CloseSession => 0,
+        TxnOp::SessionSecret { .. } => SESSION_SECRET_BYTES,
         TxnOp::Create { path, data, acl, .. } => {
             4 + path.len() + opt_bytes_encoded_len(data) + acl_encoded_len(acl) + 12
         }
@@ -283,6 +292,14 @@ fn decode_op(r: &mut Reader, top: bool) -> Result<TxnOp, TxnDecodeError> {
         TAG_SET_ACL => TxnOp::SetAcl { path: r.string()?, acl: r.acl()? },
         TAG_CHECK => TxnOp::Check { path: r.string()? },
         TAG_ERROR => TxnOp::Error { err: r.i32()? },
+        TAG_SESSION_SECRET => {
+            if !top {
+                return Err(TxnDecodeError::SecretInMulti);
+            }
+            let mut secret = [0u8; SESSION_SECRET_BYTES];
+            secret.copy_from_slice(r.take(SESSION_SECRET_BYTES)?);
+            TxnOp::SessionSecret { secret }
+        }
         TAG_MULTI => {
             if !top {
                 return Err(TxnDecodeError::NestedMulti);
@@ -340,6 +357,32 @@ mod tests {
         for n in 0..full.len() {
             assert!(decode(full.slice(..n)).is_err(), "prefix {n}");
         }
+    }
+
+    #[test]
+    fn a_session_key_txn_round_trips_and_is_refused_inside_a_multi() {
+        let mut secret = [0u8; SESSION_SECRET_BYTES];
+        secret[0] = 1;
+        secret[31] = 0xff;
+        let t = Txn {
+            header: TxnHeader { zxid: 0x2_0000_0001, session_id: 0, cxid: 0, time_ms: 5 },
+            op: TxnOp::SessionSecret { secret },
+        };
+        let mut b = BytesMut::new();
+        encode(&t, &mut b);
+        assert_eq!(b.len(), TXN_HEADER_BYTES + op_encoded_len(&t.op));
+        let full = b.freeze();
+        assert_eq!(decode(full.clone()).unwrap(), t);
+        for n in 0..full.len() {
+            assert!(decode(full.slice(..n)).is_err(), "prefix {n}");
+        }
+        // The same op as the one sub-op of a multi.
+        let mut m = BytesMut::new();
+        m.extend_from_slice(&full[..TXN_HEADER_BYTES]);
+        m.put_u8(TAG_MULTI);
+        m.put_i32(1);
+        m.extend_from_slice(&full[TXN_HEADER_BYTES..]);
+        assert_eq!(decode(m.freeze()), Err(TxnDecodeError::SecretInMulti));
     }
 
     proptest! {

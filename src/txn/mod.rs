@@ -13,6 +13,7 @@ mod roundtrip_tests;
 
 use crate::proto::request::Request;
 use crate::proto::Acl;
+use crate::session::SessionSecret;
 use bytes::Bytes;
 
 /// Header fields every txn carries.
@@ -31,6 +32,11 @@ pub enum TxnOp {
         timeout_ms: i32,
     },
     CloseSession,
+    /// Sets the ensemble's session-password key (`session::password_of`), once: the first
+    /// start of a data dir without one (standalone) or the first leader that finds none.
+    SessionSecret {
+        secret: SessionSecret,
+    },
     Create {
         path: String,
         data: Option<Bytes>,

@@ -124,8 +124,10 @@ def test_connection_watch_and_session_commands_and_pipeline_metrics(make_server,
     (collected from every client core), and /metrics counts log batches, channel traffic,
     commit batches and snapshots."""
     port = free_port()
+    # Whitelisted: these commands list sessions and connections (else they need auth,
+    # test_issue15_security.py).
     s = make_server(**{"admin.enableServer": "true", "admin.serverAddress": "127.0.0.1", "admin.serverPort": port,
-                       "ringkeeper.clientCores": 2, "snapCount": 20})
+                       "ringkeeper.clientCores": 2, "snapCount": 20, "4lw.commands.whitelist": "*"})
     wait_until(lambda: monitor(port), what="the admin server")
     zk = kazoo_factory(s.hostport)
     sid = zk.client_id[0]

@@ -45,6 +45,8 @@ def test_log_dump_snap_dump_and_purge_on_a_servers_data(make_server, kazoo_facto
     assert any(" setData /tools data=7 bytes" in ln for ln in lines)
     assert any(f"session {session:#x}" in ln and " create /tools/eph " in ln for ln in lines)
     assert any(ln.endswith("closeSession") for ln in lines), "a closed session is logged"
+    # Issue 15: the session-password key is the first txn of a new data dir, never printed.
+    assert sum(ln.endswith("sessionSecret (set; not shown)") for ln in lines) == 1
 
     # A flipped byte inside a logged txn (not at the tail) is reported, with a failing exit code.
     damaged = segments[0] + ".copy"
