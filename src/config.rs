@@ -162,6 +162,8 @@ pub struct Config {
     /// initLimit / syncLimit, for the ensemble.
     pub init_limit_ticks: u32,
     pub sync_limit_ticks: u32,
+    /// The client port's TLS (`secureClientPort`, `client.portUnification`, `ssl.*`).
+    pub client_tls: Option<crate::tls::ClientTls>,
     /// `server.N=…` lines, kept raw for the ensemble, in file order (a repeated N replaces).
     pub servers: Vec<ServerSpec>,
     /// ringkeeper.clientCores: default (available CPUs − 1).max(1), or the length of clientCpus.
@@ -347,8 +349,6 @@ const ZOOCFG_KEYS_UNUSED: &[&str] = &[
     "portUnification",
     "sslQuorum",
     "sslQuorumReloadCertFiles",
-    "secureClientPort",
-    "secureClientPortAddress",
 ];
 
 /// System-property keys (bare or `zookeeper.`-prefixed) accepted without being used.
@@ -406,7 +406,11 @@ fn is_unused_sysprop(key: &str) -> bool {
 /// The name a key is matched (and de-duplicated) by: system-property keys lose `zookeeper.`.
 fn canonical_key(key: &str) -> &str {
     match key.strip_prefix("zookeeper.") {
-        Some(rest) if SYSPROP_KEYS_USED.contains(&rest) || is_unused_sysprop(rest) => rest,
+        Some(rest)
+            if SYSPROP_KEYS_USED.contains(&rest) || is_unused_sysprop(rest) || crate::tls::is_client_tls_key(rest) =>
+        {
+            rest
+        }
         _ => key,
     }
 }
@@ -707,6 +711,7 @@ impl Config {
         let mut io_memory_bytes = IO_MEMORY_BYTES_DEFAULT;
         let mut ring_depth = RING_DEPTH_DEFAULT;
         let mut spin_before_park_us = SPIN_BEFORE_PARK_US_DEFAULT;
+        let mut tls_keys = crate::tls::TlsKeys::default();
         // Canonical key → the line that first set it.
         let mut seen: HashMap<String, usize> = HashMap::new();
 
@@ -875,9 +880,7 @@ impl Config {
                         None => servers.push(spec),
                     }
                 }
-                "secureClientPort" | "secureClientPortAddress" => warnings.push(format!(
-                    "{origin}: {key} at line {line} is not used: ringkeeper does not serve TLS (ignored)"
-                )),
+                k if crate::tls::is_client_tls_key(k) => tls_keys.push(k, value, line),
                 "skipACL" if e.boolean().unwrap_or(false) => warnings.push(format!(
                     "{origin}: skipACL at line {line} is not used: ringkeeper always checks ACLs (ignored)"
                 )),
@@ -990,7 +993,9 @@ impl Config {
             }
         }
 
+        let client_tls = tls_keys.finish(origin, client_port_address)?;
         let config = Config {
+            client_tls,
             tick_time_ms,
             data_log_dir: data_log_dir.unwrap_or_else(|| data_dir.clone()),
             data_dir,
@@ -1297,10 +1302,15 @@ mod tests {
              globalOutstandingLimit=1000\nsyncEnabled=true\nzookeeper.admin.idleTimeout=30000\n\
              skipACL=no\nquorum.auth.enableSasl=false\n",
         );
-        let (_, w) = ok("dataDir=/d\nsecureClientPort=2281\nskipACL=yes\n");
-        assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].contains("secureClientPort at line 2") && w[0].contains("TLS"), "{w:?}");
-        assert!(w[1].contains("skipACL at line 3"), "{w:?}");
+        let (_, w) = ok("dataDir=/d\nskipACL=yes\n");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("skipACL at line 2"), "{w:?}");
+        // A TLS port without its key store is refused, not warned about (tls::TlsKeys).
+        let err = Config::parse("dataDir=/d\nsecureClientPort=2281\n", "test.cfg").unwrap_err().to_string();
+        assert!(err.contains("ssl.keyStore.location"), "{err}");
+        let (c, w) = ok("dataDir=/d\nzookeeper.secureClientPort=2281\nzookeeper.ssl.keyStore.location=/k.pem\n");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.client_tls.map(|t| t.secure_addr.map(|a| a.port())), Some(Some(2281)));
     }
 
     #[test]
