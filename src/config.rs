@@ -1605,6 +1605,17 @@ mod tests {
         }
     }
 
+    /// The TLS example parses without a warning: TLS on 2281 with client certificates.
+    #[test]
+    fn the_tls_example_config_parses() {
+        let (c, warnings) = Config::parse(include_str!("../configs/tls-standalone.cfg"), "tls").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let tls = c.client_tls.expect("TLS settings");
+        assert_eq!(tls.secure_addr, Some("0.0.0.0:2281".parse().unwrap()));
+        assert_eq!(tls.client_auth, crate::tls::ClientAuth::Need);
+        assert_eq!(tls.x509_super_user.as_deref(), Some("CN=admin,O=Example"));
+    }
+
     /// The commented production layout parses without a warning and says what it says.
     #[test]
     fn the_production_config_parses() {

@@ -8,6 +8,7 @@
 //! something unreadable keeps the previous configuration (and says so); no glommio here — the
 //! shell (`server/connection.rs`) runs the handshakes.
 
+pub mod client;
 pub mod dn;
 
 use crate::config::ConfigError;

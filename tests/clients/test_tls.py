@@ -20,7 +20,7 @@ import pytest
 
 import helpers
 import rawzk
-from helpers import APACHE_CLASSPATH, JAVA, free_port, wait_until
+from helpers import APACHE_CLASSPATH, JAVA, RK_BIN, free_port, wait_until
 
 CLIENT1_DN = "CN=client1,OU=Test,O=Ringkeeper"
 CLIENT2_DN = "CN=client2,OU=Test,O=Ringkeeper"
@@ -263,6 +263,32 @@ def test_tls_zkcli_over_netty(make_server, pki, kind):
     assert "Created /zkcli-tls" in out, out
     assert "\nhello\n" in out, out
     assert "'x509,'" + CLIENT1_DN.replace(",", "%2C") in out, out  # zkCli URL-encodes the id
+
+
+def rk_cli(hostport, pki, *args, tls=True, ca="ca.pem"):
+    """`ringkeeper cli` (our Rust client) over TLS with client1's PEM key store."""
+    flags = ["--tls-ca", pki.path(ca), "--tls-cert", pki.path("client1-store.pem")] if tls else []
+    return subprocess.run([RK_BIN, "cli", "-s", hostport, "-t", "4000", *flags, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_tls_ringkeeper_cli_and_client(make_server, pki, kind):
+    s = make_server(tls_config(pki))
+    hp = secure_hostport(s)
+    r = rk_cli(hp, pki, "create", "/rkcli-tls", "hi")
+    assert r.returncode == 0, r.stderr
+    r = rk_cli(hp, pki, "setAcl", "/rkcli-tls", "auth::cdrwa")
+    assert r.returncode == 0, r.stderr
+    r = rk_cli(hp, pki, "get", "/rkcli-tls")
+    assert (r.returncode, r.stdout.strip()) == (0, "hi"), r.stderr
+    r = rk_cli(hp, pki, "getAcl", "/rkcli-tls")
+    assert "'x509,'" + CLIENT1_DN.replace(",", "%2C") in r.stdout, r.stdout + r.stderr
+    # by the host name the certificate also holds
+    r = rk_cli(f"localhost:{s.config['secureClientPort']}", pki, "get", "/rkcli-tls")
+    assert (r.returncode, r.stdout.strip()) == (0, "hi"), r.stderr
+    # plain on the TLS port, or trusting the wrong CA: no session
+    assert rk_cli(hp, pki, "get", "/rkcli-tls", tls=False).returncode != 0
+    assert rk_cli(hp, pki, "get", "/rkcli-tls", ca="rogue-ca.pem").returncode != 0
 
 
 def _server_cert_cn(hostport, pki):
