@@ -345,6 +345,9 @@ async fn connection(
     }
 }
 
+/// How long a TLS handshake may take.
+const TLS_HANDSHAKE_WAIT_MS: u64 = 10_000;
+
 /// A connection to `addr` (TCP_NODELAY, reads waiting at most READ_WAIT_MS), TLS over it
 /// when `tls` is set.
 async fn connect(
@@ -354,8 +357,11 @@ async fn connect(
 ) -> std::io::Result<MaybeTls<TcpStream>> {
     let s = TcpStream::connect(addr).await.map_err(std::io::Error::from)?;
     let _ = s.set_nodelay(true);
-    let _ = s.set_read_timeout(Some(Duration::from_millis(READ_WAIT_MS)));
-    wrap(s, server, tls).await
+    // The TLS handshake may wait on a server far longer than one read round.
+    let _ = s.set_read_timeout(Some(Duration::from_millis(TLS_HANDSHAKE_WAIT_MS)));
+    let s = wrap(s, server, tls).await?;
+    let _ = s.tcp().set_read_timeout(Some(Duration::from_millis(READ_WAIT_MS)));
+    Ok(s)
 }
 
 /// Runs `jobs` (connection index → job) on `spec.threads` executors; merges their results.
