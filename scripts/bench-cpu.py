@@ -9,7 +9,10 @@ get/set, WARM seconds of warm-up (environment, default 2) and 8 s measured, and 
 server's CPU (utime + stime from /proc/PID/stat, over the measured window less 0.4 s at each
 end) divided by the operations per second the bench reported. The load shares the machine's
 CPUs: compare builds by alternating them and taking medians (docs/benchmarks.md).
-Environment: BENCH (the ringkeeper-bench binary; default target/release/ringkeeper-bench).
+Environment: BENCH (the ringkeeper-bench binary; default target/release/ringkeeper-bench);
+TLS=1: the load goes over TLS with client certificates (ssl.clientAuth=need) to
+secureClientPort PORT+1 — certificates made with the openssl CLI, the same keys for both
+servers (Apache with its Netty connection factory, which its TLS needs).
 Everything it starts is stopped and its temporary directory removed."""
 import os, subprocess, sys, tempfile, time, csv, shutil
 bin_, port, cores, ratios = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(',')
@@ -28,10 +31,31 @@ ringkeeper.clientCores={cores}
 ringkeeper.cpuPinning=false
 ringkeeper.logLevel=warn
 """)
+tls = os.environ.get('TLS') == '1'
+tls_keys = ''
+if tls:
+    t = f"{d}/tls"
+    os.makedirs(t)
+    def ossl(*a):
+        subprocess.run(['openssl', *a], check=True, capture_output=True, cwd=t)
+    ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes']
+    ossl('req', '-x509', *ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=bench CA',
+         '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign')
+    for name, ext in (('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n'), ('client', 'extendedKeyUsage=clientAuth\n')):
+        open(f"{t}/{name}.ext", 'w').write(ext)
+        ossl('req', *ec, '-keyout', f'{name}.key', '-out', f'{name}.csr', '-subj', f'/CN={name}')
+        ossl('x509', '-req', '-in', f'{name}.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2',
+             '-extfile', f'{name}.ext', '-out', f'{name}.crt')
+        open(f"{t}/{name}.pem", 'w').write(open(f"{t}/{name}.key").read() + open(f"{t}/{name}.crt").read())
+    tls_keys = (f"secureClientPort={port + 1}\nssl.keyStore.location={t}/server.pem\nssl.keyStore.type=PEM\n"
+                f"ssl.trustStore.location={t}/ca.pem\nssl.trustStore.type=PEM\n"
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+                "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n")
+    open(cfg, 'a').write(tls_keys)
 if bin_ == 'zookeeper':
     cp = '/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar:/usr/share/java/slf4j-simple.jar'
     os.makedirs(f"{d}/data")
-    open(cfg, 'w').write(f"tickTime=2000\ndataDir={d}/data\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nforceSync=yes\n")
+    open(cfg, 'w').write(f"tickTime=2000\ndataDir={d}/data\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nforceSync=yes\n" + tls_keys)
     srv = subprocess.Popen(['java', '-Xmx2g', '-Xms2g', '-Dzookeeper.admin.enableServer=false', '-cp', cp, 'org.apache.zookeeper.server.ZooKeeperServerMain', cfg], stderr=open(f"{d}/log", 'w'), stdout=subprocess.DEVNULL)
     time.sleep(4)
 else:
@@ -39,8 +63,10 @@ else:
 def ticks():
     f = open(f"/proc/{srv.pid}/stat").read().rsplit(')', 1)[1].split()
     return int(f[11]) + int(f[12])
-hp = f"127.0.0.1:{port}"
+hp = f"127.0.0.1:{port + 1}" if tls else f"127.0.0.1:{port}"
 common = [bench, 'run', '--servers', hp, '--clients', '16', '--outstanding', '100']
+if tls:
+    common += ['--tls-ca', f"{d}/tls/ca.pem", '--tls-cert', f"{d}/tls/client.pem"]
 W, M = float(os.environ.get('WARM', 2.0)), 8.0
 try:
     time.sleep(1.5)
@@ -56,7 +82,7 @@ try:
             rows = list(csv.DictReader(open(f"{out}/results.csv")))
             ops = float(rows[-1]['ops_per_s'])
             us = (b - a) / tck / (tb - ta) / ops * 1e6
-            print(f"cores={cores} read={r}% ops/s={ops:.0f} server_cpu={(b-a)/tck/(tb-ta):.2f} cpu_us/op={us:.2f}", flush=True)
+            print(f"{'tls ' if tls else ''}cores={cores} read={r}% ops/s={ops:.0f} server_cpu={(b-a)/tck/(tb-ta):.2f} cpu_us/op={us:.2f}", flush=True)
             shutil.rmtree(out)
 finally:
     srv.terminate(); srv.wait(); shutil.rmtree(d)

@@ -37,6 +37,7 @@ command -v stdbuf >/dev/null 2>&1 || pkgs+=(coreutils)
 command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
 command -v nft >/dev/null 2>&1 || pkgs+=(nftables) # delay relays of scripts/netns.sh (no netem)
 dpkg -s faketime >/dev/null 2>&1 || pkgs+=(faketime) # the clock-step tests (libfaketime)
+command -v openssl >/dev/null 2>&1 || pkgs+=(openssl) # certificates for the TLS tests
 if [ ${#pkgs[@]} -gt 0 ]; then
     echo "installing: ${pkgs[*]}"
     apt-get update -q

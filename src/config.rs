@@ -163,6 +163,8 @@ pub struct Config {
     /// initLimit / syncLimit, for the ensemble.
     pub init_limit_ticks: u32,
     pub sync_limit_ticks: u32,
+    /// The client port's TLS (`secureClientPort`, `client.portUnification`, `ssl.*`).
+    pub client_tls: Option<crate::tls::ClientTls>,
     /// `server.N=…` lines, kept raw for the ensemble, in file order (a repeated N replaces).
     pub servers: Vec<ServerSpec>,
     /// ringkeeper.clientCores: default (available CPUs − 1).max(1), or the length of clientCpus.
@@ -421,6 +423,7 @@ const SECURITY_PREFIXES_REFUSED: &[&str] =
 const AUTH_PROVIDERS_KNOWN: &[(&str, &str)] = &[
     ("org.apache.zookeeper.server.auth.DigestAuthenticationProvider", "digest"),
     ("org.apache.zookeeper.server.auth.IPAuthenticationProvider", "ip"),
+    ("org.apache.zookeeper.server.auth.X509AuthenticationProvider", "x509"),
 ];
 
 /// Values of a refused security key that ask for nothing (the key's off value).
@@ -433,13 +436,16 @@ fn asks_for_nothing(value: &str) -> bool {
 /// it is accepted as it is (an off value, a provider ringkeeper has, SHA1 digests); Some(Err)
 /// with the reason it is refused.
 fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
+    if crate::tls::is_client_tls_key(key) {
+        return None; // TLS on the client port: honoured or refused by crate::tls::TlsKeys
+    }
     if key.starts_with("authProvider.") {
         let known = AUTH_PROVIDERS_KNOWN.iter().any(|(class, short)| value == *class || value == *short);
         return Some(if known {
             Ok(())
         } else {
             Err(format!(
-                "not supported yet: {value} (ringkeeper has ZooKeeper's digest and ip providers; world and super are \
+                "not supported yet: {value} (ringkeeper has ZooKeeper's digest, ip and x509 providers; world and super are \
                  built in)"
             ))
         });
@@ -461,7 +467,7 @@ fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
     Some(if switch && asks_for_nothing(value) {
         Ok(())
     } else {
-        Err("not supported yet (ringkeeper has no TLS, SASL, Kerberos, x509 or quorum authentication yet)".into())
+        Err("not supported yet (ringkeeper has no SASL, Kerberos, quorum TLS or quorum authentication yet)".into())
     })
 }
 
@@ -476,7 +482,14 @@ fn is_unused_sysprop(key: &str) -> bool {
 /// The name a key is matched (and de-duplicated) by: system-property keys lose `zookeeper.`.
 fn canonical_key(key: &str) -> &str {
     match key.strip_prefix("zookeeper.") {
-        Some(rest) if SYSPROP_KEYS_USED.contains(&rest) || is_unused_sysprop(rest) || is_security_key(rest) => rest,
+        Some(rest)
+            if SYSPROP_KEYS_USED.contains(&rest)
+                || is_unused_sysprop(rest)
+                || is_security_key(rest)
+                || crate::tls::is_client_tls_key(rest) =>
+        {
+            rest
+        }
         _ => key,
     }
 }
@@ -777,6 +790,7 @@ impl Config {
         let mut io_memory_bytes = IO_MEMORY_BYTES_DEFAULT;
         let mut ring_depth = RING_DEPTH_DEFAULT;
         let mut spin_before_park_us = SPIN_BEFORE_PARK_US_DEFAULT;
+        let mut tls_keys = crate::tls::TlsKeys::default();
         // Canonical key → the line that first set it.
         let mut seen: HashMap<String, usize> = HashMap::new();
 
@@ -957,6 +971,7 @@ impl Config {
                         None => servers.push(spec),
                     }
                 }
+                k if crate::tls::is_client_tls_key(k) => tls_keys.push(k, value, line),
                 "skipACL" if e.boolean().unwrap_or(false) => warnings.push(format!(
                     "{origin}: skipACL at line {line} is not used: ringkeeper always checks ACLs (ignored)"
                 )),
@@ -1069,7 +1084,9 @@ impl Config {
             }
         }
 
+        let client_tls = tls_keys.finish(origin, client_port_address)?;
         let config = Config {
+            client_tls,
             tick_time_ms,
             data_log_dir: data_log_dir.unwrap_or_else(|| data_dir.clone()),
             data_dir,
@@ -1379,33 +1396,31 @@ mod tests {
         let (_, w) = ok("dataDir=/d\nskipACL=yes\n");
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("skipACL at line 2"), "{w:?}");
+        // A TLS port without its key store is refused, not warned about (tls::TlsKeys).
+        let err = Config::parse("dataDir=/d\nsecureClientPort=2281\n", "test.cfg").unwrap_err().to_string();
+        assert!(err.contains("ssl.keyStore.location"), "{err}");
+        let (c, w) = ok("dataDir=/d\nzookeeper.secureClientPort=2281\nzookeeper.ssl.keyStore.location=/k.pem\n");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.client_tls.map(|t| t.secure_addr.map(|a| a.port())), Some(Some(2281)));
     }
 
     /// Issue 15: every security key is honoured or refused with its name, never ignored.
     #[test]
     fn security_keys_are_honoured_or_refused_by_name() {
         let refused = [
-            "secureClientPort=2281",
-            "secureClientPortAddress=0.0.0.0",
-            "client.portUnification=true",
             "sslQuorum=true",
             "zookeeper.sslQuorum=true",
-            "ssl.keyStore.location=/k.pem",
-            "zookeeper.ssl.keyStore.location=/k.pem",
             "ssl.quorum.trustStore.location=/t.pem",
-            "ssl.clientAuth=none",
             "quorum.auth.enableSasl=true",
             "quorum.auth.learnerRequireSasl=true",
             "quorum.auth.kerberos.servicePrincipal=zk/_HOST",
             "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
-            "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
             "enforce.auth.enabled=true",
             "zookeeper.enforce.auth.schemes=sasl",
             "sessionRequireClientSASLAuth=true",
             "zookeeper.sessionRequireClientSASLAuth=true",
             "admin.forceHttps=true",
             "kerberos.removeHostFromPrincipal=true",
-            "X509AuthenticationProvider.superUser=CN=admin",
             "IPAuthenticationProvider.usexforwardedfor=true",
             "DigestAuthenticationProvider.digestAlg=SHA3-256",
         ];
@@ -1719,6 +1734,17 @@ mod tests {
             assert_eq!(c.client_port, 2181 + i as u16);
             assert_eq!((c.init_limit_ticks, c.sync_limit_ticks, c.tick_time_ms), (10, 4, 500));
         }
+    }
+
+    /// The TLS example parses without a warning: TLS on 2281 with client certificates.
+    #[test]
+    fn the_tls_example_config_parses() {
+        let (c, warnings) = Config::parse(include_str!("../configs/tls-standalone.cfg"), "tls").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let tls = c.client_tls.expect("TLS settings");
+        assert_eq!(tls.secure_addr, Some("0.0.0.0:2281".parse().unwrap()));
+        assert_eq!(tls.client_auth, crate::tls::ClientAuth::Need);
+        assert_eq!(tls.x509_super_user.as_deref(), Some("CN=admin,O=Example"));
     }
 
     /// The commented production layout parses without a warning and says what it says.

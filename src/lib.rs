@@ -12,6 +12,7 @@ pub mod query;
 pub mod server;
 pub mod session;
 pub mod storage;
+pub mod tls;
 pub mod tree;
 pub mod txn;
 pub mod zab;

@@ -82,6 +82,19 @@ enum Command {
         /// Session timeout in milliseconds (also how long to wait for the first connection).
         #[arg(long, short = 't', value_name = "MS", default_value_t = ringkeeper::cli::SESSION_TIMEOUT_MS_DEFAULT)]
         timeout: u64,
+        /// Speak TLS, trusting the CA certificates in this PEM file (zkCli:
+        /// zookeeper.client.secure + ssl.trustStore.location).
+        #[arg(long, value_name = "PEM")]
+        tls_ca: Option<PathBuf>,
+        /// The client certificate chain (PEM; may hold the key too, as ZooKeeper's PEM key store).
+        #[arg(long, value_name = "PEM", requires = "tls_ca")]
+        tls_cert: Option<PathBuf>,
+        /// The client certificate's private key (PEM, unencrypted); default: the --tls-cert file.
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Check that the server's certificate names the host connected to.
+        #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+        tls_hostname_verification: bool,
         /// A zkCli command and its arguments, e.g. `create -e /x data`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND ARGS")]
         command: Vec<String>,
@@ -166,8 +179,21 @@ fn log_truncate(log_dir: &std::path::Path, file: &str, offset: u64, yes: bool) -
 fn offline(command: &Command) -> Option<ExitCode> {
     Some(match command {
         Command::Serve { .. } => return None,
-        Command::Cli { server, timeout, command } => {
-            ExitCode::from(ringkeeper::cli::main(server, std::time::Duration::from_millis(*timeout), command))
+        Command::Cli { server, timeout, tls_ca, tls_cert, tls_key, tls_hostname_verification, command } => {
+            let tls = match tls_ca {
+                None => None,
+                Some(ca) => {
+                    let identity = tls_cert.as_deref().map(|c| (c, tls_key.as_deref().unwrap_or(c)));
+                    match ringkeeper::tls::client::client_config(ca, identity, *tls_hostname_verification) {
+                        Ok(c) => Some(std::sync::Arc::new(c)),
+                        Err(e) => {
+                            eprintln!("ringkeeper cli: TLS: {e}");
+                            return Some(ExitCode::from(1));
+                        }
+                    }
+                }
+            };
+            ExitCode::from(ringkeeper::cli::main(server, std::time::Duration::from_millis(*timeout), tls, command))
         }
         Command::LogDump { file } => match read_file(file) {
             Ok(bytes) => {

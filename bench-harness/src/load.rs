@@ -13,6 +13,7 @@ use glommio::net::TcpStream;
 use glommio::{LocalExecutorBuilder, Placement};
 use hdrhistogram::Histogram;
 use ringkeeper::client::connect_string::{Chroot, HostPort};
+use ringkeeper::client::driver::tls_stream::{wrap, MaybeTls};
 use ringkeeper::client::session::{Output, Session, SessionConfig};
 use ringkeeper::client::types::KeeperState;
 use ringkeeper::proto::request::Request;
@@ -61,6 +62,8 @@ pub struct PointSpec {
     /// (latency counts from then, so a slow server is not excused by the load waiting for
     /// it); 0: closed loop, every client keeps `outstanding` in flight.
     pub rate_per_s: f64,
+    /// TLS to the servers (`--tls-ca`, `--tls-cert`); None: plain TCP.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// What one point measured.
@@ -184,7 +187,7 @@ async fn connection(
         ..SessionConfig::default()
     };
     let mut session: Session<u64> = Session::new(config, vec![server], Chroot::none(), spec.seed, window.now_ms());
-    let mut stream: Option<TcpStream> = None;
+    let mut stream: Option<MaybeTls<TcpStream>> = None;
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
     let mut in_flight = 0usize;
     let mut connected_once = false;
@@ -210,10 +213,8 @@ async fn connection(
         session.tick(now_us / 1000);
         while let Some(out) = session.poll_output() {
             match out {
-                Output::Connect(_) => match TcpStream::connect(addr).await {
+                Output::Connect(server) => match connect(addr, &server, spec.tls.clone()).await {
                     Ok(s) => {
-                        let _ = s.set_nodelay(true);
-                        let _ = s.set_read_timeout(Some(Duration::from_millis(READ_WAIT_MS)));
                         stream = Some(s);
                         if connected_once {
                             result.reconnects += 1;
@@ -317,7 +318,7 @@ async fn connection(
         };
         let pending = session.output_bytes().len();
         if pending > 0 {
-            if s.write_all(session.output_bytes()).await.is_err() {
+            if s.write_all(session.output_bytes()).await.is_err() || s.flush().await.is_err() {
                 stream = None;
                 session.transport_closed(window.now_ms());
                 continue;
@@ -327,7 +328,7 @@ async fn connection(
         if interval_us > 0.0 {
             let wait_us =
                 (next_send_us - window.now_us() as f64).clamp(READ_WAIT_US_MIN as f64, READ_WAIT_MS as f64 * 1e3);
-            let _ = s.set_read_timeout(Some(Duration::from_micros(wait_us as u64)));
+            let _ = s.tcp().set_read_timeout(Some(Duration::from_micros(wait_us as u64)));
         }
         match s.read(&mut buf).await {
             Ok(0) => {
@@ -342,6 +343,25 @@ async fn connection(
             }
         }
     }
+}
+
+/// How long a TLS handshake may take.
+const TLS_HANDSHAKE_WAIT_MS: u64 = 10_000;
+
+/// A connection to `addr` (TCP_NODELAY, reads waiting at most READ_WAIT_MS), TLS over it
+/// when `tls` is set.
+async fn connect(
+    addr: std::net::SocketAddr,
+    server: &HostPort,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> std::io::Result<MaybeTls<TcpStream>> {
+    let s = TcpStream::connect(addr).await.map_err(std::io::Error::from)?;
+    let _ = s.set_nodelay(true);
+    // The TLS handshake may wait on a server far longer than one read round.
+    let _ = s.set_read_timeout(Some(Duration::from_millis(TLS_HANDSHAKE_WAIT_MS)));
+    let s = wrap(s, server, tls).await?;
+    let _ = s.tcp().set_read_timeout(Some(Duration::from_millis(READ_WAIT_MS)));
+    Ok(s)
 }
 
 /// Runs `jobs` (connection index → job) on `spec.threads` executors; merges their results.

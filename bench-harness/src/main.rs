@@ -119,6 +119,12 @@ struct RunArgs {
     max_error_share: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Speak TLS to the servers, trusting the CA certificates in this PEM file.
+    #[arg(long, value_name = "PEM")]
+    tls_ca: Option<PathBuf>,
+    /// The client certificate chain and key (one PEM file, ZooKeeper's PEM key store).
+    #[arg(long, value_name = "PEM", requires = "tls_ca")]
+    tls_cert: Option<PathBuf>,
     /// Do not create the znodes (they exist from an earlier run).
     #[arg(long)]
     skip_setup: bool,
@@ -175,6 +181,13 @@ fn run(a: RunArgs) -> Result<(), String> {
         session_timeout_ms: a.session_timeout_ms,
         seed: a.seed,
         rate_per_s: 0.0,
+        tls: match &a.tls_ca {
+            None => None,
+            Some(ca) => Some(Arc::new(
+                ringkeeper::tls::client::client_config(ca, a.tls_cert.as_deref().map(|c| (c, c)), true)
+                    .map_err(|e| format!("TLS: {e}"))?,
+            )),
+        },
     };
     if !a.skip_setup {
         eprintln!("set-up: {} znodes of {} bytes", base.znodes, a.payload);

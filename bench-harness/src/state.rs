@@ -107,6 +107,7 @@ pub fn fill(a: FillArgs) -> Result<(), String> {
         session_timeout_ms: SESSION_TIMEOUT_MS as u32,
         seed: 1,
         rate_per_s: 0.0,
+        tls: None,
     };
     let payload = Bytes::from(vec![b'v'; a.payload]);
     let t0 = Instant::now();

@@ -14,18 +14,21 @@ pub mod parse;
 pub mod shell;
 pub mod watch_book;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// zkCli's default session timeout (its `-timeout`).
 pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
 /// Runs the CLI: `command` empty for the interactive shell. Returns the exit code.
-pub fn main(servers: &str, timeout: Duration, command: &[String]) -> u8 {
+pub fn main(servers: &str, timeout: Duration, tls: Option<Arc<rustls::ClientConfig>>, command: &[String]) -> u8 {
     let (servers, command) = (servers.to_string(), command.to_vec());
+    let mut options = crate::client::ClientOptions::default().session_timeout(timeout);
+    options.tls = tls;
     let run = if command.is_empty() {
-        shell::interactive(&servers, timeout)
+        shell::interactive(&servers, options)
     } else {
-        crate::client::driver::glommio::block_on(async move { shell::one_shot(&servers, timeout, &command).await })
+        crate::client::driver::glommio::block_on(async move { shell::one_shot(&servers, options, &command).await })
     };
     match run {
         Ok(code) => code,

@@ -11,7 +11,6 @@
 use std::io::{BufRead, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
 
 use crate::client::driver::glommio::{block_on, connect, spawn};
 use crate::client::{Client, ClientOptions, ConnectError, SessionEvents};
@@ -37,7 +36,8 @@ enum Flow {
 
 pub struct Shell {
     servers: String,
-    timeout: Duration,
+    /// The session timeout and TLS of every connection this shell opens.
+    options: ClientOptions,
     client: Option<Client>,
     /// Every line run, by its command number.
     history: Vec<String>,
@@ -47,10 +47,10 @@ pub struct Shell {
 }
 
 impl Shell {
-    fn new(servers: &str, timeout: Duration, watches: Option<Watches>) -> Shell {
+    fn new(servers: &str, options: ClientOptions, watches: Option<Watches>) -> Shell {
         Shell {
             servers: servers.to_string(),
-            timeout,
+            options,
             client: None,
             history: Vec::new(),
             print_watches: Arc::new(AtomicBool::new(true)),
@@ -68,8 +68,7 @@ impl Shell {
     async fn connect(&mut self, servers: &str) -> bool {
         self.close().await;
         self.servers = servers.to_string();
-        let options = ClientOptions::default().session_timeout(self.timeout);
-        match connect(servers, options).await {
+        match connect(servers, self.options.clone()).await {
             Ok((client, events)) => {
                 if let Some(w) = &self.watches {
                     forward_session_events(events, w.notes.clone());
@@ -202,8 +201,8 @@ fn forward_session_events(mut events: SessionEvents, notes: async_channel::Sende
 
 /// Runs one command given as words (`ringkeeper cli --server … get /x`): connects, runs it,
 /// closes the session. Returns the exit code.
-pub async fn one_shot(servers: &str, timeout: Duration, words: &[String]) -> u8 {
-    let mut shell = Shell::new(servers, timeout, None);
+pub async fn one_shot(servers: &str, options: ClientOptions, words: &[String]) -> u8 {
+    let mut shell = Shell::new(servers, options, None);
     let parsed = match parse_words(words) {
         Ok(Some(p)) => Ok(p),
         Ok(None) => return 0,
@@ -323,7 +322,7 @@ fn plain_reader(lines: async_channel::Sender<Input>) {
 }
 
 /// The interactive shell; returns the exit code.
-pub fn interactive(servers: &str, timeout: Duration) -> std::io::Result<u8> {
+pub fn interactive(servers: &str, options: ClientOptions) -> std::io::Result<u8> {
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let (notes_tx, notes_rx) = async_channel::bounded(NOTES_MAX);
     let (lines_tx, lines_rx) = async_channel::bounded(LINES_AHEAD_MAX);
@@ -356,7 +355,7 @@ pub fn interactive(servers: &str, timeout: Duration) -> std::io::Result<u8> {
         plain_reader(lines_tx);
     }
     let watches = Watches { book: book.clone(), notes: notes_tx };
-    let mut shell = Shell::new(servers, timeout, Some(watches));
+    let mut shell = Shell::new(servers, options, Some(watches));
     let printer = start_printer(notes_rx, book, shell.print_watches.clone(), sink);
     let servers = servers.to_string();
     let code = block_on(async move {
@@ -395,7 +394,11 @@ mod tests {
     #[test]
     fn history_redo_and_shell_commands_work_without_a_server() {
         block_on(async {
-            let mut s = Shell::new("127.0.0.1:1", Duration::from_millis(100), None);
+            let mut s = Shell::new(
+                "127.0.0.1:1",
+                ClientOptions::default().session_timeout(std::time::Duration::from_millis(100)),
+                None,
+            );
             assert_eq!(s.line("version").await, Flow::Continue);
             assert_eq!(s.exit_code, 0);
             s.line("get /x").await;

@@ -40,6 +40,8 @@ pub struct ClientOptions {
     pub connect_wait: Duration,
     /// Seed of the server order and reconnect jitter; `None` takes one from the clock.
     pub seed: Option<u64>,
+    /// TLS to the servers (`crate::tls::client::client_config`); `None` is plain TCP.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Default for ClientOptions {
@@ -48,11 +50,18 @@ impl Default for ClientOptions {
             session: SessionConfig::default(),
             connect_wait: Duration::from_millis(u64::from(SESSION_TIMEOUT_MS_DEFAULT)),
             seed: None,
+            tls: None,
         }
     }
 }
 
 impl ClientOptions {
+    /// Speaks TLS to every server with this configuration.
+    pub fn tls(mut self, config: Arc<rustls::ClientConfig>) -> ClientOptions {
+        self.tls = Some(config);
+        self
+    }
+
     pub fn session_timeout(mut self, timeout: Duration) -> ClientOptions {
         self.session.session_timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
         self.connect_wait = timeout;

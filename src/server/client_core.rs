@@ -287,6 +287,8 @@ impl Conn {
 /// The state of one client core.
 pub struct Core {
     pub id: u16,
+    /// TLS on the client port, when configured (`connection.rs` runs the handshakes).
+    pub tls: Option<Arc<crate::tls::TlsContext>>,
     pub config: Arc<Config>,
     /// The root of the committed tree from the last commit batch (reads are answered from it).
     pub tree: RefCell<DataTree>,
@@ -300,6 +302,9 @@ pub struct Core {
     /// Connections refused by a limit since the last log line about it (logs are rate-limited).
     pub refused: Cell<u64>,
     pub refused_logged_ms: Cell<i64>,
+    /// TLS handshakes that failed since the last log line about them (rate-limited too).
+    pub tls_failed: Cell<u64>,
+    pub tls_failed_logged_ms: Cell<i64>,
     outbox: RefCell<Vec<ToPipeline>>,
     outbox_wake: Semaphore,
     touched: RefCell<HashSet<i64>>,
@@ -1078,11 +1083,13 @@ pub struct CoreParams {
     pub from_pipeline: SharedReceiver<ToClientCore>,
     /// Core 0: the admin server's questions (`admin::Inspector`).
     pub admin_asks: Option<super::admin::InspectorEnd>,
+    /// TLS on the client port (secureClientPort and/or portUnification), shared by the cores.
+    pub tls: Option<Arc<crate::tls::TlsContext>>,
 }
 
 /// Runs one client core until the pipeline core says shutdown.
 pub async fn run(params: CoreParams) -> Result<(), String> {
-    let CoreParams { id, stats, conn_limits, config, tree, to_pipeline, from_pipeline, admin_asks } = params;
+    let CoreParams { id, stats, conn_limits, config, tree, to_pipeline, from_pipeline, admin_asks, tls } = params;
     let core = Rc::new(Core {
         id,
         config: config.clone(),
@@ -1093,6 +1100,8 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         sessionless: RefCell::new(VecDeque::new()),
         refused: Cell::new(0),
         refused_logged_ms: Cell::new(i64::MIN),
+        tls_failed: Cell::new(0),
+        tls_failed_logged_ms: Cell::new(i64::MIN),
         outbox: RefCell::new(Vec::new()),
         outbox_wake: Semaphore::new(0),
         touched: RefCell::new(HashSet::new()),
@@ -1103,6 +1112,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         inspections: RefCell::new(HashMap::new()),
         next_inspection: Cell::new(0),
         inspection_slots: Semaphore::new(INSPECTIONS_PER_CORE_MAX as u64),
+        tls,
     });
     // The statistics describe the recovered tree from the start, not only after a half tick.
     core.publish_gauges();
@@ -1151,17 +1161,25 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         let core = core.clone();
         glommio::spawn_local(async move { answer_admin(&core, end).await })
     });
-    let listener = super::startup::bind_client_listener(config.client_addr())
-        .map_err(|e| format!("core {id}: cannot listen on {}: {e}", config.client_addr()))?;
-    tracing::info!("client core {id} listening on {}", config.client_addr());
-    let acceptor = {
+    // The plain client port (TLS too with portUnification) and the TLS-only secureClientPort.
+    let unified = core.tls.as_ref().is_some_and(|t| t.settings.port_unification);
+    use connection::Listening;
+    let mut ports = vec![(config.client_addr(), if unified { Listening::Unified } else { Listening::Plain })];
+    if let Some(addr) = core.tls.as_ref().and_then(|t| t.settings.secure_addr) {
+        ports.push((addr, Listening::Tls));
+    }
+    let mut acceptors = Vec::with_capacity(ports.len());
+    for (addr, kind) in ports {
+        let listener = super::startup::bind_client_listener(addr)
+            .map_err(|e| format!("core {id}: cannot listen on {addr}: {e}"))?;
+        tracing::info!("client core {id} listening on {addr} ({kind:?})");
         let core = core.clone();
-        glommio::spawn_local(async move {
+        acceptors.push(glommio::spawn_local(async move {
             let mut failures = 0u64;
             let mut logged_ms = i64::MIN;
             loop {
                 match listener.accept().await {
-                    Ok(stream) => connection::start(core.clone(), stream),
+                    Ok(stream) => connection::start(core.clone(), stream, kind),
                     Err(e) => {
                         // Out of file descriptors (EMFILE, ENFILE) or another passing error:
                         // as ZooKeeper, log (at most once per LOG_EVERY_MS), pause accepting
@@ -1169,7 +1187,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                         failures += 1;
                         let now = super::clock::mono_ms();
                         if now.saturating_sub(logged_ms) >= LOG_EVERY_MS {
-                            tracing::warn!("client core {}: accept failed ({failures} times): {e}", core.id);
+                            tracing::warn!("client core {}: accept failed on {addr} ({failures} times): {e}", core.id);
                             failures = 0;
                             logged_ms = now;
                         }
@@ -1177,8 +1195,8 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                     }
                 }
             }
-        })
-    };
+        }));
+    }
 
     while let Some(msg) = from_pipeline.recv().await {
         core.my_stats().down_received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -1222,7 +1240,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     }
     core.inspections.borrow_mut().clear();
     core.inspection_slots.close();
-    drop(acceptor);
+    drop(acceptors);
     let conns: Vec<Rc<Conn>> = core.conns.borrow().values().cloned().collect();
     for c in &conns {
         c.close();

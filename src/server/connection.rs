@@ -6,25 +6,46 @@
 //! longer than jute.maxbuffer, an undecodable ConnectRequest or header closes the connection
 //! with a log line; the reader decodes no further frame while the connection is backlogged or
 //! throttled (globalOutstandingLimit), and none after a reply that closes it; closing shuts
-//! the socket down in both directions so both tasks end.
+//! the socket down in both directions so both tasks end. On a TLS port (secureClientPort, or
+//! clientPort with portUnification when the first byte opens a TLS handshake) the handshake
+//! runs first, in its own task, within nio.sessionlessCnxnTimeout; a failed one closes the
+//! socket with a (rate-limited) log line; a verified client certificate adds its `x509:` id.
 
 use super::client_core::{Conn, Core, Pending, LOG_EVERY_MS};
+use super::conn_limits::ConnPermit;
 use super::four_letter;
 use super::messages::ToPipeline;
 use crate::proto::connect::decode_connect_request;
 use crate::proto::frame::{four_letter_word, FrameDecoder};
 use crate::proto::request::{decode_request, RequestError};
+use crate::proto::Id;
 use bytes::BytesMut;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::net::TcpStream;
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
+use std::time::Duration;
 
 /// Bytes read from the socket per read call.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// The first byte of a TLS handshake record: how a unified port tells TLS from plain.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
-/// Takes over an accepted socket: registers the connection and spawns its two tasks.
-pub fn start(core: Rc<Core>, stream: TcpStream) {
+/// What a listening port speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listening {
+    /// clientPort: ZooKeeper's plain protocol.
+    Plain,
+    /// secureClientPort: TLS only.
+    Tls,
+    /// clientPort with client.portUnification: TLS when the first byte opens a TLS handshake.
+    Unified,
+}
+
+/// Takes over an accepted socket: admits it (connection limits), runs the TLS handshake where
+/// the port asks for one, registers the connection and spawns its two tasks.
+pub fn start(core: Rc<Core>, stream: TcpStream, listening: Listening) {
     let remote = match stream.peer_addr() {
         Ok(a) => a,
         Err(e) => {
@@ -36,30 +57,99 @@ pub fn start(core: Rc<Core>, stream: TcpStream) {
     let permit = match core.conn_limits.admit(peer) {
         Ok(p) => p,
         Err(refusal) => {
-            // Closed at once (the stream is dropped), as ZooKeeper does; logged at most once
-            // per LOG_EVERY_MS, since a flood of refusals must not flood the log.
-            core.refused.set(core.refused.get() + 1);
-            let now = super::clock::mono_ms();
-            if now.saturating_sub(core.refused_logged_ms.get()) >= LOG_EVERY_MS {
+            // Closed at once (the stream is dropped), as ZooKeeper does; a flood of refusals
+            // must not flood the log.
+            log_now_and_then(&core.refused, &core.refused_logged_ms, |n| {
                 tracing::warn!(
-                    "client core {}: {refusal}; closed {} new connection(s) since the last such message",
-                    core.id,
-                    core.refused.replace(0)
-                );
-                core.refused_logged_ms.set(now);
-            }
+                    "client core {}: {refusal}; closed {n} new connection(s) since the last such message",
+                    core.id
+                )
+            });
             return;
         }
     };
     let _ = stream.set_nodelay(true);
     let fd = stream.as_raw_fd();
+    let tls = match (listening, core.tls.clone()) {
+        (Listening::Plain, _) | (_, None) => {
+            serve(core, stream, fd, remote, permit, Vec::new(), false);
+            return;
+        }
+        (_, Some(tls)) => tls,
+    };
+    // The handshake is a task of its own (it waits on the client); it has the sessionless
+    // connection's time limit to finish.
+    glommio::spawn_local(async move {
+        let limit = Duration::from_millis(core.config.sessionless_cnxn_timeout_ms.max(1));
+        let handshake = async {
+            if listening == Listening::Unified {
+                let mut first = [0u8; 1];
+                match stream.peek(&mut first).await {
+                    Ok(1) if first[0] == TLS_HANDSHAKE_RECORD => {}
+                    Ok(1) => return Ok(Err(stream)), // plain on a unified port
+                    Ok(_) => return Err("closed before its first byte".to_string()),
+                    Err(e) => return Err(format!("peek failed: {e}")),
+                }
+            }
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.server_config());
+            match acceptor.accept(stream).await {
+                Ok(s) => Ok(Ok(s)),
+                Err(e) => Err(format!("TLS handshake failed: {e}")),
+            }
+        };
+        let timed_out = async {
+            glommio::timer::sleep(limit).await;
+            Err(format!("no TLS handshake within {} ms", limit.as_millis()))
+        };
+        match futures_lite::future::or(handshake, timed_out).await {
+            Ok(Ok(tls_stream)) => {
+                let ids = tls.ids_of(tls_stream.get_ref().1.peer_certificates());
+                if let Some(x509) = ids.last() {
+                    tracing::debug!("TLS connection from {peer}: client certificate {}:{}", x509.scheme, x509.id);
+                }
+                serve(core, tls_stream, fd, remote, permit, ids, true);
+            }
+            Ok(Err(plain)) => serve(core, plain, fd, remote, permit, Vec::new(), false),
+            Err(why) => log_now_and_then(&core.tls_failed, &core.tls_failed_logged_ms, |n| {
+                tracing::warn!(
+                    "client core {}: connection from {peer} closed: {why} ({n} TLS connection(s) failed since the last such message)",
+                    core.id
+                )
+            }),
+        }
+    })
+    .detach();
+}
+
+/// Counts one more event in `count` and calls `log` with the count (then zeroed) at most once
+/// per LOG_EVERY_MS, `logged_ms` holding when it last did.
+fn log_now_and_then(count: &std::cell::Cell<u64>, logged_ms: &std::cell::Cell<i64>, log: impl FnOnce(u64)) {
+    count.set(count.get() + 1);
+    let now = super::clock::mono_ms();
+    if now.saturating_sub(logged_ms.get()) >= LOG_EVERY_MS {
+        log(count.replace(0));
+        logged_ms.set(now);
+    }
+}
+
+/// Registers an admitted connection (plain or TLS) holding `ids` besides its address's, and
+/// spawns its reader and writer.
+fn serve<S>(core: Rc<Core>, stream: S, fd: i32, remote: SocketAddr, permit: ConnPermit, ids: Vec<Id>, tls: bool)
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
     let conn = Rc::new(Conn::new(core.next_conn_id(), remote, core.stats.clone(), core.id, permit));
+    if !ids.is_empty() {
+        let mut all: Vec<Id> = conn.auth.borrow().to_vec();
+        all.extend(ids);
+        *conn.auth.borrow_mut() = all.into();
+    }
     core.conns.borrow_mut().insert(conn.id, conn.clone());
     core.watch_sessionless(conn.id);
     core.publish_connections();
-    tracing::debug!("connection {} from {peer}", conn.id);
+    tracing::debug!("connection {} from {}{}", conn.id, remote.ip(), if tls { " (TLS)" } else { "" });
     let (rd, wr) = futures_lite::io::split(stream);
-    glommio::spawn_local(writer(conn.clone(), wr, fd)).detach();
+    glommio::spawn_local(writer(conn.clone(), wr, fd, tls)).detach();
     glommio::spawn_local(async move {
         reader(&core, &conn, rd).await;
         conn.close();
@@ -68,7 +158,7 @@ pub fn start(core: Rc<Core>, stream: TcpStream) {
     .detach();
 }
 
-async fn writer(conn: Rc<Conn>, mut wr: futures_lite::io::WriteHalf<TcpStream>, fd: i32) {
+async fn writer<W: AsyncWrite + Unpin>(conn: Rc<Conn>, mut wr: W, fd: i32, tls: bool) {
     loop {
         if conn.writer_wake.acquire(1).await.is_err() {
             break;
@@ -81,6 +171,14 @@ async fn writer(conn: Rc<Conn>, mut wr: futures_lite::io::WriteHalf<TcpStream>, 
                 conn.closing.set(true);
                 break;
             }
+            if tls {
+                // rustls holds records until flushed.
+                if let Err(e) = wr.flush().await {
+                    tracing::debug!("connection {}: write failed: {e}", conn.id);
+                    conn.closing.set(true);
+                    break;
+                }
+            }
             conn.replies_written(stamps);
             conn.reader_wake.signal(1);
         }
@@ -88,7 +186,11 @@ async fn writer(conn: Rc<Conn>, mut wr: futures_lite::io::WriteHalf<TcpStream>, 
             break;
         }
     }
-    let _ = wr.flush().await;
+    if tls {
+        let _ = wr.close().await; // close_notify
+    } else {
+        let _ = wr.flush().await;
+    }
     // SAFETY: shutdown(2) on a descriptor the stream still owns; it only wakes the reader.
     unsafe {
         libc::shutdown(fd, libc::SHUT_RDWR);
@@ -96,7 +198,7 @@ async fn writer(conn: Rc<Conn>, mut wr: futures_lite::io::WriteHalf<TcpStream>, 
     conn.reader_wake.signal(1);
 }
 
-async fn reader(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: futures_lite::io::ReadHalf<TcpStream>) {
+async fn reader<R: AsyncRead + Unpin>(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: R) {
     let mut decoder = FrameDecoder::new(core.config.jute_max_buffer_bytes);
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];

@@ -82,6 +82,24 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let cores = config.client_cores;
     startup::check_host(cores + 1, config.io_memory_bytes).map_err(|e| e.to_string())?;
     startup::check_client_port(config.client_addr()).map_err(|e| e.to_string())?;
+    // TLS on the client port: the stores are read now, so a bad one refuses the start.
+    let tls = match &config.client_tls {
+        None => None,
+        Some(settings) => {
+            if let Some(addr) = settings.secure_addr {
+                startup::check_client_port(addr).map_err(|e| e.to_string())?;
+            }
+            let ctx = crate::tls::TlsContext::load(settings.clone()).map_err(|e| format!("TLS: {e}"))?;
+            tracing::info!(
+                "TLS on the client port: {}{}, client certificates {:?}, key store {}",
+                settings.secure_addr.map_or(String::new(), |a| format!("secureClientPort {a}")),
+                if settings.port_unification { " and TLS or plain on clientPort (portUnification)" } else { "" },
+                settings.client_auth,
+                settings.key_store.path.display()
+            );
+            Some(Arc::new(ctx))
+        }
+    };
     if config.cpu_pinning {
         startup::check_core_layout(config.client_cpus.as_deref(), config.pipeline_cpu, startup::usable_cpus())
             .map_err(|e| e.to_string())?;
@@ -253,6 +271,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
             to_pipeline: up_tx,
             from_pipeline: down_rx,
             admin_asks: if i == 0 { inspector_end.take() } else { None },
+            tls: tls.clone(),
         };
         let stop = shutdown.clone();
         let h = builder(format!("rk-client-{i}"), cpu)

@@ -14,6 +14,8 @@ pub const SCHEME_AUTH: &str = "auth";
 pub const SCHEME_DIGEST: &str = "digest";
 pub const SCHEME_IP: &str = "ip";
 pub const SCHEME_SUPER: &str = "super";
+/// A verified TLS client certificate's subject DN (ZooKeeper's X509AuthenticationProvider).
+pub const SCHEME_X509: &str = "x509";
 
 /// `world:anyone` with every permission: ZooKeeper's OPEN_ACL_UNSAFE.
 pub fn open_acl_unsafe() -> Vec<Acl> {
@@ -98,6 +100,7 @@ fn id_is_valid(id: &Id) -> bool {
         SCHEME_WORLD => id.id == "anyone",
         SCHEME_DIGEST => id.id.trim_end_matches(':').split(':').count() == 2,
         SCHEME_IP => parse_ip_cidr(&id.id).is_some(),
+        SCHEME_X509 => !id.id.is_empty(),
         _ => false,
     }
 }
@@ -142,7 +145,9 @@ pub fn fixup(acl: Option<&[Acl]>, ids: &[Id], mut fits: impl FnMut(&Acl) -> bool
     for a in acl {
         if a.id.scheme == SCHEME_AUTH {
             let mut any = false;
-            for caller in ids.iter().filter(|i| i.scheme == SCHEME_DIGEST) {
+            // The ids of providers that authenticate (ZooKeeper's isAuthenticated): digest
+            // and x509, not ip.
+            for caller in ids.iter().filter(|i| i.scheme == SCHEME_DIGEST || i.scheme == SCHEME_X509) {
                 any = true;
                 push(Acl { perms: a.perms, id: caller.clone() }, &mut out)?;
             }

@@ -12,6 +12,7 @@
 pub mod tokio;
 
 pub mod glommio;
+pub mod tls_stream;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -75,7 +76,7 @@ pub(crate) fn prepare<R: Runtime>(
     let (commands_tx, commands_rx) = async_channel::bounded(COMMANDS_MAX);
     let (events_tx, events_rx) = async_channel::bounded(SESSION_EVENTS_MAX);
     let (ready_tx, ready_rx) = oneshot::channel();
-    let driver = run::<R>(core, commands_rx, info.clone(), events_tx, ready_tx);
+    let driver = run::<R>(core, commands_rx, info.clone(), events_tx, ready_tx, options.tls.clone());
     Ok((Client::new(commands_tx, info), SessionEvents::new(events_rx), ready_rx, driver))
 }
 
@@ -130,13 +131,14 @@ async fn run<R: Runtime>(
     info: Arc<Mutex<SessionInfo>>,
     events: async_channel::Sender<WatchedEvent>,
     ready: oneshot::Sender<Result<(), KeeperError>>,
+    tls: Option<Arc<rustls::ClientConfig>>,
 ) {
     let mut commands = std::pin::pin!(commands);
     let start = Instant::now();
     let now = move || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     let mut ready = Some(ready);
-    let mut stream: Option<R::Stream> = None;
-    let mut connecting: Option<Pin<Box<R::Connect>>> = None;
+    let mut stream: Option<tls_stream::MaybeTls<R::Stream>> = None;
+    let mut connecting = None;
     let mut timer: Option<(u64, Pin<Box<R::Sleep>>)> = None;
     let mut sinks: HashMap<WatcherId, WatchSink> = HashMap::new();
     let mut read_buf = vec![0u8; READ_CHUNK_BYTES];
@@ -147,7 +149,11 @@ async fn run<R: Runtime>(
             match out {
                 Output::Connect(server) => {
                     stream = None;
-                    connecting = Some(Box::pin(R::connect(server)));
+                    let tls = tls.clone();
+                    connecting = Some(Box::pin(async move {
+                        let tcp = R::connect(server.clone()).await?;
+                        tls_stream::wrap(tcp, &server, tls).await
+                    }));
                 }
                 Output::Disconnect => {
                     stream = None;
@@ -220,6 +226,10 @@ async fn run<R: Runtime>(
                         Poll::Ready(Ok(n)) => core.consume_output(n),
                         Poll::Pending => break,
                     }
+                }
+                // TLS holds records until flushed (a no-op on plain TCP).
+                if let Poll::Ready(Err(_)) = Pin::new(&mut *s).poll_flush(cx) {
+                    return Poll::Ready(Wake::Closed);
                 }
             }
             if accept_commands {

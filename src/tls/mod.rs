@@ -1,0 +1,557 @@
+//! TLS for the client port, configured with ZooKeeper's keys: what `secureClientPort`,
+//! `client.portUnification` and the `ssl.*` keys ask for (`ClientTls`, checked when the config
+//! is parsed), the key and trust stores read from PEM files, the rustls server configuration
+//! built from them, and its reload when a store file changes (`TlsContext`). The subject of a
+//! verified client certificate becomes an `x509:` id (`dn.rs`).
+//! Rules: every `ssl.*` key is honoured or refused at start with a message naming it, never
+//! ignored; a store that cannot be read refuses the start, while a store that changes into
+//! something unreadable keeps the previous configuration (and says so); no glommio here — the
+//! shell (`server/connection.rs`) runs the handshakes.
+
+pub mod client;
+pub mod dn;
+
+use crate::config::ConfigError;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often (at most) the store files are checked for a change, on a new TLS connection.
+pub const RELOAD_CHECK_INTERVAL_MS: u64 = 1_000;
+/// A store file larger than this is refused (a PEM bundle of a few hundred certificates).
+pub const STORE_FILE_BYTES_MAX: u64 = 4 << 20;
+/// Where Debian keeps the system's trusted CAs: the trust store when none is configured and
+/// client certificates are asked for (Java's default trust store plays this part for ZooKeeper).
+pub const SYSTEM_TRUST_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// `ssl.clientAuth`: whether a client must present a certificate (ZooKeeper's default: need).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Want,
+    Need,
+}
+
+/// A TLS protocol version (`ssl.protocol`, `ssl.enabledProtocols`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Tls12,
+    Tls13,
+}
+
+/// A key or trust store file and its format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Store {
+    pub path: PathBuf,
+}
+
+/// The client port's TLS as the config asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientTls {
+    /// `secureClientPort` (+ `secureClientPortAddress`): a port that speaks only TLS.
+    pub secure_addr: Option<SocketAddr>,
+    /// `client.portUnification`: the plain `clientPort` also takes TLS connections.
+    pub port_unification: bool,
+    pub key_store: Store,
+    pub trust_store: Option<Store>,
+    pub client_auth: ClientAuth,
+    pub protocols: Vec<Protocol>,
+    /// `ssl.ciphersuites` by IANA name; None = the provider's defaults.
+    pub cipher_suites: Option<Vec<String>>,
+    /// `X509AuthenticationProvider.superUser`: a client certificate with this subject DN is a
+    /// super user.
+    pub x509_super_user: Option<String>,
+}
+
+/// The raw client-TLS keys of a config file, gathered while it is parsed and checked at the end.
+#[derive(Debug, Default)]
+pub struct TlsKeys {
+    entries: Vec<(String, String, usize)>,
+}
+
+/// True for the keys this module decides (after `zookeeper.` is stripped). `ssl.quorum.*`
+/// belongs to the quorum, not the client port.
+pub fn is_client_tls_key(key: &str) -> bool {
+    (key.starts_with("ssl.") && !key.starts_with("ssl.quorum."))
+        || matches!(
+            key,
+            "secureClientPort"
+                | "secureClientPortAddress"
+                | "client.portUnification"
+                | "authProvider.x509"
+                | "X509AuthenticationProvider.superUser"
+        )
+}
+
+/// The class ZooKeeper's configs name for the x509 provider (the one provider ringkeeper has).
+const X509_PROVIDER_CLASS: &str = "org.apache.zookeeper.server.auth.X509AuthenticationProvider";
+
+impl TlsKeys {
+    pub fn push(&mut self, key: &str, value: &str, line: usize) {
+        self.entries.retain(|(k, _, _)| k != key); // a repeated key: the last one counts
+        self.entries.push((key.to_string(), value.trim().to_string(), line));
+    }
+
+    fn get(&self, key: &str) -> Option<&(String, String, usize)> {
+        self.entries.iter().find(|(k, _, _)| k == key)
+    }
+
+    /// Checks the keys together. `listen_ip` is clientPortAddress (the default for
+    /// secureClientPortAddress). None when no TLS is asked for.
+    pub fn finish(self, origin: &str, listen_ip: IpAddr) -> Result<Option<ClientTls>, ConfigError> {
+        let bad = |(key, value, line): &(String, String, usize), why: &str| ConfigError::BadValue {
+            origin: origin.to_string(),
+            line: *line,
+            key: key.clone(),
+            value: value.clone(),
+            why: why.to_string(),
+        };
+        for entry @ (key, value, _) in &self.entries {
+            let refused = match key.as_str() {
+                "ssl.crl" | "ssl.ocsp" if parse_bool(value) == Some(true) => {
+                    Some("certificate revocation (CRL/OCSP) is not supported; remove the key or set it false")
+                }
+                "ssl.context.supplier.class" => Some("a Java SSLContext supplier cannot be loaded; configure the stores instead"),
+                "ssl.authProvider" if value != "x509" => {
+                    Some("only the x509 provider exists here (a client certificate's subject DN as an x509: id)")
+                }
+                "authProvider.x509" if value != X509_PROVIDER_CLASS => {
+                    Some("only ZooKeeper's own X509AuthenticationProvider is available under the x509 scheme")
+                }
+                "ssl.keyStore.passwordPath" | "ssl.trustStore.passwordPath" => {
+                    Some("store passwords are not used: PEM stores with unencrypted keys only (see docs/security.md)")
+                }
+                "ssl.keyStore.password" | "ssl.trustStore.password" if !value.is_empty() => {
+                    Some("store passwords are not used: PEM stores with unencrypted keys only (see docs/security.md)")
+                }
+                "ssl.keyStore.type" | "ssl.trustStore.type" if !value.eq_ignore_ascii_case("PEM") => Some(
+                    "only PEM stores are read; convert with `openssl pkcs12 -in store.p12 -nodes -out store.pem` \
+                     (from JKS first: `keytool -importkeystore -srckeystore store.jks -destkeystore store.p12 -deststoretype PKCS12`)",
+                ),
+                "ssl.crl" | "ssl.ocsp" | "ssl.hostnameVerification" | "ssl.clientHostnameVerification" => {
+                    parse_bool(value).is_none().then_some("must be true or false")
+                }
+                // The server side of the client port verifies no client host name (ZooKeeper's
+                // ClientX509Util neither); the handshake detection timeout and the JDK/OpenSSL
+                // choice are the Java implementation's.
+                "ssl.handshakeDetectionTimeoutMillis" => value.parse::<u64>().is_err().then_some("must be a number of ms"),
+                "ssl.sslProvider" => None,
+                "ssl.keyStore.location" | "ssl.trustStore.location" | "ssl.keyStore.type" | "ssl.trustStore.type" => None,
+                "ssl.keyStore.password" | "ssl.trustStore.password" => None,
+                "ssl.clientAuth" | "ssl.protocol" | "ssl.enabledProtocols" | "ssl.ciphersuites" | "ssl.authProvider" => None,
+                "secureClientPort" | "secureClientPortAddress" | "client.portUnification" => None,
+                "authProvider.x509" | "X509AuthenticationProvider.superUser" => None,
+                _ => Some("not a TLS key ringkeeper knows; refusing rather than ignoring a security setting"),
+            };
+            if let Some(why) = refused {
+                return Err(bad(entry, why));
+            }
+        }
+
+        let secure_port = match self.get("secureClientPort") {
+            Some(e) => Some(
+                e.1.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| bad(e, "must be a port from 1 to 65535"))?,
+            ),
+            None => None,
+        };
+        let secure_ip = match self.get("secureClientPortAddress") {
+            Some(e) => e.1.parse::<IpAddr>().map_err(|_| bad(e, "must be an IP address"))?,
+            None => listen_ip,
+        };
+        let port_unification = match self.get("client.portUnification") {
+            Some(e) => parse_bool(&e.1).ok_or_else(|| bad(e, "must be true or false"))?,
+            None => false,
+        };
+        if secure_port.is_none() && !port_unification {
+            // Store keys without a TLS port: the operator meant TLS and would get none.
+            if let Some(e) =
+                self.entries.iter().find(|(k, _, _)| k.starts_with("ssl.") || k == "secureClientPortAddress")
+            {
+                return Err(bad(
+                    e,
+                    "no client port speaks TLS: set secureClientPort (or client.portUnification=true) as well",
+                ));
+            }
+            return Ok(None);
+        }
+        let key_store = match self.get("ssl.keyStore.location") {
+            Some(e) if !e.1.is_empty() => Store { path: PathBuf::from(&e.1) },
+            _ => {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    why: "a TLS client port needs ssl.keyStore.location (a PEM file with the server's key and certificate chain)"
+                        .to_string(),
+                })
+            }
+        };
+        let trust_store = self
+            .get("ssl.trustStore.location")
+            .filter(|e| !e.1.is_empty())
+            .map(|e| Store { path: PathBuf::from(&e.1) });
+        let client_auth = match self.get("ssl.clientAuth") {
+            None => ClientAuth::Need,
+            Some(e) => match e.1.to_ascii_lowercase().as_str() {
+                "" | "need" => ClientAuth::Need,
+                "want" => ClientAuth::Want,
+                "none" => ClientAuth::None,
+                _ => return Err(bad(e, "must be need, want or none")),
+            },
+        };
+        let protocols = match self.get("ssl.enabledProtocols").or_else(|| self.get("ssl.protocol")) {
+            None => vec![Protocol::Tls13, Protocol::Tls12],
+            Some(e) => {
+                let mut out = Vec::new();
+                for name in e.1.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    let p = match name {
+                        "TLSv1.3" => Protocol::Tls13,
+                        "TLSv1.2" => Protocol::Tls12,
+                        // Java's "TLS" context: every version it has.
+                        "TLS" => {
+                            out.extend([Protocol::Tls13, Protocol::Tls12]);
+                            continue;
+                        }
+                        _ => return Err(bad(e, &format!("{name} is not offered: TLSv1.2 and TLSv1.3 only"))),
+                    };
+                    out.push(p);
+                }
+                out.dedup();
+                if out.is_empty() {
+                    return Err(bad(e, "names no protocol"));
+                }
+                out
+            }
+        };
+        let cipher_suites = match self.get("ssl.ciphersuites") {
+            None => None,
+            Some(e) => {
+                let names: Vec<String> =
+                    e.1.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+                let known = cipher_suite_names();
+                if let Some(unknown) = names.iter().find(|n| !known.contains(n)) {
+                    return Err(bad(e, &format!("{unknown} is not available; available: {}", known.join(", "))));
+                }
+                if names.is_empty() {
+                    return Err(bad(e, "names no cipher suite"));
+                }
+                Some(names)
+            }
+        };
+        Ok(Some(ClientTls {
+            secure_addr: secure_port.map(|p| SocketAddr::new(secure_ip, p)),
+            port_unification,
+            key_store,
+            trust_store,
+            client_auth,
+            protocols,
+            cipher_suites,
+            x509_super_user: self
+                .get("X509AuthenticationProvider.superUser")
+                .map(|e| e.1.clone())
+                .filter(|s| !s.is_empty()),
+        }))
+    }
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "yes" => Some(true),
+        "false" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// The IANA name (as Java and ZooKeeper write it) of a rustls cipher suite.
+fn iana_name(suite: rustls::SupportedCipherSuite) -> String {
+    let name = format!("{:?}", suite.suite());
+    match name.strip_prefix("TLS13_") {
+        Some(rest) => format!("TLS_{rest}"),
+        None => name,
+    }
+}
+
+/// Every cipher suite that can be named in `ssl.ciphersuites`.
+pub fn cipher_suite_names() -> Vec<String> {
+    rustls::crypto::ring::default_provider().cipher_suites.iter().map(|s| iana_name(*s)).collect()
+}
+
+/// Why TLS could not be set up from the stores.
+#[derive(Debug)]
+pub enum TlsError {
+    Read { path: PathBuf, err: std::io::Error },
+    TooLarge { path: PathBuf },
+    NoCertificate { path: PathBuf },
+    NoKey { path: PathBuf },
+    Pem { path: PathBuf, err: std::io::Error },
+    Rustls(String),
+}
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsError::Read { path, err } => write!(f, "cannot read {}: {err}", path.display()),
+            TlsError::TooLarge { path } => write!(f, "{} is larger than {STORE_FILE_BYTES_MAX} bytes", path.display()),
+            TlsError::NoCertificate { path } => write!(f, "{} holds no PEM certificate", path.display()),
+            TlsError::NoKey { path } => write!(
+                f,
+                "{} holds no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1; an encrypted key is not read)",
+                path.display()
+            ),
+            TlsError::Pem { path, err } => write!(f, "{}: bad PEM: {err}", path.display()),
+            TlsError::Rustls(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+fn read_store(path: &Path) -> Result<Vec<u8>, TlsError> {
+    let meta = std::fs::metadata(path).map_err(|err| TlsError::Read { path: path.to_path_buf(), err })?;
+    if meta.len() > STORE_FILE_BYTES_MAX {
+        return Err(TlsError::TooLarge { path: path.to_path_buf() });
+    }
+    std::fs::read(path).map_err(|err| TlsError::Read { path: path.to_path_buf(), err })
+}
+
+/// The certificates of a PEM file, in file order.
+pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let bytes = read_store(path)?;
+    let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut bytes.as_slice())
+        .collect::<Result<_, _>>()
+        .map_err(|err| TlsError::Pem { path: path.to_path_buf(), err })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate { path: path.to_path_buf() });
+    }
+    Ok(certs)
+}
+
+/// The first private key of a PEM file.
+pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let bytes = read_store(path)?;
+    rustls_pemfile::private_key(&mut bytes.as_slice())
+        .map_err(|err| TlsError::Pem { path: path.to_path_buf(), err })?
+        .ok_or_else(|| TlsError::NoKey { path: path.to_path_buf() })
+}
+
+/// A trust store's certificates as roots.
+pub fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in load_certs(path)? {
+        roots.add(cert).map_err(|e| TlsError::Rustls(format!("{}: {e}", path.display())))?;
+    }
+    Ok(roots)
+}
+
+/// The crypto provider with the suites `ssl.ciphersuites` names (all when it names none).
+pub fn provider(cipher_suites: Option<&[String]>) -> rustls::crypto::CryptoProvider {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if let Some(names) = cipher_suites {
+        provider.cipher_suites.retain(|s| names.contains(&iana_name(*s)));
+    }
+    provider
+}
+
+/// The protocol versions to offer.
+pub fn versions(protocols: &[Protocol]) -> Vec<&'static rustls::SupportedProtocolVersion> {
+    protocols
+        .iter()
+        .map(|p| match p {
+            Protocol::Tls13 => &rustls::version::TLS13,
+            Protocol::Tls12 => &rustls::version::TLS12,
+        })
+        .collect()
+}
+
+/// The rustls server configuration the stores and settings describe.
+pub fn server_config(tls: &ClientTls) -> Result<ServerConfig, TlsError> {
+    let provider = Arc::new(provider(tls.cipher_suites.as_deref()));
+    let certs = load_certs(&tls.key_store.path)?;
+    let key = load_key(&tls.key_store.path)?;
+    let verifier = match tls.client_auth {
+        ClientAuth::None => WebPkiClientVerifier::no_client_auth(),
+        auth => {
+            let trust =
+                tls.trust_store.as_ref().map(|s| s.path.clone()).unwrap_or_else(|| PathBuf::from(SYSTEM_TRUST_BUNDLE));
+            let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(load_roots(&trust)?), provider.clone());
+            let builder = if auth == ClientAuth::Want { builder.allow_unauthenticated() } else { builder };
+            builder.build().map_err(|e| TlsError::Rustls(format!("client certificate verifier: {e}")))?
+        }
+    };
+    ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions(&tls.protocols))
+        .map_err(|e| TlsError::Rustls(format!("ssl.enabledProtocols / ssl.ciphersuites: {e}")))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(|e| TlsError::Rustls(format!("{}: {e}", tls.key_store.path.display())))
+}
+
+/// What identifies a store file's version: a change of any of these is a new file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+fn stamp(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| FileStamp { modified: m.modified().ok(), len: m.len(), inode: m.ino() })
+}
+
+/// The client port's TLS at run time, shared by every client core: the current rustls
+/// configuration, rebuilt when a store file changes (checked at most once per
+/// RELOAD_CHECK_INTERVAL_MS, when a TLS connection arrives).
+pub struct TlsContext {
+    pub settings: ClientTls,
+    current: RwLock<Arc<ServerConfig>>,
+    checked: Mutex<(Instant, Vec<Option<FileStamp>>)>,
+}
+
+impl TlsContext {
+    /// Reads the stores; an error here refuses the start.
+    pub fn load(settings: ClientTls) -> Result<TlsContext, TlsError> {
+        let config = server_config(&settings)?;
+        let stamps = Self::stamps(&settings);
+        Ok(TlsContext {
+            settings,
+            current: RwLock::new(Arc::new(config)),
+            checked: Mutex::new((Instant::now(), stamps)),
+        })
+    }
+
+    fn stamps(settings: &ClientTls) -> Vec<Option<FileStamp>> {
+        std::iter::once(&settings.key_store).chain(settings.trust_store.as_ref()).map(|s| stamp(&s.path)).collect()
+    }
+
+    /// The configuration for a new connection, after a reload if a store changed.
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        self.reload_if_changed();
+        match self.current.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn reload_if_changed(&self) {
+        let Ok(mut checked) = self.checked.try_lock() else { return }; // another core is at it
+        if checked.0.elapsed() < Duration::from_millis(RELOAD_CHECK_INTERVAL_MS) {
+            return;
+        }
+        checked.0 = Instant::now();
+        let now = Self::stamps(&self.settings);
+        if now == checked.1 {
+            return;
+        }
+        checked.1 = now;
+        match server_config(&self.settings) {
+            Ok(config) => {
+                tracing::info!(
+                    "TLS: a store file changed; new client connections use the reloaded key and trust stores"
+                );
+                match self.current.write() {
+                    Ok(mut c) => *c = Arc::new(config),
+                    Err(poisoned) => *poisoned.into_inner() = Arc::new(config),
+                }
+            }
+            Err(e) => tracing::error!("TLS: a store file changed but cannot be used ({e}); keeping the previous one"),
+        }
+    }
+
+    /// The ACL ids a verified client certificate chain proves: `x509:<subject DN>`, and
+    /// `super` when the DN is `X509AuthenticationProvider.superUser`. Empty without a chain.
+    pub fn ids_of(&self, chain: Option<&[CertificateDer<'_>]>) -> Vec<crate::proto::Id> {
+        use crate::proto::Id;
+        use crate::tree::acl::{SCHEME_SUPER, SCHEME_X509};
+        let Some(leaf) = chain.and_then(|c| c.first()) else { return Vec::new() };
+        let Ok(subject) = dn::subject_dn(leaf) else { return Vec::new() };
+        let mut ids = Vec::new();
+        if self.settings.x509_super_user.as_deref() == Some(subject.as_str()) {
+            ids.push(Id { scheme: SCHEME_SUPER.to_string(), id: subject.clone() });
+        }
+        ids.push(Id { scheme: SCHEME_X509.to_string(), id: subject });
+        ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finish(text: &[(&str, &str)]) -> Result<Option<ClientTls>, ConfigError> {
+        let mut keys = TlsKeys::default();
+        for (i, (k, v)) in text.iter().enumerate() {
+            keys.push(k, v, i + 1);
+        }
+        keys.finish("zoo.cfg", "127.0.0.1".parse().unwrap())
+    }
+
+    #[test]
+    fn no_tls_keys_no_tls() {
+        assert_eq!(finish(&[]).unwrap(), None);
+    }
+
+    #[test]
+    fn a_secure_port_with_a_pem_store_and_the_defaults() {
+        let tls = finish(&[
+            ("secureClientPort", "2281"),
+            ("ssl.keyStore.location", "/k.pem"),
+            ("ssl.trustStore.location", "/t.pem"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(tls.secure_addr, Some("127.0.0.1:2281".parse().unwrap()));
+        assert_eq!(tls.client_auth, ClientAuth::Need);
+        assert_eq!(tls.protocols, vec![Protocol::Tls13, Protocol::Tls12]);
+        assert!(!tls.port_unification);
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_honour_naming_the_key() {
+        let base = [("secureClientPort", "2281"), ("ssl.keyStore.location", "/k.pem")];
+        for (k, v) in [
+            ("ssl.keyStore.type", "JKS"),
+            ("ssl.trustStore.type", "PKCS12"),
+            ("ssl.keyStore.password", "secret"),
+            ("ssl.crl", "true"),
+            ("ssl.ocsp", "true"),
+            ("ssl.clientAuth", "maybe"),
+            ("ssl.enabledProtocols", "TLSv1.1"),
+            ("ssl.ciphersuites", "TLS_RSA_WITH_NULL_SHA"),
+            ("ssl.authProvider", "sasl"),
+            ("ssl.somethingNew", "x"),
+        ] {
+            let mut all = base.to_vec();
+            all.push((k, v));
+            let err = finish(&all).unwrap_err().to_string();
+            assert!(err.contains(k), "{k}: {err}");
+        }
+    }
+
+    #[test]
+    fn store_keys_without_a_tls_port_are_refused() {
+        let err = finish(&[("ssl.keyStore.location", "/k.pem")]).unwrap_err().to_string();
+        assert!(err.contains("secureClientPort"), "{err}");
+        let err = finish(&[("secureClientPort", "2281")]).unwrap_err().to_string();
+        assert!(err.contains("ssl.keyStore.location"), "{err}");
+    }
+
+    #[test]
+    fn protocols_and_suites_by_their_java_names() {
+        let tls = finish(&[
+            ("client.portUnification", "true"),
+            ("ssl.keyStore.location", "/k.pem"),
+            ("ssl.enabledProtocols", "TLSv1.2"),
+            ("ssl.ciphersuites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_AES_128_GCM_SHA256"),
+            ("ssl.clientAuth", "want"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(tls.port_unification && tls.secure_addr.is_none());
+        assert_eq!(tls.protocols, vec![Protocol::Tls12]);
+        assert_eq!(tls.client_auth, ClientAuth::Want);
+        assert_eq!(tls.cipher_suites.as_ref().unwrap().len(), 2);
+        assert!(cipher_suite_names().contains(&"TLS_AES_256_GCM_SHA384".to_string()));
+    }
+}
