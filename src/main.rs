@@ -256,6 +256,12 @@ fn main() -> ExitCode {
         config_path.as_ref().map_or("embedded default".to_string(), |p| p.display().to_string()),
         config.data_dir.display()
     );
+    if cfg!(feature = "mutation-leader-acks-alone") {
+        tracing::error!(
+            "MUTANT BUILD (feature mutation-leader-acks-alone): a leader commits on its own ack \
+             alone and loses acknowledged writes under partitions; for the chaos rig's checkers only"
+        );
+    }
     match ringkeeper::server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
