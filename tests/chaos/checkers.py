@@ -55,8 +55,9 @@ class _Entry:
 def linearizable(ops, init, step=_register_step, steps_max=SEARCH_STEPS_MAX):
     """Wing & Gong's search with Lowe's memo (as Porcupine): True, False, or None when the
     search passed steps_max. Ops with type INFO are optional (may or may not have happened)
-    and never complete; FAIL ops of f "cas" constrain the state, other FAIL ops are dropped."""
-    ops = [o for o in ops if o.type != FAIL or o.f == "cas"]
+    and never complete; FAIL ops of f "cas" constrain the state; reads that did not complete
+    say nothing and are dropped."""
+    ops = [o for o in ops if o.type == OK or (o.f == "cas" and o.type in (FAIL, INFO))]
     events = []
     for i, o in enumerate(ops):
         events.append((o.t_invoke, 0, i, True))
@@ -302,10 +303,16 @@ def check_sequential(history_ops, final_children):
 
 
 def check_acked(history_ops, final_data):
-    """Acknowledged creates (f "create", key = path, value = data) and register writes are on
-    every member after healing. final_data: {member: {path: data or None if absent}}."""
+    """Acknowledged creates (f "create", key = path, value = data) are on every member after
+    healing with their data, and no acknowledged setData (f "sset", "wset", "cas"; result =
+    the version it made) is undone. final_data: {member: {path: data of a created node, or
+    the version of a set node, or None if absent}}."""
     violations = []
     creates = [o for o in history_ops if o.f == "create" and o.type == OK]
+    sets = {}
+    for o in history_ops:
+        if o.f in ("sset", "wset", "cas") and o.type == OK:
+            sets[o.key] = max(sets.get(o.key, -1), o.result)
     for member, data in sorted(final_data.items()):
         missing = [o.key for o in creates if data.get(o.key) is None]
         wrong = [o.key for o in creates if data.get(o.key) is not None and data[o.key] != o.value]
@@ -314,6 +321,10 @@ def check_acked(history_ops, final_data):
                               f"{missing[:5]}")
         if wrong:
             violations.append(f"member {member}: {len(wrong)} acknowledged creates with wrong data: {wrong[:5]}")
+        undone = [f"{k} at version {data.get(k)}, acknowledged {v}" for k, v in sorted(sets.items())
+                  if data.get(k) is None or data[k] < v]
+        if undone:
+            violations.append(f"member {member}: acknowledged setData undone: {undone[:5]}")
     return violations
 
 

@@ -136,6 +136,9 @@ def test_acked_ephemerals_trees():
     assert check_acked(h, {1: {"/x": b"1"}, 2: {"/x": b"1", "/y": None}}) == []
     assert "missing" in check_acked(h, {1: {"/x": None}})[0]
     assert "wrong data" in check_acked(h, {1: {"/x": b"0"}})[0]
+    sets = [Op(client="a", f="sset", key="/s", type=OK, result=4), Op(client="a", f="sset", key="/s", result=None)]
+    assert check_acked(sets, {1: {"/s": 4}, 2: {"/s": 5}}) == []
+    assert "undone" in check_acked(sets, {1: {"/s": 3}})[0]
     assert check_ephemerals({1: [], 2: []}) == []
     assert "e1" in check_ephemerals({1: [], 2: ["e1"]})[0]
     t = {"/": (b"", 1, None), "/a": (b"x", 2, None)}
