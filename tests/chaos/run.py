@@ -111,48 +111,68 @@ def main():
 
 
 def final_checks(a, hosts, history, ctx, nem, log):
-    out = {}
     members = range(1, a.members + 1)
     final_children, final_data, final_eph, dumps = {}, {}, {}, {}
     acked_paths = [o.key for o in history.ops if o.f == "create" and o.type == OK]
     set_keys = sorted({o.key for o in history.ops if o.f in ("sset", "wset", "cas")})
+    unserved = []
     for m in members:
-        with rawzk.RawConn(hosts[m - 1], timeout_ms=10000, io_timeout=30) as c:
-            c.sync("/")
-            for key in sorted({o.key for o in history.ops if o.f in ("cas", "read")}):
-                op = history.invoke(f"final-m{m}", "read", key, member=m)
-                c.sync(key)
-                data, st = c.get_data(key)
-                history.complete(op, OK, (st.version, data))
-            final_children[m] = {p: c.get_children(p) for p in
-                                 sorted({o.key for o in history.ops if o.f == "seq"})}
-            present = set(c.get_children(f"{workloads.ROOT}/acked"))
-            data = {p: (c.get_data(p)[0] if p.rsplit("/", 1)[1] in present else None) for p in acked_paths}
-            for k in set_keys:
-                st = c.exists(k)
-                data[k] = st.version if st else None
-            final_data[m] = data
-            c.close_session()
+        try:
+            read_member(m, hosts, history, final_children, final_data, acked_paths, set_keys)
+        except (rawzk.ZKError, *workloads.LOST) as e:
+            unserved.append(f"member {m} does not serve after healing: {type(e).__name__}: {e}")
+    members = [m for m in members if not any(u.startswith(f"member {m} ") for u in unserved)]
     # ephemerals: every session has ended; expiry needs a leader and the session timeout
     deadline = time.monotonic() + FINAL_WAIT_S
-    while True:
-        for m in members:
-            with rawzk.RawConn(hosts[m - 1], timeout_ms=10000, io_timeout=30) as c:
-                c.sync("/")
-                final_eph[m] = c.get_children(f"{workloads.ROOT}/eph")
-                c.close_session()
-        if not any(final_eph.values()) or time.monotonic() > deadline:
-            break
-        time.sleep(1.0)
-    # trees: followers apply what they have logged shortly after the leader
-    deadline = time.monotonic() + FINAL_WAIT_S
-    while True:
-        dumps = {m: dump_tree(hosts[m - 1]) for m in members}
-        same = checkers.check_same_trees(dumps)
-        if not same or time.monotonic() > deadline:
-            break
-        time.sleep(2.0)
+    same = []
+    try:
+        while True:
+            for m in members:
+                with rawzk.RawConn(hosts[m - 1], timeout_ms=10000, io_timeout=30) as c:
+                    c.sync("/")
+                    final_eph[m] = c.get_children(f"{workloads.ROOT}/eph")
+                    c.close_session()
+            if not any(final_eph.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+        # trees: followers apply what they have logged shortly after the leader
+        deadline = time.monotonic() + FINAL_WAIT_S
+        while True:
+            dumps = {m: dump_tree(hosts[m - 1]) for m in members}
+            same = checkers.check_same_trees(dumps)
+            if not same or time.monotonic() > deadline:
+                break
+            time.sleep(2.0)
+    except (rawzk.ZKError, *workloads.LOST) as e:
+        unserved.append(f"a member stopped serving during the final reads: {type(e).__name__}: {e}")
     log("final state read from every member")
+    return run_checkers(history, ctx, nem, final_children, final_data, final_eph, dumps, same, unserved, log)
+
+
+def read_member(m, hosts, history, final_children, final_data, acked_paths, set_keys):
+    """Member m's final state, read after sync: the registers (as final reads in the
+    history), the sequential parents' children, acknowledged creates' data, set nodes'
+    versions."""
+    with rawzk.RawConn(hosts[m - 1], timeout_ms=10000, io_timeout=30) as c:
+        c.sync("/")
+        for key in sorted({o.key for o in history.ops if o.f in ("cas", "read")}):
+            op = history.invoke(f"final-m{m}", "read", key, member=m)
+            c.sync(key)
+            data, st = c.get_data(key)
+            history.complete(op, OK, (st.version, data))
+        final_children[m] = {p: c.get_children(p) for p in
+                             sorted({o.key for o in history.ops if o.f == "seq"})}
+        present = set(c.get_children(f"{workloads.ROOT}/acked"))
+        data = {p: (c.get_data(p)[0] if p.rsplit("/", 1)[1] in present else None) for p in acked_paths}
+        for k in set_keys:
+            st = c.exists(k)
+            data[k] = st.version if st else None
+        final_data[m] = data
+        c.close_session()
+
+
+def run_checkers(history, ctx, nem, final_children, final_data, final_eph, dumps, same, unserved, log):
+    out = {}
     t0 = time.monotonic()
     reg_violations, reg_unknown = checkers.check_register(history.ops)
     log(f"register search took {time.monotonic() - t0:.1f} s")
@@ -169,6 +189,7 @@ def final_checks(a, hosts, history, ctx, nem, log):
         "ephemerals of ended sessions gone": checkers.check_ephemerals(final_eph),
         "identical trees": same,
         "faults (bit flips)": nem.findings,
+        "members serve after healing": unserved,
     }
     out["checkers"] = {k: {"violations": len(v), "first": v[:5]} for k, v in results.items()}
     out["violations_total"] = sum(len(v) for v in results.values())
@@ -187,7 +208,7 @@ def final_checks(a, hosts, history, ctx, nem, log):
     out["watch_events"] = sum(1 for _, _, lg in ctx.streams for it in lg if it[0] == "event")
     out["ephemeral_sessions"] = ctx.ephemeral_sessions
     out["faults"] = nem.counts
-    out["nodes"] = len(dumps.get(1, {}))
+    out["nodes"] = max((len(d) for d in dumps.values()), default=0)
     if ctx.errors:
         out["rig_errors"] = ctx.errors[:10]
     return out
