@@ -245,7 +245,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // A log line that cannot be written (stderr on a full disk, a closed pipe) is dropped:
+    // tracing-subscriber's fallback would eprint! the failure, and eprint! panics when stderr
+    // fails, which stops the server (the chaos rig's full-disk runs, issue 18).
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).log_internal_errors(false).init();
     for w in &warnings {
         tracing::warn!("{w}");
     }

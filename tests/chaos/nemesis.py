@@ -12,7 +12,7 @@ Faults (names for --nemesis):
   stop       SIGSTOP of a member (the leader half the time), SIGCONT after the hold
   clock      a member's wall clock stepped by up to +-10 min, or running 2x / 0.5x
              (libfaketime; CLOCK_MONOTONIC untouched)
-  disk       a member's data volume (its own 64 MB loop-mounted ext4) filled to the last byte
+  disk       a member's data volume (its own loop-mounted ext4, VOLUME_MB) filled to the last byte
   bitflip    a member killed -9, one bit of one of its files (log, snapshot, epoch) flipped,
              restarted: it must serve (recovered from the quorum) or refuse naming the file;
              a refusing member is wiped and rejoins (an operator's repair)
@@ -32,7 +32,7 @@ ALL = ["partition", "kill", "stop", "delay", "clock", "disk", "bitflip"]
 QUIET_S = (2.0, 5.0)
 HOLD_S = (3.0, 10.0)
 SERVE_WAIT_S = 60.0
-VOLUME_MB = 64
+VOLUME_MB = 256  # 64 MB filled by itself in 6 minutes (logs and snapshots are not purged)
 MEMBER_FILES = {"zoo.cfg", "myid", "server.log", "pid", "faketime", "ballast", "lost+found"}
 
 
