@@ -20,6 +20,9 @@ What ZooKeeper guarantees, and so what is checked (nothing more):
   (`check_same_trees`).
 Rules: checkers are pure functions of their inputs; no I/O, no clocks."""
 
+import heapq
+from collections import Counter
+
 from history import FAIL, INFO, OK
 
 SEARCH_STEPS_MAX = 2_000_000  # Wing & Gong steps per register before giving up (unknown)
@@ -180,16 +183,18 @@ def check_sessions(history_ops):
     for (client, session), ops in sorted(by_session.items(), key=lambda kv: str(kv[0])):
         ops.sort(key=lambda o: (o.t_invoke, o.extra.get("seq", 0)))
         last_write, last_read, last_read_op = -1, -1, None
-        acked = []  # (t_complete, version) of acknowledged writes
+        pending = []  # heap of (t_complete, version) of acknowledged writes not yet before a read
+        seen = -1  # the highest version of a write acknowledged before the current read was sent
         for o in ops:
             if o.f == "sset":
                 if o.result <= last_write:
                     violations.append(f"{client} session {session:#x}: write acknowledged as version {o.result} after "
                                       f"version {last_write} (FIFO order broken)")
                 last_write = max(last_write, o.result)
-                acked.append((o.t_complete, o.result))
+                heapq.heappush(pending, (o.t_complete, o.result))
             else:
-                seen = max((v for t, v in acked if t <= o.t_invoke), default=-1)
+                while pending and pending[0][0] <= o.t_invoke:
+                    seen = max(seen, heapq.heappop(pending)[1])
                 if o.result < seen:
                     violations.append(f"{client} session {session:#x}: read on member {o.member} shows version "
                                       f"{o.result}, its own acknowledged write made version {seen} (read-your-writes)")
@@ -274,7 +279,7 @@ def check_sequential(history_ops, final_children):
         oks = [o for o in ops if o.type == OK]
         names = [o.result.rsplit("/", 1)[1] for o in oks]
         if len(set(names)) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})
+            dup = sorted(n for n, k in Counter(names).items() if k > 1)
             violations.append(f"{parent}: sequential names acknowledged twice: {dup[:5]}")
         unknown = sum(1 for o in ops if o.type == INFO)
         for member, parents in sorted(final_children.items()):

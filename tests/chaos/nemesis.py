@@ -43,6 +43,7 @@ class Nemesis:
         self.counts = {}
         self.findings = []  # problems the faults themselves revealed (e.g. a silent bit flip)
         self.stopped = set()
+        self.rig_errors = []
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -210,13 +211,14 @@ class Nemesis:
         ballast = os.path.join(self.member_dir(i), "ballast")
         st = os.statvfs(self.member_dir(i))
         subprocess.run(["fallocate", "-l", str(st.f_bavail * st.f_frsize), ballast], capture_output=True)
-        with open(ballast, "ab") as fh:  # the last blocks fallocate left
-            try:
-                while True:
-                    fh.write(b"\0" * 4096)
-                    fh.flush()
-            except OSError:
-                pass
+        fd = os.open(ballast, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:  # the last blocks fallocate left
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
         def heal():
             try:
@@ -279,6 +281,13 @@ class Nemesis:
     # -- schedule --------------------------------------------------------------------------
 
     def run(self, stop):
+        try:
+            self.schedule(stop)
+        except Exception as e:  # a bug in the rig: reported as a rig error, never silent
+            self.rig_errors.append(f"nemesis: {type(e).__name__}: {e}")
+            self.note(f"rig error: {type(e).__name__}: {e}")
+
+    def schedule(self, stop):
         while not stop.is_set():
             if stop.wait(self.rng.uniform(*QUIET_S)):
                 break

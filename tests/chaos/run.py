@@ -209,8 +209,8 @@ def run_checkers(history, ctx, nem, final_children, final_data, final_eph, dumps
     out["ephemeral_sessions"] = ctx.ephemeral_sessions
     out["faults"] = nem.counts
     out["nodes"] = max((len(d) for d in dumps.values()), default=0)
-    if ctx.errors:
-        out["rig_errors"] = ctx.errors[:10]
+    if ctx.errors or nem.rig_errors:
+        out["rig_errors"] = (nem.rig_errors + ctx.errors)[:10]
     return out
 
 
