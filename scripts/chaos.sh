@@ -5,7 +5,8 @@
 #   scripts/chaos.sh [--seed N] [--minutes M] [--nemesis LIST] [--workloads LIST]
 #                    [--server rk|zk] [--mutant] [--members N] [--dir DIR] [--out FILE]
 #
-#   --nemesis    comma list of partition,kill,stop,delay,clock,disk,bitflip (default: all)
+#   --nemesis    comma list of partition,kill,stop,delay,clock,disk,bitflip,ioerror (default: all;
+#                ioerror needs Debian's python3-fusepy and libfuse2)
 #   --workloads  comma list of register,creates,sessions,watches,ephemerals (default: all)
 #   --server     rk (ringkeeper, default) or zk (Apache ZooKeeper 3.8 from Debian's package)
 #   --mutant     ringkeeper built with the test-only feature mutation-leader-acks-alone into
@@ -22,7 +23,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seed=$(( $(date +%s%N) % 1000000 ))
-minutes=1 nemesis="partition,kill,stop,delay,clock,disk,bitflip" work="register,creates,sessions,watches,ephemerals"
+minutes=1 nemesis="partition,kill,stop,delay,clock,disk,bitflip,ioerror" work="register,creates,sessions,watches,ephemerals"
 server=rk mutant=0 members=3 dir="" out=""
 args=("$@")
 while [ $# -gt 0 ]; do
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
         --members) members="$2"; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        *) sed -n 5,23p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+        *) sed -n 5,24p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
 case "$server" in rk | zk) ;; *) echo "chaos: --server must be rk or zk" >&2; exit 2 ;; esac
@@ -54,6 +55,10 @@ export ZK_HEAP="${ZK_HEAP:-256m}"
 if [ "$server" = zk ] && [[ ",$nemesis," == *,clock,* ]]; then
     nemesis="$(echo ",$nemesis," | sed 's/,clock,/,/; s/^,//; s/,$//')"
     echo "chaos: the clock nemesis is left out for Apache ZooKeeper (the JVM does not run under libfaketime)"
+fi
+if [[ ",$nemesis," == *,ioerror,* ]] && ! /usr/bin/python3 -c 'import fusepy' 2>/dev/null; then
+    nemesis="$(echo ",$nemesis," | sed 's/,ioerror,/,/; s/^,//; s/,$//')"
+    echo "chaos: the ioerror nemesis is left out (apt-get install python3-fusepy libfuse2 for it)"
 fi
 if [[ ",$nemesis," == *,clock,* ]]; then export RK_NETNS_FAKETIME=1; fi
 # shellcheck source=scripts/netns.sh

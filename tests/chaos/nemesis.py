@@ -13,6 +13,8 @@ Faults (names for --nemesis):
   clock      a member's wall clock stepped by up to +-10 min, or running 2x / 0.5x
              (libfaketime; CLOCK_MONOTONIC untouched)
   disk       a member's data volume (its own loop-mounted ext4, VOLUME_MB) filled to the last byte
+  ioerror    every write, fallocate and fsync in a member's data dir fails with EIO (a FUSE
+             pass-through with direct_io, tests/chaos/faultfs.py; the log's O_DIRECT passes)
   bitflip    a member killed -9, one bit of one of its files (log, snapshot, epoch) flipped,
              restarted: it must serve (recovered from the quorum) or refuse naming the file;
              a refusing member is wiped and rejoins (an operator's repair)
@@ -28,11 +30,13 @@ import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NETNS_SH = os.path.join(REPO, "scripts", "netns.sh")
-ALL = ["partition", "kill", "stop", "delay", "clock", "disk", "bitflip"]
+ALL = ["partition", "kill", "stop", "delay", "clock", "disk", "bitflip", "ioerror"]
 QUIET_S = (2.0, 5.0)
 HOLD_S = (3.0, 10.0)
 SERVE_WAIT_S = 60.0
 VOLUME_MB = 256  # 64 MB filled by itself in 6 minutes (logs and snapshots are not purged)
+FAULTFS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faultfs.py")
+FAULTFS_PYTHON = "/usr/bin/python3"  # Debian's python3-fusepy lives there, not in the venv
 MEMBER_FILES = {"zoo.cfg", "myid", "server.log", "pid", "faketime", "ballast", "lost+found"}
 
 
@@ -44,6 +48,7 @@ class Nemesis:
         self.findings = []  # problems the faults themselves revealed (e.g. a silent bit flip)
         self.stopped = set()
         self.rig_errors = []
+        self.mounts, self.fuse_procs = [], []
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -120,20 +125,44 @@ class Nemesis:
 
     # -- volumes (disk fault) ----------------------------------------------------------------
 
-    def make_volumes(self):
-        """Each member's data dir on its own loop-mounted ext4 (before the ensemble starts)."""
+    def make_volumes(self, disk, ioerror):
+        """Before the ensemble starts: with `disk`, each member's data on its own loop-mounted
+        ext4; with `ioerror`, the member's dir is a faultfs mount (tests/chaos/faultfs.py) over
+        its backing dir (the loop volume, if any), failing writes while DIR/I.ctl says eio."""
         for i in range(1, self.n + 1):
             d = self.member_dir(i)
-            os.makedirs(d, exist_ok=True)
-            img = os.path.join(self.dir, f"vol{i}.img")
-            subprocess.run(["truncate", "-s", f"{VOLUME_MB}M", img], check=True)
-            subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True, capture_output=True)
-            subprocess.run(["mount", "-o", "loop", img, d], check=True, capture_output=True)
+            back = d + ".back" if ioerror else d
+            os.makedirs(back, exist_ok=True)
+            if disk:
+                img = os.path.join(self.dir, f"vol{i}.img")
+                subprocess.run(["truncate", "-s", f"{VOLUME_MB}M", img], check=True)
+                subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True, capture_output=True)
+                subprocess.run(["mount", "-o", "loop", img, back], check=True, capture_output=True)
+                self.mounts.append(back)
+            if ioerror:
+                os.makedirs(d, exist_ok=True)
+                with open(d + ".ctl", "w") as f:
+                    f.write("ok\n")
+                self.fuse_procs.append(subprocess.Popen(
+                    [FAULTFS_PYTHON, FAULTFS, back, d, d + ".ctl"], stdout=subprocess.DEVNULL,
+                    stderr=open(d + ".faultfs.log", "w")))
+                for _ in range(100):
+                    if os.path.ismount(d):
+                        break
+                    time.sleep(0.05)
+                else:
+                    raise RuntimeError(f"faultfs did not mount {d}")
+                self.mounts.append(d)
 
     def drop_volumes(self):
-        for i in range(1, self.n + 1):
-            if os.path.ismount(self.member_dir(i)):
-                subprocess.run(["umount", "-l", self.member_dir(i)], capture_output=True)
+        for m in reversed(self.mounts):
+            subprocess.run(["umount", "-l", m], capture_output=True)
+        for p in self.fuse_procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.mounts, self.fuse_procs = [], []
 
     # -- faults --------------------------------------------------------------------------
 
@@ -226,6 +255,17 @@ class Nemesis:
             except FileNotFoundError:
                 pass
         return f"disk of member {i} full", heal
+
+    def ioerror(self):
+        i = self.victim()
+        ctl = self.member_dir(i) + ".ctl"
+        with open(ctl, "w") as f:
+            f.write("eio\n")
+
+        def heal():
+            with open(ctl, "w") as f:
+                f.write("ok\n")
+        return f"writes and fsyncs of member {i}'s data dir fail with EIO", heal
 
     def bitflip(self):
         i = self.rng.randrange(1, self.n + 1)
@@ -324,5 +364,8 @@ class Nemesis:
             ballast = os.path.join(self.member_dir(i), "ballast")
             if os.path.exists(ballast):
                 os.unlink(ballast)
+            if os.path.exists(self.member_dir(i) + ".ctl"):
+                with open(self.member_dir(i) + ".ctl", "w") as fh:
+                    fh.write("ok\n")
         self.stopped.clear()
         self.revive()

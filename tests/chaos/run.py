@@ -64,8 +64,8 @@ def main():
     nem = Nemesis(a.seed, kinds, a.kind, ens, a.members, log)
     summary = {"kind": a.kind, "seed": a.seed, "minutes": a.minutes, "nemesis": kinds, "workloads": names}
     try:
-        if "disk" in kinds:
-            nem.make_volumes()
+        if "disk" in kinds or "ioerror" in kinds:
+            nem.make_volumes("disk" in kinds, "ioerror" in kinds)
         r = subprocess.run([NETNS_SH, "ensemble-start", a.kind, ens], capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             raise RuntimeError(f"ensemble-start: {r.stderr.strip()}")
