@@ -107,17 +107,7 @@ def linearizable(ops, init, step=_register_step, steps_max=SEARCH_STEPS_MAX):
         steps += 1
         if steps > steps_max:
             return None
-        if entry is None:  # only optional calls left past this point: backtrack
-            if not stack:
-                return False
-            entry, state, _ = stack.pop()
-            linearized &= ~(1 << entry.id)
-            if ops[entry.id].type != INFO:
-                required += 1
-            unlift(entry)
-            entry = entry.next
-            continue
-        if entry.call:
+        if entry is not None and entry.call:
             op = ops[entry.id]
             allowed, new_state = step(state, op)
             if allowed:
@@ -133,7 +123,7 @@ def linearizable(ops, init, step=_register_step, steps_max=SEARCH_STEPS_MAX):
                     entry = head.next
                     continue
             entry = entry.next
-        else:
+        else:  # a return whose call is not linearized (or the end): undo the last choice
             if not stack:
                 return False
             entry, state, _ = stack.pop()

@@ -40,6 +40,17 @@ FAULTFS_PYTHON = "/usr/bin/python3"  # Debian's python3-fusepy lives there, not 
 MEMBER_FILES = {"zoo.cfg", "myid", "server.log", "pid", "faketime", "ballast", "lost+found"}
 
 
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
+def _switch(path, fault, healed):
+    """Writes `fault` to the control file `path` now; the returned heal writes `healed`."""
+    _write(path, fault)
+    return lambda: _write(path, healed)
+
+
 class Nemesis:
     def __init__(self, seed, kinds, kind, ens_dir, n, log):
         self.rng = random.Random(f"nemesis-{seed}")
@@ -141,8 +152,7 @@ class Nemesis:
                 self.mounts.append(back)
             if ioerror:
                 os.makedirs(d, exist_ok=True)
-                with open(d + ".ctl", "w") as f:
-                    f.write("ok\n")
+                _write(d + ".ctl", "ok")
                 self.fuse_procs.append(subprocess.Popen(
                     [FAULTFS_PYTHON, FAULTFS, back, d, d + ".ctl"], stdout=subprocess.DEVNULL,
                     stderr=open(d + ".faultfs.log", "w")))
@@ -227,13 +237,7 @@ class Nemesis:
         i = self.rng.randrange(1, self.n + 1)
         f = os.path.join(self.member_dir(i), "faketime")
         spec = self.rng.choice([f"{self.rng.choice('+-')}{self.rng.randint(5, 600)}", "+0 x2", "+0 x0.5"])
-        with open(f, "w") as fh:
-            fh.write(spec + "\n")
-
-        def heal():
-            with open(f, "w") as fh:
-                fh.write("+0\n")
-        return f"clock of member {i}: faketime {spec!r}", heal
+        return f"clock of member {i}: faketime {spec!r}", _switch(f, spec, "+0")
 
     def disk(self):
         i = self.rng.randrange(1, self.n + 1)
@@ -258,14 +262,8 @@ class Nemesis:
 
     def ioerror(self):
         i = self.victim()
-        ctl = self.member_dir(i) + ".ctl"
-        with open(ctl, "w") as f:
-            f.write("eio\n")
-
-        def heal():
-            with open(ctl, "w") as f:
-                f.write("ok\n")
-        return f"writes and fsyncs of member {i}'s data dir fail with EIO", heal
+        return (f"writes and fsyncs of member {i}'s data dir fail with EIO",
+                _switch(self.member_dir(i) + ".ctl", "eio", "ok"))
 
     def bitflip(self):
         i = self.rng.randrange(1, self.n + 1)
@@ -359,13 +357,11 @@ class Nemesis:
                     pass
             ft = os.path.join(self.member_dir(i), "faketime")
             if os.path.exists(ft):
-                with open(ft, "w") as fh:
-                    fh.write("+0\n")
+                _write(ft, "+0")
             ballast = os.path.join(self.member_dir(i), "ballast")
             if os.path.exists(ballast):
                 os.unlink(ballast)
             if os.path.exists(self.member_dir(i) + ".ctl"):
-                with open(self.member_dir(i) + ".ctl", "w") as fh:
-                    fh.write("ok\n")
+                _write(self.member_dir(i) + ".ctl", "ok")
         self.stopped.clear()
         self.revive()

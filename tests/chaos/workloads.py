@@ -296,64 +296,64 @@ def _logged(c, log, fn, fired=None):
                     fired.add(ev.path)
 
 
-def watch_oneshot(ctx, name):
-    """One-shot data watches (getData with watch), set again after each event, and plain
-    reads; a new connection starts a new stream (its watches are not carried over)."""
-    rng = ctx.rng(name)
-    c = Client(name, ctx.hosts, rng)
-    keys = [f"{ROOT}/watch/k{i}" for i in range(WATCH_KEYS)]
+def _streams(ctx, name, kind, connection):
+    """Runs connection(c, log) on each new connection of one client (a new connection starts a
+    new stream: watches are not carried over), until the run stops."""
+    c = Client(name, ctx.hosts, ctx.rng(name))
     while not ctx.stop.is_set():
         try:
             c.ensure(ctx.stop)
             log = []
             with ctx.lock:
-                ctx.streams.append(("oneshot", f"{name} conn {c.connections} (member {c.member}): ", log))
-            armed, fired = set(), set()
-            while not ctx.stop.is_set():
-                for k in keys:
-                    if k not in armed:
-                        v = _logged(c, log, lambda conn, k=k: conn.get_data(k, watch=True)[1].version, fired)
-                        fired.discard(k)  # an event before this reply belongs to no watch of ours
-                        log.append(("reg", k, v))
-                        armed.add(k)
-                k = rng.choice(keys)
-                log.append(("read", k, _logged(c, log, lambda conn, k=k: conn.get_data(k)[1].version, fired)))
-                armed -= fired
-                fired.clear()
-                time.sleep(OP_PAUSE_S)
+                ctx.streams.append((kind, f"{name} conn {c.connections} (member {c.member}): ", log))
+            connection(c, log)
         except Unknown:
             continue
         except rawzk.ZKError:
             c.drop()
     c.close()
+
+
+def watch_oneshot(ctx, name):
+    """One-shot data watches (getData with watch), set again after each event, and plain
+    reads."""
+    rng = random.Random(f"{ctx.seed}-{name}-reads")
+    keys = [f"{ROOT}/watch/k{i}" for i in range(WATCH_KEYS)]
+
+    def connection(c, log):
+        armed, fired = set(), set()
+        while not ctx.stop.is_set():
+            for k in keys:
+                if k not in armed:
+                    v = _logged(c, log, lambda conn, k=k: conn.get_data(k, watch=True)[1].version, fired)
+                    fired.discard(k)  # an event before this reply belongs to no watch of ours
+                    log.append(("reg", k, v))
+                    armed.add(k)
+            k = rng.choice(keys)
+            log.append(("read", k, _logged(c, log, lambda conn, k=k: conn.get_data(k)[1].version, fired)))
+            armed -= fired
+            fired.clear()
+            time.sleep(OP_PAUSE_S)
+    _streams(ctx, name, "oneshot", connection)
 
 
 def watch_persistent(ctx, name):
     """A persistent recursive watch on the watch keys' parent, and plain reads."""
-    rng = ctx.rng(name)
-    c = Client(name, ctx.hosts, rng)
+    rng = random.Random(f"{ctx.seed}-{name}-reads")
     keys = [f"{ROOT}/watch/k{i}" for i in range(WATCH_KEYS)]
-    while not ctx.stop.is_set():
-        try:
-            c.ensure(ctx.stop)
-            log = []
-            with ctx.lock:
-                ctx.streams.append(("persistent", f"{name} conn {c.connections} (member {c.member}): ", log))
-            for k in keys:
-                log.append(("pre", k, _logged(c, log, lambda conn, k=k: conn.get_data(k)[1].version)))
-            _logged(c, log, lambda conn: conn.add_watch(f"{ROOT}/watch", rawzk.AW_PERSISTENT_RECURSIVE))
-            log.append(("added",))
-            for k in keys:
-                log.append(("base", k, _logged(c, log, lambda conn, k=k: conn.get_data(k)[1].version)))
-            while not ctx.stop.is_set():
-                k = rng.choice(keys)
-                log.append(("read", k, _logged(c, log, lambda conn, k=k: conn.get_data(k)[1].version)))
-                time.sleep(OP_PAUSE_S)
-        except Unknown:
-            continue
-        except rawzk.ZKError:
-            c.drop()
-    c.close()
+
+    def connection(c, log):
+        for k in keys:
+            log.append(("pre", k, _logged(c, log, lambda conn, k=k: conn.get_data(k)[1].version)))
+        _logged(c, log, lambda conn: conn.add_watch(f"{ROOT}/watch", rawzk.AW_PERSISTENT_RECURSIVE))
+        log.append(("added",))
+        for k in keys:
+            log.append(("base", k, _logged(c, log, lambda conn, k=k: conn.get_data(k)[1].version)))
+        while not ctx.stop.is_set():
+            k = rng.choice(keys)
+            log.append(("read", k, _logged(c, log, lambda conn, k=k: conn.get_data(k)[1].version)))
+            time.sleep(OP_PAUSE_S)
+    _streams(ctx, name, "persistent", connection)
 
 
 def ephemeral_worker(ctx, name):

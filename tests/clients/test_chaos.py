@@ -13,24 +13,11 @@ import subprocess
 import pytest
 
 from helpers import REPO, RK_BIN
+from test_netns_ensemble import BENCH_BIN, _unavailable
 
 CHAOS_SH = os.path.join(REPO, "scripts", "chaos.sh")
-NETNS_SH = os.path.join(REPO, "scripts", "netns.sh")
-BENCH_BIN = os.path.join(os.path.dirname(RK_BIN), "ringkeeper-bench")
 MINUTES = 1
 RUNS = [(18001, "partition,kill"), (18002, "partition,kill,stop,clock")]
-
-
-def _unavailable():
-    if not os.access(RK_BIN, os.X_OK) or not os.access(BENCH_BIN, os.X_OK):
-        return "ringkeeper or ringkeeper-bench not built"
-    if os.geteuid() != 0:
-        return "needs root for network namespaces"
-    r = subprocess.run([NETNS_SH, "check"], capture_output=True, text=True, timeout=30)
-    if r.returncode != 0:
-        return r.stdout.strip() or r.stderr.strip()
-    return None
-
 
 _why = _unavailable()
 pytestmark = pytest.mark.skipif(_why is not None, reason=f"chaos rig cannot run here: {_why}")
