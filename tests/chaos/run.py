@@ -146,7 +146,20 @@ def final_checks(a, hosts, history, ctx, nem, log):
     except (rawzk.ZKError, *workloads.LOST) as e:
         unserved.append(f"a member stopped serving during the final reads: {type(e).__name__}: {e}")
     log("final state read from every member")
+    save_history(a.dir, history)
     return run_checkers(history, ctx, nem, final_children, final_data, final_eph, dumps, same, unserved, log)
+
+
+def save_history(d, history):
+    """DIR/history.jsonl: every op (times relative to the first invocation), for post-mortems."""
+    t0 = min((o.t_invoke for o in history.ops), default=0.0)
+    with open(os.path.join(d, "history.jsonl"), "w") as f:
+        for o in history.ops:
+            f.write(json.dumps({"client": o.client, "f": o.f, "key": o.key, "value": repr(o.value),
+                                "t0": round(o.t_invoke - t0, 4),
+                                "t1": None if o.t_complete == float("inf") else round(o.t_complete - t0, 4),
+                                "type": o.type, "result": repr(o.result), "session": o.session,
+                                "member": o.member}) + "\n")
 
 
 def read_member(m, hosts, history, final_children, final_data, acked_paths, set_keys):
