@@ -3,7 +3,7 @@
 # under a seeded nemesis, with workloads whose histories are checked for ZooKeeper's guarantees.
 #
 #   scripts/chaos.sh [--seed N] [--minutes M] [--nemesis LIST] [--workloads LIST]
-#                    [--server rk|zk] [--mutant] [--members N] [--dir DIR] [--out FILE]
+#                    [--server rk|zk] [--mutant] [--members N] [--dir DIR] [--out FILE] [--keep]
 #
 #   --nemesis    comma list of partition,kill,stop,delay,clock,disk,bitflip,ioerror (default: all;
 #                ioerror needs Debian's python3-fusepy and libfuse2)
@@ -13,6 +13,7 @@
 #                target/mutant (a leader commits on its own ack): the checkers must catch it
 #   --dir        where the members' data, logs and chaos.log go (default target/chaos/<server>-<seed>)
 #   --out        the JSON summary (default DIR/summary.json)
+#   --keep       keep the members' data dirs after a passing run (always kept after a failure)
 #
 # Prints a summary (ops, acknowledged writes, violations per checker); exit status 0 when no
 # checker found a violation, 1 when one did (the command replaying the seed is printed), 2 when
@@ -24,7 +25,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seed=$(( $(date +%s%N) % 1000000 ))
 minutes=1 nemesis="partition,kill,stop,delay,clock,disk,bitflip,ioerror" work="register,creates,sessions,watches,ephemerals"
-server=rk mutant=0 members=3 dir="" out=""
+server=rk mutant=0 members=3 dir="" out="" keep=0
 args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -34,10 +35,11 @@ while [ $# -gt 0 ]; do
         --workloads) work="$2"; shift 2 ;;
         --server) server="$2"; shift 2 ;;
         --mutant) mutant=1; shift ;;
+        --keep) keep=1; shift ;;
         --members) members="$2"; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        *) sed -n 5,24p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+        *) sed -n 5,25p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
 case "$server" in rk | zk) ;; *) echo "chaos: --server must be rk or zk" >&2; exit 2 ;; esac
@@ -99,11 +101,17 @@ rc=0
 # (netns_down kills everything in the namespaces, the runner included).
 ip netns exec "$(netns_name c)" "$ROOT/target/venv/bin/python" "$ROOT/tests/chaos/run.py" --seed "$seed" \
     --minutes "$minutes" --nemesis "$nemesis" --workloads "$work" --kind "$server" --dir "$dir" --out "$out" \
-    --members "$members" >"$dir/run.out" 2>&1 &
+    --members "$members" $([ "$mutant" = 0 ] || echo --mutant) >"$dir/run.out" 2>&1 &
 wait $! || rc=$?
 sed -n '/==== chaos summary ====/,$p' "$dir/run.out"
 [ "$rc" = 0 ] || tail -5 "$dir/run.out" | grep -v '^violations' || true
-echo "details: $dir (chaos.log, run.out, ensemble/*/server.log)"
+# A passing run's data (logs, snapshots, loop images: up to GBs) is removed unless --keep.
+if [ "$rc" = 0 ] && [ "$keep" = 0 ]; then
+    rm -rf "$dir/ensemble"
+    echo "details: $dir (chaos.log, run.out, history.jsonl; data removed, --keep keeps it)"
+else
+    echo "details: $dir (chaos.log, run.out, history.jsonl, ensemble/*/server.log)"
+fi
 if [ "$rc" != 0 ]; then
     replay="scripts/chaos.sh --seed $seed --minutes $minutes --nemesis $nemesis --workloads $work --server $server"
     [ "$mutant" = 0 ] || replay+=" --mutant"

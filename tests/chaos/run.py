@@ -44,6 +44,7 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--members", type=int, default=3)
+    ap.add_argument("--mutant", action="store_true", help="the server is the mutant build (recorded)")
     a = ap.parse_args()
     kinds = [k for k in a.nemesis.split(",") if k]
     names = [w for w in a.workloads.split(",") if w]
@@ -62,7 +63,7 @@ def main():
     ens = os.path.join(a.dir, "ensemble")
     os.makedirs(ens, exist_ok=True)
     nem = Nemesis(a.seed, kinds, a.kind, ens, a.members, log)
-    summary = {"kind": a.kind, "seed": a.seed, "minutes": a.minutes, "nemesis": kinds, "workloads": names}
+    summary = {"kind": a.kind, "mutant": a.mutant, "seed": a.seed, "minutes": a.minutes, "nemesis": kinds, "workloads": names}
     try:
         if "disk" in kinds or "ioerror" in kinds:
             nem.make_volumes("disk" in kinds, "ioerror" in kinds)

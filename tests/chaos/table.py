@@ -15,7 +15,11 @@ WORKLOADS = {"register": ("cas", "read"), "creates": ("create", "seq"), "session
 WRITES = ("cas", "create", "seq", "sset", "wset", "eph")
 
 
-def row(s):
+def is_mutant(s, path):
+    return bool(s.get("mutant")) or "-mutant-" in path
+
+
+def row(s, path):
     by = s.get("ops_by_kind", {})
     cells = []
     for w, fs in WORKLOADS.items():
@@ -29,7 +33,7 @@ def row(s):
         verdict = "0" if not bad else "**" + "; ".join(bad) + "**"
     else:
         verdict = f"rig error: {s.get('rig_error')}"
-    server = {"rk": "ringkeeper", "zk": "ZooKeeper 3.8"}[s["kind"]]
+    server = {"rk": "ringkeeper", "zk": "ZooKeeper 3.8"}[s["kind"]] + (" **mutant**" if is_mutant(s, path) else "")
     return (f"| {server} | {s['seed']} | {','.join(s['nemesis'])} ({faults}) | {s['minutes']:g} | "
             f"{s.get('ops', 0)} | {s.get('acked_writes', 0)} | " + " | ".join(cells) + f" | {verdict} |")
 
@@ -43,8 +47,8 @@ def main(paths):
     for p in paths:
         with open(p) as f:
             s = json.load(f)
-        print(row(s))
-        t = total.setdefault(s["kind"], [0.0, 0, 0, 0])
+        print(row(s, p))
+        t = total.setdefault(s["kind"] + (" mutant" if is_mutant(s, p) else ""), [0.0, 0, 0, 0])
         t[0] += s["minutes"]
         t[1] += s.get("ops", 0)
         t[2] += s.get("acked_writes", 0)
