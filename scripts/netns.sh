@@ -16,6 +16,9 @@
 #   scripts/netns.sh leader                  the number of the member that leads
 #   scripts/netns.sh exec NAME CMD...        CMD inside PREFIX-NAME (NAME: c, hub, m1..)
 #   scripts/netns.sh status                  namespaces, mode, delay, processes in each
+#   scripts/netns.sh block I NAME...         member I drops what arrives from NAMEs (m2, c, ...)
+#   scripts/netns.sh heal                    removes every block rule
+#   scripts/netns.sh member-start rk|zk DIR I   (re)starts member I of the ensemble in DIR
 #   scripts/netns.sh down                    kills every process in the namespaces, deletes them
 #
 # Sourced (`. scripts/netns.sh`) it only defines the netns_* functions (issue 18's fault rig
@@ -23,7 +26,8 @@
 # SUBNET.x/24 exist only inside the namespaces), RK_NETNS_MODE (auto: netem when the kernel has
 # the netem qdisc, else relays; or netem / relay), RK_NETNS_PORTS ("2181 2888 3888": what the
 # relays front), RK_NETNS_TICK_MS (2000), RK_NETNS_EXTRA_CONFIG (appended to every zoo.cfg),
-# ZK_HEAP (2g), RK_BIN, RK_BENCH_BIN. State: target/netns-PREFIX/.
+# ZK_HEAP (2g), RK_BIN, RK_BENCH_BIN, RK_NETNS_FAKETIME (1: members under libfaketime, see
+# netns_member_start). State: target/netns-PREFIX/.
 #
 # Delay: with netem (mode netem) each namespace's eth0 delays what it sends, so any path between
 # two namespaces is delayed once per direction. Without netem (mode relay, e.g. Firecracker
@@ -54,6 +58,7 @@ NETNS_CLIENT_PORT=2181
 # A relay for port P listens on P + this (nft redirects arriving connections there).
 NETNS_RELAY_PORT_OFFSET=10000
 NETNS_SERVE_WAIT_S_MAX=120
+NETNS_FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 
 netns_name() { echo "$NETNS_PREFIX-$1"; } # m1, c, hub -> PREFIX-m1 ...
 netns_addr() {                              # c -> SUBNET.2, mI -> SUBNET.(10+I)
@@ -270,6 +275,29 @@ netns_member_cfg() {
     } >"$dir/$i/zoo.cfg"
 }
 
+# Starts member I of a KIND (rk|zk) ensemble with its data under DIR/I (zoo.cfg written first
+# if missing), in the background; its pid goes to DIR/I/pid. With RK_NETNS_FAKETIME=1 it runs
+# under libfaketime with its wall clock from DIR/I/faketime ("+0" unless present; rewriting it
+# steps or drifts that member's CLOCK_REALTIME at runtime, CLOCK_MONOTONIC untouched).
+netns_member_start() {
+    local kind="$1" dir="$2" i="$3" pre=()
+    [ -f "$dir/$i/zoo.cfg" ] || netns_member_cfg "$kind" "$dir" "$i"
+    if [ "${RK_NETNS_FAKETIME:-0}" = 1 ]; then
+        [ -f "$dir/$i/faketime" ] || echo "+0" >"$dir/$i/faketime"
+        pre=(env LD_PRELOAD="$NETNS_FAKETIME_LIB" FAKETIME_TIMESTAMP_FILE="$dir/$i/faketime" FAKETIME_NO_CACHE=1
+            DONT_FAKE_MONOTONIC=1)
+    fi
+    case "$kind" in
+        # `ip netns exec` (not a function: $! must be the server itself) execs the command.
+        rk) ip netns exec "$(netns_name "m$i")" "${pre[@]}" "$NETNS_RK" serve --config "$dir/$i/zoo.cfg" >>"$dir/$i/server.log" 2>&1 & ;;
+        zk) ip netns exec "$(netns_name "m$i")" "${pre[@]}" java "-Xmx${ZK_HEAP:-2g}" "-Xms${ZK_HEAP:-2g}" -Dzookeeper.4lw.commands.whitelist='*' \
+            -Dzookeeper.admin.enableServer=false -cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain \
+            "$dir/$i/zoo.cfg" >>"$dir/$i/server.log" 2>&1 & ;;
+        *) echo "netns: ensemble kind must be rk or zk" >&2; return 2 ;;
+    esac
+    echo $! >"$dir/$i/pid"
+}
+
 # Starts a KIND (rk|zk) ensemble with its data under DIR, one member per namespace, and waits
 # until every member leads or follows.
 netns_ensemble_start() {
@@ -280,14 +308,7 @@ netns_ensemble_start() {
     dir="$(cd "$dir" && pwd)"
     for i in $(seq 1 "$n"); do
         netns_member_cfg "$kind" "$dir" "$i"
-        case "$kind" in
-            rk) ip netns exec "$(netns_name "m$i")" "$NETNS_RK" serve --config "$dir/$i/zoo.cfg" >>"$dir/$i/server.log" 2>&1 & ;;
-            zk) ip netns exec "$(netns_name "m$i")" java "-Xmx${ZK_HEAP:-2g}" "-Xms${ZK_HEAP:-2g}" -Dzookeeper.4lw.commands.whitelist='*' \
-                -Dzookeeper.admin.enableServer=false -cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain \
-                "$dir/$i/zoo.cfg" >>"$dir/$i/server.log" 2>&1 & ;;
-            *) echo "netns: ensemble kind must be rk or zk" >&2; return 2 ;;
-        esac
-        echo $! >"$dir/$i/pid"
+        netns_member_start "$kind" "$dir" "$i" || return
     done
     local deadline=$((SECONDS + NETNS_SERVE_WAIT_S_MAX))
     for i in $(seq 1 "$n"); do
@@ -306,6 +327,33 @@ netns_leader() {
     local i
     for i in $(seq 1 "$(netns_members)"); do
         if netns_srvr "$i" | grep -q 'Mode: leader'; then echo "$i"; return 0; fi
+    done
+}
+
+# Partitions (issue 18's nemesis): member I drops every packet arriving on eth0 from the
+# addresses of the named namespaces (m2, c, ...): one direction only, FROM -> I. A symmetric
+# cut is two calls. Rules live in table ip rk_chaos of I's namespace (after the relays'
+# redirect, so a relayed connection is dropped by its real source address).
+netns_block() {
+    local i="$1" addrs="" who
+    shift
+    for who in "$@"; do addrs+="${addrs:+, }$(netns_addr "$who")"; done
+    [ -n "$addrs" ] || return 0
+    netns_exec "m$i" nft -f - <<EOF
+table ip rk_chaos {
+    chain input {
+        type filter hook input priority filter; policy accept;
+        iifname "eth0" ip saddr { $addrs } drop
+    }
+}
+EOF
+}
+
+# Removes every partition rule (table rk_chaos) from every member's namespace.
+netns_heal() {
+    local i
+    for i in $(seq 1 "$(netns_members)"); do
+        netns_exec "m$i" nft delete table ip rk_chaos 2>/dev/null || true
     done
 }
 
@@ -338,16 +386,19 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
             if [ -n "$why" ]; then echo "netns unavailable: $why"; exit 1; fi
             echo "netns available"
             ;;
-        up) [ $# -ge 2 ] || usage_from_header 5 19; netns_up "$2" ;;
+        up) [ $# -ge 2 ] || usage_from_header 5 22; netns_up "$2" ;;
         down) netns_down ;;
-        delay) [ $# -ge 2 ] || usage_from_header 5 19; netns_delay "$2" "${3:-0}" "${4:-0}" ;;
-        ensemble-start) [ $# -ge 3 ] || usage_from_header 5 19; netns_ensemble_start "$2" "$3" ;;
-        ensemble-stop) [ $# -ge 2 ] || usage_from_header 5 19; netns_ensemble_stop "$2" ;;
+        delay) [ $# -ge 2 ] || usage_from_header 5 22; netns_delay "$2" "${3:-0}" "${4:-0}" ;;
+        ensemble-start) [ $# -ge 3 ] || usage_from_header 5 22; netns_ensemble_start "$2" "$3" ;;
+        ensemble-stop) [ $# -ge 2 ] || usage_from_header 5 22; netns_ensemble_stop "$2" ;;
         conn) netns_conn ;;
-        srvr) [ $# -ge 2 ] || usage_from_header 5 19; netns_srvr "$2" ;;
+        srvr) [ $# -ge 2 ] || usage_from_header 5 22; netns_srvr "$2" ;;
         leader) netns_leader ;;
-        exec) [ $# -ge 3 ] || usage_from_header 5 19; shift; netns_exec "$@" ;;
+        exec) [ $# -ge 3 ] || usage_from_header 5 22; shift; netns_exec "$@" ;;
         status) netns_status ;;
-        *) usage_from_header 5 19 ;;
+        block) [ $# -ge 3 ] || usage_from_header 5 22; shift; netns_block "$@" ;;
+        heal) netns_heal ;;
+        member-start) [ $# -ge 4 ] || usage_from_header 5 22; netns_member_start "$2" "$3" "$4" ;;
+        *) usage_from_header 5 22 ;;
     esac
 fi

@@ -271,7 +271,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // A log line that cannot be written (stderr on a full disk, a closed pipe) is dropped:
+    // tracing-subscriber's fallback would eprint! the failure, and eprint! panics when stderr
+    // fails, which stops the server (the chaos rig's full-disk runs, issue 18).
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).log_internal_errors(false).init();
     for w in &warnings {
         tracing::warn!("{w}");
     }
@@ -282,6 +285,12 @@ fn main() -> ExitCode {
         config_path.as_ref().map_or("embedded default".to_string(), |p| p.display().to_string()),
         config.data_dir.display()
     );
+    if cfg!(feature = "mutation-leader-acks-alone") {
+        tracing::error!(
+            "MUTANT BUILD (feature mutation-leader-acks-alone): a leader commits on its own ack \
+             alone and loses acknowledged writes under partitions; for the chaos rig's checkers only"
+        );
+    }
     match ringkeeper::server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -8,7 +8,8 @@ txns before it.
 Item 8: a small volume as dataDir with the default preAllocSize: the server starts and serves,
 a full disk refuses writes with an error while reads go on, every acknowledged write survives
 (a kill -9 and restart while full too), and writes resume once space is freed, with no restart
-and no file deleted by hand."""
+and no file deleted by hand. A server whose log output fails (stderr on a full disk) keeps
+serving (found by issue 18's chaos rig)."""
 
 import glob
 import hashlib
@@ -287,3 +288,25 @@ def test_hardening_8_ensemble_member_with_a_full_disk_catches_up_once_space_is_f
     finally:
         e.stop()
         subprocess.run(["umount", "-l", data_dir], capture_output=True)
+
+
+def test_hardening_8_a_server_whose_log_output_cannot_be_written_keeps_serving(make_server, kazoo_factory):
+    """Found by the chaos rig (issue 18): with the server's log on the volume the full-disk
+    nemesis filled, the next log line killed the member (tracing-subscriber eprint!s a failed
+    write, and eprint! panics when stderr fails; any panic stops the server). stdout and
+    stderr on /dev/full (every write fails with ENOSPC): the server must start, serve writes,
+    reads and session ends (each logs), and still run."""
+    s = make_server(start=False)
+    s.write_config()
+    with open("/dev/full", "wb") as full:
+        s.proc = subprocess.Popen(s.command(), stdout=full, stderr=full, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
+    s.starts += 1
+    s.wait_ready()
+    for i in range(3):
+        zk = kazoo_factory(s.hostport)
+        zk.create(f"/full-log-{i}", b"x")
+        assert zk.get(f"/full-log-{i}")[0] == b"x"
+        zk.stop()
+        zk.close()
+    assert exit_code_within(s.proc, 1.0) is None, f"the server exited with {s.proc.returncode}"
