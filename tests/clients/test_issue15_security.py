@@ -393,11 +393,9 @@ def test_an_ensemble_session_resumes_on_any_member_and_after_a_full_restart_neve
 
 
 @pytest.mark.parametrize("key,value", [
-    ("secureClientPort", "2281"),                                     # TLS on the client port
-    ("ssl.keyStore.location", "/etc/zk/keystore.pem"),                # TLS material
+    # (the client port's TLS keys are honoured: tests/clients/test_tls.py)
     ("zookeeper.ssl.quorum.trustStore.location", "/etc/zk/trust.pem"),  # quorum TLS, prefixed
     ("sslQuorum", "true"),
-    ("client.portUnification", "true"),
     ("quorum.auth.enableSasl", "true"),                               # quorum SASL
     ("authProvider.1", "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"),
     ("enforce.auth.enabled", "true"),

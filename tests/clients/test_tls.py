@@ -325,6 +325,21 @@ def test_tls_store_files_are_reloaded_when_they_change(make_server, pki, kind):
 
 
 @pytest.mark.ringkeeper_only
+@pytest.mark.parametrize("keys,says", [
+    ({"secureClientPort": "2281"}, "ssl.keyStore.location"),
+    ({"client.portUnification": "true"}, "ssl.keyStore.location"),
+    ({"ssl.keyStore.location": "/etc/zk/keystore.pem"}, "secureClientPort"),
+])
+def test_tls_half_configured_refuses_the_start(make_server, kind, keys, says):
+    """TLS keys that do not make a TLS port (a port without a key store, a key store without
+    a port) stop the start naming what is missing: the operator asked for TLS."""
+    s = make_server(start=False, **{k.replace(".", "__"): v for k, v in keys.items()})
+    s.spawn()
+    assert s.proc.wait(timeout=30) != 0, "started with half a TLS configuration"
+    assert says in s.log_tail(), s.log_tail()
+
+
+@pytest.mark.ringkeeper_only
 @pytest.mark.parametrize("key,value,says", [
     ("ssl.keyStore.location", "/nonexistent/store.pem", "/nonexistent/store.pem"),
     ("ssl.keyStore.type", "JKS", "ssl.keyStore.type"),
