@@ -5,7 +5,7 @@
 #   scripts/chaos.sh [--seed N] [--minutes M] [--nemesis LIST] [--workloads LIST]
 #                    [--server rk|zk] [--mutant] [--members N] [--dir DIR] [--out FILE] [--keep]
 #
-#   --nemesis    comma list of partition,kill,stop,delay,clock,disk,bitflip,ioerror (default: all;
+#   --nemesis    comma list of partition,kill,stop,delay,loss,clock,disk,bitflip,ioerror (default: all;
 #                ioerror needs Debian's python3-fusepy and libfuse2)
 #   --workloads  comma list of register,creates,sessions,watches,ephemerals (default: all)
 #   --server     rk (ringkeeper, default) or zk (Apache ZooKeeper 3.8 from Debian's package)
@@ -24,7 +24,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seed=$(( $(date +%s%N) % 1000000 ))
-minutes=1 nemesis="partition,kill,stop,delay,clock,disk,bitflip,ioerror" work="register,creates,sessions,watches,ephemerals"
+minutes=1 nemesis="partition,kill,stop,delay,loss,clock,disk,bitflip,ioerror" work="register,creates,sessions,watches,ephemerals"
 server=rk mutant=0 members=3 dir="" out="" keep=0
 args=("$@")
 while [ $# -gt 0 ]; do

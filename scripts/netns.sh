@@ -17,7 +17,8 @@
 #   scripts/netns.sh exec NAME CMD...        CMD inside PREFIX-NAME (NAME: c, hub, m1..)
 #   scripts/netns.sh status                  namespaces, mode, delay, processes in each
 #   scripts/netns.sh block I NAME...         member I drops what arrives from NAMEs (m2, c, ...)
-#   scripts/netns.sh heal                    removes every block rule
+#   scripts/netns.sh loss I PCT              member I drops PCT% of what arrives, at random
+#   scripts/netns.sh heal                    removes every block and loss rule
 #   scripts/netns.sh member-start rk|zk DIR I   (re)starts member I of the ensemble in DIR
 #   scripts/netns.sh down                    kills every process in the namespaces, deletes them
 #
@@ -349,11 +350,30 @@ table ip rk_chaos {
 EOF
 }
 
-# Removes every partition rule (table rk_chaos) from every member's namespace.
+# Packet loss (issue 18's nemesis; this kernel has no netem): member I drops PCT percent of
+# the packets arriving on eth0, each at random (nft numgen). TCP resends them: what a lossy
+# network does to the protocol is stalls and retransmission timeouts, which this gives.
+netns_loss() {
+    local i="$1" pct="$2"
+    case "$pct" in '' | *[!0-9]*) echo "loss: PCT must be a whole percentage" >&2; return 2 ;; esac
+    [ "$pct" -le 100 ] || { echo "loss: PCT must be at most 100" >&2; return 2; }
+    netns_exec "m$i" nft -f - <<EOF
+table ip rk_chaos_loss {
+    chain input {
+        type filter hook input priority filter; policy accept;
+        iifname "eth0" numgen random mod 100 < $pct drop
+    }
+}
+EOF
+}
+
+# Removes every partition and loss rule (tables rk_chaos, rk_chaos_loss) from every member's
+# namespace.
 netns_heal() {
     local i
     for i in $(seq 1 "$(netns_members)"); do
         netns_exec "m$i" nft delete table ip rk_chaos 2>/dev/null || true
+        netns_exec "m$i" nft delete table ip rk_chaos_loss 2>/dev/null || true
     done
 }
 
@@ -386,19 +406,20 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
             if [ -n "$why" ]; then echo "netns unavailable: $why"; exit 1; fi
             echo "netns available"
             ;;
-        up) [ $# -ge 2 ] || usage_from_header 5 22; netns_up "$2" ;;
+        up) [ $# -ge 2 ] || usage_from_header 5 23; netns_up "$2" ;;
         down) netns_down ;;
-        delay) [ $# -ge 2 ] || usage_from_header 5 22; netns_delay "$2" "${3:-0}" "${4:-0}" ;;
-        ensemble-start) [ $# -ge 3 ] || usage_from_header 5 22; netns_ensemble_start "$2" "$3" ;;
-        ensemble-stop) [ $# -ge 2 ] || usage_from_header 5 22; netns_ensemble_stop "$2" ;;
+        delay) [ $# -ge 2 ] || usage_from_header 5 23; netns_delay "$2" "${3:-0}" "${4:-0}" ;;
+        ensemble-start) [ $# -ge 3 ] || usage_from_header 5 23; netns_ensemble_start "$2" "$3" ;;
+        ensemble-stop) [ $# -ge 2 ] || usage_from_header 5 23; netns_ensemble_stop "$2" ;;
         conn) netns_conn ;;
-        srvr) [ $# -ge 2 ] || usage_from_header 5 22; netns_srvr "$2" ;;
+        srvr) [ $# -ge 2 ] || usage_from_header 5 23; netns_srvr "$2" ;;
         leader) netns_leader ;;
-        exec) [ $# -ge 3 ] || usage_from_header 5 22; shift; netns_exec "$@" ;;
+        exec) [ $# -ge 3 ] || usage_from_header 5 23; shift; netns_exec "$@" ;;
         status) netns_status ;;
-        block) [ $# -ge 3 ] || usage_from_header 5 22; shift; netns_block "$@" ;;
+        block) [ $# -ge 3 ] || usage_from_header 5 23; shift; netns_block "$@" ;;
+        loss) [ $# -ge 3 ] || usage_from_header 5 23; netns_loss "$2" "$3" ;;
         heal) netns_heal ;;
-        member-start) [ $# -ge 4 ] || usage_from_header 5 22; netns_member_start "$2" "$3" "$4" ;;
-        *) usage_from_header 5 22 ;;
+        member-start) [ $# -ge 4 ] || usage_from_header 5 23; netns_member_start "$2" "$3" "$4" ;;
+        *) usage_from_header 5 23 ;;
     esac
 fi

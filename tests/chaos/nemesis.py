@@ -30,7 +30,7 @@ import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NETNS_SH = os.path.join(REPO, "scripts", "netns.sh")
-ALL = ["partition", "kill", "stop", "delay", "clock", "disk", "bitflip", "ioerror"]
+ALL = ["partition", "kill", "stop", "delay", "loss", "clock", "disk", "bitflip", "ioerror"]
 QUIET_S = (2.0, 5.0)
 HOLD_S = (3.0, 10.0)
 SERVE_WAIT_S = 60.0
@@ -211,6 +211,15 @@ class Nemesis:
         us, jitter = self.rng.choice([2000, 10000, 50000]), self.rng.choice([0, 1000, 20000])
         self.sh("delay", str(us), str(jitter))
         return f"delay {us} us jitter {jitter} us", lambda: self.sh("delay", "0")
+
+    def loss(self):
+        """Random loss of packets arriving at every member (or at the leader alone)."""
+        pct = self.rng.choice([1, 5, 20])
+        leader = self.leader()
+        targets = [leader] if leader and self.rng.random() < 0.5 else list(range(1, self.n + 1))
+        for i in targets:
+            self.sh("loss", str(i), str(pct))
+        return f"loss {pct}% of packets arriving at {targets}", lambda: self.sh("heal")
 
     def kill(self):
         i = self.victim()
