@@ -393,14 +393,12 @@ const KEY_PREFIXES_UNUSED: &[&str] =
 /// Where security keys are explained (each refusal names it).
 pub const SECURITY_DOC: &str = "docs/security.md";
 
-/// ZooKeeper 3.9's security keys that ask for something ringkeeper does not do yet (TLS, SASL,
-/// Kerberos, x509, quorum authentication, enforced client auth). Each is refused at start
-/// unless its value asks for nothing (`false`, or `none` where that is the off value): a
-/// hardened zoo.cfg must never start an open server silently.
+/// ZooKeeper 3.9's security keys that ask for something ringkeeper does not do yet (quorum or
+/// admin TLS, SASL, Kerberos, quorum authentication, enforced client auth). Each is refused at
+/// start unless its value asks for nothing (`false`, or `none` where that is the off value): a
+/// hardened zoo.cfg must never start an open server silently. The client port's TLS keys are
+/// not here: `crate::tls::TlsKeys` honours them (or refuses them by name).
 const SECURITY_KEYS_REFUSED: &[&str] = &[
-    "secureClientPort",
-    "secureClientPortAddress",
-    "client.portUnification",
     "portUnification",
     "sslQuorum",
     "sslQuorumReloadCertFiles",
@@ -415,9 +413,8 @@ const SECURITY_KEYS_REFUSED: &[&str] = &[
     "authorizer.class",
 ];
 
-/// Prefixes of security keys refused the same way (`ssl.*` covers `ssl.quorum.*`).
-const SECURITY_PREFIXES_REFUSED: &[&str] =
-    &["ssl.", "quorum.auth.", "kerberos.", "enforce.auth.", "X509AuthenticationProvider.", "sasl."];
+/// Prefixes of security keys refused the same way.
+const SECURITY_PREFIXES_REFUSED: &[&str] = &["ssl.quorum.", "quorum.auth.", "kerberos.", "enforce.auth.", "sasl."];
 
 /// ZooKeeper's class names of the auth providers ringkeeper has, with their short names.
 const AUTH_PROVIDERS_KNOWN: &[(&str, &str)] = &[
@@ -436,9 +433,6 @@ fn asks_for_nothing(value: &str) -> bool {
 /// it is accepted as it is (an off value, a provider ringkeeper has, SHA1 digests); Some(Err)
 /// with the reason it is refused.
 fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
-    if crate::tls::is_client_tls_key(key) {
-        return None; // TLS on the client port: honoured or refused by crate::tls::TlsKeys
-    }
     if key.starts_with("authProvider.") {
         let known = AUTH_PROVIDERS_KNOWN.iter().any(|(class, short)| value == *class || value == *short);
         return Some(if known {
@@ -463,7 +457,7 @@ fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
     }
     // Off values of the switches are what ringkeeper does; a port, a path, a password or
     // an "on" asks for what it does not do.
-    let switch = !key.starts_with("ssl.") && !matches!(key, "secureClientPort" | "secureClientPortAddress");
+    let switch = !key.starts_with("ssl.");
     Some(if switch && asks_for_nothing(value) {
         Ok(())
     } else {

@@ -83,13 +83,9 @@ pub fn is_client_tls_key(key: &str) -> bool {
             "secureClientPort"
                 | "secureClientPortAddress"
                 | "client.portUnification"
-                | "authProvider.x509"
                 | "X509AuthenticationProvider.superUser"
         )
 }
-
-/// The class ZooKeeper's configs name for the x509 provider (the one provider ringkeeper has).
-const X509_PROVIDER_CLASS: &str = "org.apache.zookeeper.server.auth.X509AuthenticationProvider";
 
 impl TlsKeys {
     pub fn push(&mut self, key: &str, value: &str, line: usize) {
@@ -120,9 +116,6 @@ impl TlsKeys {
                 "ssl.authProvider" if value != "x509" => {
                     Some("only the x509 provider exists here (a client certificate's subject DN as an x509: id)")
                 }
-                "authProvider.x509" if value != X509_PROVIDER_CLASS => {
-                    Some("only ZooKeeper's own X509AuthenticationProvider is available under the x509 scheme")
-                }
                 "ssl.keyStore.passwordPath" | "ssl.trustStore.passwordPath" => {
                     Some("store passwords are not used: PEM stores with unencrypted keys only (see docs/security.md)")
                 }
@@ -145,7 +138,7 @@ impl TlsKeys {
                 "ssl.keyStore.password" | "ssl.trustStore.password" => None,
                 "ssl.clientAuth" | "ssl.protocol" | "ssl.enabledProtocols" | "ssl.ciphersuites" | "ssl.authProvider" => None,
                 "secureClientPort" | "secureClientPortAddress" | "client.portUnification" => None,
-                "authProvider.x509" | "X509AuthenticationProvider.superUser" => None,
+                "X509AuthenticationProvider.superUser" => None,
                 _ => Some("not a TLS key ringkeeper knows; refusing rather than ignoring a security setting"),
             };
             if let Some(why) = refused {

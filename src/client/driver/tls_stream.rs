@@ -1,8 +1,8 @@
 //! A client connection that is plain TCP or TLS over it: what the driver reads and writes
 //! once `connect` finished (the TLS handshake, when the options ask for TLS, is part of
 //! connecting).
-//! Rules: pure delegation to the stream inside; the TLS writer is flushed on every flush,
-//! since rustls holds records until then.
+//! Rules: pure delegation to the stream inside; rustls holds records until flushed, so a user
+//! flushes after writing (the driver every round, the bench after each write).
 
 use std::io;
 use std::pin::Pin;
@@ -56,15 +56,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            MaybeTls::Tls(s) => {
-                let n = match Pin::new(s.as_mut()).poll_write(cx, buf) {
-                    Poll::Ready(Ok(n)) => n,
-                    other => return other,
-                };
-                // Push the records out now (a flush that would block finishes on the next poll).
-                let _ = Pin::new(s.as_mut()).poll_flush(cx);
-                Poll::Ready(Ok(n))
-            }
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
