@@ -15,7 +15,8 @@
 # of the N servers observers (N - K voters, 3, 5 or 7), RK_SNAP_COUNT to change snapCount,
 # RK_CLIENT_CORES to give each server that many client cores (default 1), RK_PREALLOC_KB to
 # set preAllocSize (KiB; default the server's, 64 MiB per log segment); RK_EXTRA_CONFIG is
-# appended to every member's zoo.cfg. RK_PEER_HOSTS=distinct puts server i's peer ports on
+# appended to every member's zoo.cfg, with @ID@ replaced by the member's id (a per-member key
+# store path, say). RK_PEER_HOSTS=distinct puts server i's peer ports on
 # 127.0.0.i instead of 127.0.0.1 (so each member is its own host to the others' peer-address
 # checks; client and admin ports stay on 127.0.0.1).
 set -euo pipefail
@@ -29,6 +30,7 @@ snap_count="${RK_SNAP_COUNT:-100000}"
 client_cores="${RK_CLIENT_CORES:-1}"
 prealloc_kb="${RK_PREALLOC_KB:-}"
 peer_hosts="${RK_PEER_HOSTS:-same}"
+extra="${RK_EXTRA_CONFIG:-}"
 
 # shellcheck source=scripts/common.sh
 . "$root/scripts/common.sh"
@@ -73,7 +75,7 @@ admin.serverAddress=127.0.0.1
 admin.serverPort=$((base + 10200 + i))
 ${prealloc_kb:+preAllocSize=$prealloc_kb}
 ${servers}
-${RK_EXTRA_CONFIG:-}
+${extra//@ID@/$i}
 EOF
         launch "$d"
     done

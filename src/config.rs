@@ -165,6 +165,8 @@ pub struct Config {
     pub sync_limit_ticks: u32,
     /// The client port's TLS (`secureClientPort`, `client.portUnification`, `ssl.*`).
     pub client_tls: Option<crate::tls::ClientTls>,
+    /// The peer port's TLS (`sslQuorum`, `portUnification`, `ssl.quorum.*`).
+    pub quorum_tls: Option<crate::tls::QuorumTls>,
     /// `server.N=…` lines, kept raw for the ensemble, in file order (a repeated N replaces).
     pub servers: Vec<ServerSpec>,
     /// ringkeeper.clientCores: default (available CPUs − 1).max(1), or the length of clientCpus.
@@ -393,15 +395,12 @@ const KEY_PREFIXES_UNUSED: &[&str] =
 /// Where security keys are explained (each refusal names it).
 pub const SECURITY_DOC: &str = "docs/security.md";
 
-/// ZooKeeper 3.9's security keys that ask for something ringkeeper does not do yet (quorum or
-/// admin TLS, SASL, Kerberos, quorum authentication, enforced client auth). Each is refused at
-/// start unless its value asks for nothing (`false`, or `none` where that is the off value): a
-/// hardened zoo.cfg must never start an open server silently. The client port's TLS keys are
-/// not here: `crate::tls::TlsKeys` honours them (or refuses them by name).
+/// ZooKeeper 3.9's security keys that ask for something ringkeeper does not do yet (admin TLS,
+/// SASL, Kerberos, quorum SASL, enforced client auth). Each is refused at start unless its
+/// value asks for nothing (`false`, or `none` where that is the off value): a hardened zoo.cfg
+/// must never start an open server silently. The client and peer ports' TLS keys are not
+/// here: `crate::tls::TlsKeys` honours them (or refuses them by name).
 const SECURITY_KEYS_REFUSED: &[&str] = &[
-    "portUnification",
-    "sslQuorum",
-    "sslQuorumReloadCertFiles",
     "client.certReload",
     "sessionRequireClientSASLAuth",
     "superUser",
@@ -414,7 +413,7 @@ const SECURITY_KEYS_REFUSED: &[&str] = &[
 ];
 
 /// Prefixes of security keys refused the same way.
-const SECURITY_PREFIXES_REFUSED: &[&str] = &["ssl.quorum.", "quorum.auth.", "kerberos.", "enforce.auth.", "sasl."];
+const SECURITY_PREFIXES_REFUSED: &[&str] = &["quorum.auth.", "kerberos.", "enforce.auth.", "sasl."];
 
 /// ZooKeeper's class names of the auth providers ringkeeper has, with their short names.
 const AUTH_PROVIDERS_KNOWN: &[(&str, &str)] = &[
@@ -461,7 +460,7 @@ fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
     Some(if switch && asks_for_nothing(value) {
         Ok(())
     } else {
-        Err("not supported yet (ringkeeper has no SASL, Kerberos, quorum TLS or quorum authentication yet)".into())
+        Err("not supported yet (ringkeeper has no SASL, Kerberos or quorum SASL yet)".into())
     })
 }
 
@@ -480,7 +479,7 @@ fn canonical_key(key: &str) -> &str {
             if SYSPROP_KEYS_USED.contains(&rest)
                 || is_unused_sysprop(rest)
                 || is_security_key(rest)
-                || crate::tls::is_client_tls_key(rest) =>
+                || crate::tls::is_tls_key(rest) =>
         {
             rest
         }
@@ -965,7 +964,7 @@ impl Config {
                         None => servers.push(spec),
                     }
                 }
-                k if crate::tls::is_client_tls_key(k) => tls_keys.push(k, value, line),
+                k if crate::tls::is_tls_key(k) => tls_keys.push(k, value, line),
                 "skipACL" if e.boolean().unwrap_or(false) => warnings.push(format!(
                     "{origin}: skipACL at line {line} is not used: ringkeeper always checks ACLs (ignored)"
                 )),
@@ -1078,9 +1077,14 @@ impl Config {
             }
         }
 
-        let client_tls = tls_keys.finish(origin, client_port_address)?;
+        let (client_tls, quorum_tls) = tls_keys.finish(origin, client_port_address)?;
+        if quorum_tls.is_some() && servers.is_empty() {
+            warnings
+                .push(format!("{origin}: sslQuorum / portUnification: a standalone server has no peer port (ignored)"));
+        }
         let config = Config {
             client_tls,
+            quorum_tls,
             tick_time_ms,
             data_log_dir: data_log_dir.unwrap_or_else(|| data_dir.clone()),
             data_dir,
@@ -1401,10 +1405,12 @@ mod tests {
     /// Issue 15: every security key is honoured or refused with its name, never ignored.
     #[test]
     fn security_keys_are_honoured_or_refused_by_name() {
+        // Quorum TLS is honoured; asked for without its stores it is refused naming them.
+        let err = Config::parse("dataDir=/d\nzookeeper.sslQuorum=true\n", "test.cfg").unwrap_err().to_string();
+        assert!(err.contains("ssl.quorum.keyStore.location"), "{err}");
+        let err = Config::parse("dataDir=/d\nssl.quorum.trustStore.location=/t.pem\n", "test.cfg").unwrap_err();
+        assert!(err.to_string().contains("sslQuorum"), "{err}");
         let refused = [
-            "sslQuorum=true",
-            "zookeeper.sslQuorum=true",
-            "ssl.quorum.trustStore.location=/t.pem",
             "quorum.auth.enableSasl=true",
             "quorum.auth.learnerRequireSasl=true",
             "quorum.auth.kerberos.servicePrincipal=zk/_HOST",
@@ -1730,6 +1736,19 @@ mod tests {
         }
     }
 
+    /// The quorum TLS example parses without a warning: mutual TLS between the members.
+    #[test]
+    fn the_quorum_tls_example_config_parses() {
+        let (c, warnings) = Config::parse(include_str!("../configs/quorum-tls.cfg"), "quorum-tls").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(c.servers.len(), 3);
+        let q = c.quorum_tls.expect("quorum TLS settings");
+        assert!(q.ssl_quorum && !q.port_unification && q.reload_cert_files);
+        assert_eq!(q.stores.client_auth, crate::tls::ClientAuth::Need);
+        assert!(q.stores.hostname_verification && q.stores.client_hostname_verification);
+        assert!(c.client_tls.is_none());
+    }
+
     /// The TLS example parses without a warning: TLS on 2281 with client certificates.
     #[test]
     fn the_tls_example_config_parses() {
@@ -1737,7 +1756,7 @@ mod tests {
         assert!(warnings.is_empty(), "{warnings:?}");
         let tls = c.client_tls.expect("TLS settings");
         assert_eq!(tls.secure_addr, Some("0.0.0.0:2281".parse().unwrap()));
-        assert_eq!(tls.client_auth, crate::tls::ClientAuth::Need);
+        assert_eq!(tls.stores.client_auth, crate::tls::ClientAuth::Need);
         assert_eq!(tls.x509_super_user.as_deref(), Some("CN=admin,O=Example"));
     }
 

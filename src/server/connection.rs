@@ -10,6 +10,8 @@
 //! clientPort with portUnification when the first byte opens a TLS handshake) the handshake
 //! runs first, in its own task, within nio.sessionlessCnxnTimeout; a failed one closes the
 //! socket with a (rate-limited) log line; a verified client certificate adds its `x509:` id.
+//! The store files are looked at (and re-read when changed) on the blocking pool, never with
+//! std::fs on the core.
 
 use super::client_core::{Conn, Core, Pending, LOG_EVERY_MS};
 use super::conn_limits::ConnPermit;
@@ -91,7 +93,12 @@ pub fn start(core: Rc<Core>, stream: TcpStream, listening: Listening) {
                     Err(e) => return Err(format!("peek failed: {e}")),
                 }
             }
-            let acceptor = futures_rustls::TlsAcceptor::from(tls.server_config());
+            if tls.configs.due() {
+                // The store files are read on the blocking pool, never on this core.
+                let ctx = tls.clone();
+                super::offcore::run(move || ctx.configs.reload_if_changed()).await;
+            }
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.configs.current());
             match acceptor.accept(stream).await {
                 Ok(s) => Ok(Ok(s)),
                 Err(e) => Err(format!("TLS handshake failed: {e}")),

@@ -40,7 +40,7 @@ use super::diff_read;
 use super::inspect::Collections;
 use super::log_task::LogSlot;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
-use super::peer_net::{PeerIn, PeerNet};
+use super::peer_net::{PeerIn, PeerNet, PeerTls};
 use super::pipeline::{
     dated, doomed_nodes, new_passwd, open_log, random_session_secret, refuse_if_ahead, relay_inspection, start_ticker,
     CoreSenders, Inbox, Snapshots, TICK_INTERVAL_MS_MAX,
@@ -1050,6 +1050,37 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet
     Ok(())
 }
 
+/// Quorum TLS as configured: the stores read on the blocking pool (an error refuses the start),
+/// and each server's host as its certificate must name it.
+async fn quorum_tls(config: &Config) -> Result<Option<Rc<PeerTls>>, String> {
+    let Some(settings) = config.quorum_tls.clone() else { return Ok(None) };
+    let ctx = super::offcore::run(move || crate::tls::quorum::QuorumContext::load(settings))
+        .await
+        .map_err(|e| format!("quorum TLS: {e}"))?;
+    let s = &ctx.settings;
+    tracing::info!(
+        "quorum TLS: {}, peer certificates {:?}, host name verification {}/{} (dialed/accepted), key store {}{}",
+        match (s.ssl_quorum, s.port_unification) {
+            (true, false) => "peers dialed and accepted over TLS only",
+            (true, true) => "peers dialed over TLS, accepted over TLS or plain (portUnification)",
+            _ => "peers dialed in plain, accepted over TLS or plain (portUnification)",
+        },
+        s.stores.client_auth,
+        s.stores.hostname_verification,
+        s.stores.client_hostname_verification,
+        s.stores.key_store.path.display(),
+        if s.reload_cert_files { ", reloaded when a store file changes" } else { "" },
+    );
+    if s.port_unification || s.stores.client_auth != crate::tls::ClientAuth::Need {
+        tracing::warn!(
+            "quorum TLS: a peer without a certificate can connect (portUnification or ssl.quorum.clientAuth); only \
+             the server.N address check stands for it"
+        );
+    }
+    let hosts = config.servers.iter().map(|s| (s.id, s.host.clone())).collect();
+    Ok(Some(Rc::new(PeerTls { ctx: Arc::new(ctx), hosts })))
+}
+
 /// Runs the pipeline core of an ensemble member until shutdown.
 pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let EnsembleParams { config, stats, recovered, tree: committed, my_id, from_cores, to_cores, shutdown } = params;
@@ -1112,8 +1143,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let peer = Peer::new(zab_cfg, durable, incarnation);
     let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
     drop(recovered);
-    let (net, peer_rx) =
-        PeerNet::start(my_id, listen, &peers).map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
+    let tls = quorum_tls(&config).await?;
+    let (net, peer_rx) = PeerNet::start_with_tls(my_id, listen, &peers, tls)
+        .map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()

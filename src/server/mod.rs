@@ -94,8 +94,8 @@ pub fn run(mut config: Config) -> Result<(), String> {
                 "TLS on the client port: {}{}, client certificates {:?}, key store {}",
                 settings.secure_addr.map_or(String::new(), |a| format!("secureClientPort {a}")),
                 if settings.port_unification { " and TLS or plain on clientPort (portUnification)" } else { "" },
-                settings.client_auth,
-                settings.key_store.path.display()
+                settings.stores.client_auth,
+                settings.stores.key_store.path.display()
             );
             Some(Arc::new(ctx))
         }

@@ -19,7 +19,13 @@
 //! - Every queue is bounded; a bad hello or frame closes that one connection with a log line.
 //!   Received SNAP chunks count in bytes too, until the shell says it took them
 //!   (`PEER_INBOUND_SNAP_BYTES_MAX`), so a slow follower disk slows the leader's stream.
-//! - Who may talk (issue 15; an address check, not cryptography — quorum TLS/SASL would be):
+//! - Quorum TLS (`PeerTls`, `sslQuorum`): each connection is mutual TLS, the handshake in the
+//!   connection's own task within `PEER_TLS_HANDSHAKE_TIMEOUT_MS`; the dialer names the peer's
+//!   `server.N` host as the TLS server name, the acceptor checks after the hello that the
+//!   dialer's certificate names the host of the server it says it is. Nothing but rustls's
+//!   handshake state and the hello's bytes exists for a connection before both passed. With
+//!   `portUnification` the acceptor also takes plain connections (first byte not 0x16).
+//! - Who may talk (issue 15; an address check on top of TLS, or alone without it):
 //!   a connection from an address that is no `server.N` host is closed at accept; at most
 //!   `PEER_INBOUND_CONNS_PER_ADDR_MAX` connections per address are open at once; the hello
 //!   must come within `PEER_HELLO_TIMEOUT_MS` and name a known server other than this one
@@ -31,18 +37,21 @@
 //!   its first bytes (`proto::peer::frame_kind_bytes_max`) before its body is buffered.
 
 use crate::proto::peer::{decode_hello, decode_message, encode_frame, encode_hello, next_frame, PEER_HELLO_BYTES};
+use crate::tls::quorum::{names_host, server_name, QuorumContext};
 use crate::zab::message::{LeaderMsg, Message};
 use crate::zab::Sid;
 use bytes::BytesMut;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
+use rustls::pki_types::CertificateDer;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the transport hands the pipeline: a message from a peer, or None when a connection
@@ -83,6 +92,12 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 pub const PEER_INBOUND_CONNS_PER_ADDR_MAX: usize = 4;
 /// How long a new inbound connection may take to send its hello.
 pub const PEER_HELLO_TIMEOUT_MS: u64 = 5_000;
+/// How long a peer connection's TLS handshake may take (either side), before the hello's own
+/// `PEER_HELLO_TIMEOUT_MS` starts.
+pub const PEER_TLS_HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
+/// The first byte of a TLS handshake record: how a unified peer port (`portUnification`)
+/// tells TLS from a plain hello (whose first byte is a length's, 0).
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 /// Refused peer connections are logged at most once per this interval (a flood of them must
 /// not flood the log); the count of those not logged is in the next line.
 pub const PEER_REFUSAL_LOG_INTERVAL_MS: u64 = 1_000;
@@ -98,6 +113,25 @@ struct Gate {
     live: RefCell<BTreeMap<Sid, Rc<Semaphore>>>,
     last_refusal_log: Cell<Option<Instant>>,
     refusals_unlogged: Cell<u64>,
+}
+
+/// Quorum TLS for the transport: the stores' configurations and each server's `server.N` host
+/// as written (the name its certificate must carry).
+pub struct PeerTls {
+    pub ctx: Arc<QuorumContext>,
+    pub hosts: BTreeMap<Sid, String>,
+}
+
+impl PeerTls {
+    /// The configurations to use now, after a reload (on the blocking pool) if
+    /// `sslQuorumReloadCertFiles` and a store file changed.
+    async fn configs(&self) -> Arc<crate::tls::quorum::QuorumConfigs> {
+        if self.ctx.reload_due() {
+            let ctx = self.ctx.clone();
+            super::offcore::run(move || ctx.configs.reload_if_changed()).await;
+        }
+        self.ctx.configs.current()
+    }
 }
 
 /// IPv4 as IPv4, also when it arrives as an IPv4-mapped IPv6 address.
@@ -219,6 +253,18 @@ impl PeerNet {
         listen: SocketAddr,
         peers: &BTreeMap<Sid, SocketAddr>,
     ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
+        PeerNet::start_with_tls(me, listen, peers, None)
+    }
+
+    /// `start` with quorum TLS (`sslQuorum`: every connection this server opens is TLS and,
+    /// unless `portUnification`, every one it accepts; `portUnification`: accepted connections
+    /// may be either).
+    pub fn start_with_tls(
+        me: Sid,
+        listen: SocketAddr,
+        peers: &BTreeMap<Sid, SocketAddr>,
+        tls: Option<Rc<PeerTls>>,
+    ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
         // No SO_REUSEPORT: a second server on the same port is an error, not a silent sharer.
         let listener = super::startup::bind_listener(listen, false, PEER_LISTEN_BACKLOG)?;
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
@@ -233,7 +279,8 @@ impl PeerNet {
             last_refusal_log: Cell::new(None),
             refusals_unlogged: Cell::new(0),
         });
-        tasks.push(glommio::spawn_local(accept_loop(listener, tx.clone(), snap_bytes_in.clone(), gate)).detach());
+        let inbound = Inbound { tx: tx.clone(), snap_bytes_in: snap_bytes_in.clone(), gate, tls: tls.clone() };
+        tasks.push(glommio::spawn_local(accept_loop(listener, Rc::new(inbound))).detach());
         // Dial from this server's own address, so that peers see it as its server.N host.
         let source = Some(listen.ip()).filter(|ip| !ip.is_unspecified());
         let mut out = BTreeMap::new();
@@ -248,7 +295,9 @@ impl PeerNet {
                 wake: Semaphore::new(0),
                 reset: Semaphore::new(0),
             });
-            tasks.push(glommio::spawn_local(dial_loop(me, sid, addr, source, o.clone(), tx.clone())).detach());
+            let dial_tls = tls.clone().filter(|t| t.ctx.settings.ssl_quorum);
+            tasks
+                .push(glommio::spawn_local(dial_loop(me, sid, addr, source, o.clone(), tx.clone(), dial_tls)).detach());
             out.insert(sid, o);
         }
         let net = PeerNet {
@@ -351,7 +400,8 @@ impl Drop for PeerNet {
 }
 
 /// Keeps one outgoing connection to `to` up and writes what is queued for it; tells the shell
-/// (`to`, None) when a connection that was up is lost.
+/// (`to`, None) when a connection that was up is lost. With `tls`, each connection is a TLS
+/// client to `to`'s `server.N` host, presenting this server's certificate.
 async fn dial_loop(
     me: Sid,
     to: Sid,
@@ -359,39 +409,94 @@ async fn dial_loop(
     source: Option<IpAddr>,
     o: Rc<Outbound>,
     tx: Rc<LocalSender<PeerIn>>,
+    tls: Option<Rc<PeerTls>>,
 ) {
+    let mut last_tls_failure_log: Option<Instant> = None;
     loop {
         match connect_from(source, addr).await {
-            Ok(mut stream) => {
+            Ok(stream) => {
                 let _ = stream.set_nodelay(true);
-                let mut hello = BytesMut::new();
-                encode_hello(&mut hello, me);
-                if stream.write_all(&hello).await.is_ok() {
-                    o.buf.borrow_mut().clear();
-                    // A reset asked for before this connection concerns the previous one.
-                    while matches!(o.reset.try_acquire(1), Ok(true)) {}
-                    o.connected.set(true);
-                    tracing::info!("peer {me}: connected to peer {to} at {addr}");
-                    let err = write_loop(&mut stream, &o).await;
-                    o.connected.set(false);
-                    o.buf.borrow_mut().clear();
-                    o.writing.set(0);
-                    match err {
-                        Some(e) => {
-                            tracing::info!("peer {me}: connection to peer {to} lost: {e}");
-                            drop(stream);
-                            // What was queued on it is gone: the shell ends the link it carried.
-                            if tx.send((to, None)).await.is_err() {
-                                return;
+                let carried_on = match &tls {
+                    None => outbound(me, to, addr, stream, &o, &tx).await,
+                    Some(t) => match tls_connect(t, to, stream).await {
+                        Ok(s) => outbound(me, to, addr, s, &o, &tx).await,
+                        Err(why) => {
+                            let due = last_tls_failure_log
+                                .is_none_or(|t| t.elapsed() >= Duration::from_millis(PEER_REFUSAL_LOG_INTERVAL_MS));
+                            if due {
+                                last_tls_failure_log = Some(Instant::now());
+                                tracing::warn!("peer {me}: TLS to peer {to} at {addr} failed: {why}");
                             }
+                            true
                         }
-                        None => return, // the transport was dropped
-                    }
+                    },
+                };
+                if !carried_on {
+                    return;
                 }
             }
             Err(e) => tracing::debug!("peer {me}: cannot reach peer {to} at {addr}: {e}"),
         }
         glommio::timer::sleep(Duration::from_millis(PEER_RECONNECT_MS)).await;
+    }
+}
+
+/// The TLS client handshake towards `to`, within `PEER_TLS_HANDSHAKE_TIMEOUT_MS`: its
+/// certificate must chain to the trust store and (`hostnameVerification`) name its `server.N`
+/// host.
+async fn tls_connect(
+    tls: &PeerTls,
+    to: Sid,
+    stream: TcpStream,
+) -> Result<futures_rustls::client::TlsStream<TcpStream>, String> {
+    let host = tls.hosts.get(&to).ok_or_else(|| format!("no server.{to} line"))?;
+    let name = server_name(host)?;
+    let configs = tls.configs().await;
+    let handshake = async {
+        futures_rustls::TlsConnector::from(configs.client.clone())
+            .connect(name, stream)
+            .await
+            .map_err(|e| format!("handshake: {e}"))
+    };
+    let deadline = async {
+        glommio::timer::sleep(Duration::from_millis(PEER_TLS_HANDSHAKE_TIMEOUT_MS)).await;
+        Err(format!("no TLS handshake within {PEER_TLS_HANDSHAKE_TIMEOUT_MS} ms"))
+    };
+    futures_lite::future::or(handshake, deadline).await
+}
+
+/// Sends the hello on a new connection to `to`, then what is queued, until the connection is
+/// lost (false if the transport was dropped meanwhile: the dialer ends).
+async fn outbound<S: AsyncWrite + Unpin>(
+    me: Sid,
+    to: Sid,
+    addr: SocketAddr,
+    mut stream: S,
+    o: &Outbound,
+    tx: &LocalSender<PeerIn>,
+) -> bool {
+    let mut hello = BytesMut::new();
+    encode_hello(&mut hello, me);
+    if stream.write_all(&hello).await.is_err() || stream.flush().await.is_err() {
+        return true;
+    }
+    o.buf.borrow_mut().clear();
+    // A reset asked for before this connection concerns the previous one.
+    while matches!(o.reset.try_acquire(1), Ok(true)) {}
+    o.connected.set(true);
+    tracing::info!("peer {me}: connected to peer {to} at {addr}");
+    let err = write_loop(&mut stream, o).await;
+    o.connected.set(false);
+    o.buf.borrow_mut().clear();
+    o.writing.set(0);
+    match err {
+        Some(e) => {
+            tracing::info!("peer {me}: connection to peer {to} lost: {e}");
+            drop(stream);
+            // What was queued on it is gone: the shell ends the link it carried.
+            tx.send((to, None)).await.is_ok()
+        }
+        None => false, // the transport was dropped
     }
 }
 
@@ -417,7 +522,7 @@ async fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> io::Result<Tc
 }
 
 /// Writes queued bytes until an error or a reset (returned) or the transport is dropped (None).
-async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
+async fn write_loop<S: AsyncWrite + Unpin>(stream: &mut S, o: &Outbound) -> Option<io::Error> {
     let reset = || io::Error::other("too far behind; closed to re-sync");
     loop {
         if o.wake.acquire(1).await.is_err() {
@@ -431,7 +536,13 @@ async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
             continue;
         }
         o.writing.set(data.len());
-        let write = async { stream.write_all(&data).await.err().map(Some) };
+        // A TLS stream holds records until flushed; a plain one flushes at once.
+        let write = async {
+            match stream.write_all(&data).await {
+                Ok(()) => stream.flush().await.err().map(Some),
+                Err(e) => Some(Some(e)),
+            }
+        };
         let reset_asked = async {
             match o.reset.acquire(1).await {
                 Ok(()) => Some(Some(reset())),
@@ -447,12 +558,17 @@ async fn write_loop(stream: &mut TcpStream, o: &Outbound) -> Option<io::Error> {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
+/// What every accepted connection shares: where its messages go, the SNAP byte count, the
+/// gate, and quorum TLS if configured.
+struct Inbound {
     tx: Rc<LocalSender<PeerIn>>,
     snap_bytes_in: Rc<Cell<usize>>,
     gate: Rc<Gate>,
-) {
+    tls: Option<Rc<PeerTls>>,
+}
+
+async fn accept_loop(listener: TcpListener, inbound: Rc<Inbound>) {
+    let gate = &inbound.gate;
     loop {
         match listener.accept().await {
             Ok(stream) => {
@@ -471,7 +587,7 @@ async fn accept_loop(
                 }
                 *gate.open.borrow_mut().entry(ip).or_insert(0) += 1;
                 let slot = Slot { gate: gate.clone(), ip };
-                glommio::spawn_local(read_loop(stream, ip, slot, tx.clone(), snap_bytes_in.clone())).detach();
+                glommio::spawn_local(read_loop(stream, ip, slot, inbound.clone())).detach();
             }
             Err(e) => {
                 tracing::warn!("peer listener: accept failed: {e}");
@@ -484,7 +600,7 @@ async fn accept_loop(
 /// Reads the hello of a new connection: exactly `PEER_HELLO_BYTES`, within
 /// `PEER_HELLO_TIMEOUT_MS`; None (logged) if it does not come, is malformed, or names a server
 /// that may not connect from `ip` (`Gate::hello_allowed`).
-async fn read_hello(stream: &mut TcpStream, ip: IpAddr, peer: &str, gate: &Gate) -> Option<Sid> {
+async fn read_hello<S: AsyncRead + Unpin>(stream: &mut S, ip: IpAddr, peer: &str, gate: &Gate) -> Option<Sid> {
     let mut hello = [0u8; PEER_HELLO_BYTES];
     let read = async {
         let mut got = 0;
@@ -521,23 +637,93 @@ async fn read_hello(stream: &mut TcpStream, ip: IpAddr, peer: &str, gate: &Gate)
     }
 }
 
-/// Reads one incoming connection: the hello, then frames, each decoded and handed over.
-async fn read_loop(
-    mut stream: TcpStream,
-    ip: IpAddr,
-    slot: Slot,
-    tx: Rc<LocalSender<PeerIn>>,
-    snap_bytes_in: Rc<Cell<usize>>,
-) {
+/// An accepted connection after the TLS decision: TLS (with the peer's leaf certificate, if
+/// it sent one) or plain.
+enum Accepted {
+    Tls(Box<futures_rustls::server::TlsStream<TcpStream>>, Option<CertificateDer<'static>>),
+    Plain(TcpStream),
+}
+
+/// The TLS server handshake of an accepted connection, within `PEER_TLS_HANDSHAKE_TIMEOUT_MS`
+/// (on a unified port a plain hello is let through as plain). Only rustls's handshake buffers
+/// exist until it is done; an error says why it failed.
+async fn tls_accept(tls: &PeerTls, stream: TcpStream) -> Result<Accepted, String> {
+    let settings = &tls.ctx.settings;
+    let handshake = async {
+        if settings.port_unification {
+            let mut first = [0u8; 1];
+            match stream.peek(&mut first).await {
+                Ok(1) if first[0] == TLS_HANDSHAKE_RECORD => {}
+                Ok(1) => return Ok(Accepted::Plain(stream)),
+                Ok(_) => return Err("closed before its first byte".to_string()),
+                Err(e) => return Err(format!("peek failed: {e}")),
+            }
+        }
+        let configs = tls.configs().await;
+        match futures_rustls::TlsAcceptor::from(configs.server.clone()).accept(stream).await {
+            Ok(s) => {
+                let leaf = s.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.clone().into_owned());
+                Ok(Accepted::Tls(Box::new(s), leaf))
+            }
+            Err(e) => Err(format!("TLS handshake failed: {e}")),
+        }
+    };
+    let deadline = async {
+        glommio::timer::sleep(Duration::from_millis(PEER_TLS_HANDSHAKE_TIMEOUT_MS)).await;
+        Err(format!("no TLS handshake within {PEER_TLS_HANDSHAKE_TIMEOUT_MS} ms"))
+    };
+    futures_lite::future::or(handshake, deadline).await
+}
+
+/// Reads one incoming connection: the TLS handshake where quorum TLS asks for one, the hello
+/// (and, over TLS, the check that the certificate names the hello's server), then frames,
+/// each decoded and handed over.
+async fn read_loop(stream: TcpStream, ip: IpAddr, slot: Slot, inbound: Rc<Inbound>) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    let Some(tls) = inbound.tls.clone() else {
+        return serve_inbound(stream, None, ip, &peer, slot, &inbound).await;
+    };
+    match tls_accept(&tls, stream).await {
+        Ok(Accepted::Tls(s, leaf)) => serve_inbound(s, Some((&*tls, leaf)), ip, &peer, slot, &inbound).await,
+        Ok(Accepted::Plain(s)) => serve_inbound(s, None, ip, &peer, slot, &inbound).await,
+        Err(why) => inbound.gate.refused(format_args!("{peer}: {why}")),
+    }
+}
+
+/// Whether the TLS peer that said it is `sid` proved it: its certificate (the handshake
+/// checked its chain) must name `sid`'s `server.N` host, unless client host name verification
+/// is off; without a certificate (`ssl.quorum.clientAuth` want or none) only the address
+/// check stands.
+fn tls_identity_ok(tls: &PeerTls, leaf: Option<&CertificateDer<'_>>, sid: Sid) -> Result<(), String> {
+    let (Some(leaf), true) = (leaf, tls.ctx.settings.stores.client_hostname_verification) else { return Ok(()) };
+    let host = tls.hosts.get(&sid).ok_or_else(|| format!("no server.{sid} line"))?;
+    names_host(leaf, host).map_err(|why| format!("it says it is server {sid}, but {why}"))
+}
+
+/// An accepted connection from its hello on: `tls` holds quorum TLS and the peer's
+/// certificate when the connection is TLS.
+async fn serve_inbound<S: AsyncRead + Unpin>(
+    mut stream: S,
+    tls: Option<(&PeerTls, Option<CertificateDer<'static>>)>,
+    ip: IpAddr,
+    peer: &str,
+    slot: Slot,
+    inbound: &Inbound,
+) {
     let gate = slot.gate.clone();
-    let Some(sid) = read_hello(&mut stream, ip, &peer, &gate).await else { return };
+    let Some(sid) = read_hello(&mut stream, ip, peer, &gate).await else { return };
+    if let Some((tls, leaf)) = &tls {
+        if let Err(why) = tls_identity_ok(tls, leaf.as_ref(), sid) {
+            gate.refused(format_args!("{peer}: {why}"));
+            return;
+        }
+    }
     // This connection replaces an older one from the same server (which ends as if closed).
     let ended = Rc::new(Semaphore::new(0));
     if let Some(older) = gate.live.borrow_mut().insert(sid, ended.clone()) {
         older.signal(1);
     }
-    read_frames(&mut stream, sid, &peer, &ended, &tx, &snap_bytes_in).await;
+    read_frames(&mut stream, sid, peer, &ended, &inbound.tx, &inbound.snap_bytes_in).await;
     {
         let mut live = gate.live.borrow_mut();
         if live.get(&sid).is_some_and(|l| Rc::ptr_eq(l, &ended)) {
@@ -546,14 +732,14 @@ async fn read_loop(
     }
     // The sender's end closed (or a newer connection replaced it): tell the pipeline (a
     // leader that died, say).
-    let _ = tx.send((sid, None)).await;
+    let _ = inbound.tx.send((sid, None)).await;
     drop(slot);
 }
 
 /// Reads frames from an accepted peer until the connection ends, a frame is bad, or `ended`
 /// is signalled.
-async fn read_frames(
-    stream: &mut TcpStream,
+async fn read_frames<S: AsyncRead + Unpin>(
+    stream: &mut S,
     sid: Sid,
     peer: &str,
     ended: &Semaphore,

@@ -5,10 +5,13 @@
 //! Rules: with verification off the chain is still checked against the trusted CAs, only the
 //! name is not; no glommio or tokio here (the driver runs the handshake).
 
-use super::{load_certs, load_key, load_roots, provider, TlsError};
+use super::{load_certs, load_key, load_roots, provider, versions, Protocol, TlsError};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::PrivateKeyDer;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::RootCertStore;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, Error, SignatureScheme};
 use std::path::Path;
 use std::sync::Arc;
@@ -20,14 +23,30 @@ pub fn client_config(
     identity: Option<(&Path, &Path)>,
     hostname_verification: bool,
 ) -> Result<ClientConfig, TlsError> {
-    let provider = Arc::new(provider(None));
-    let roots = Arc::new(load_roots(ca)?);
-    let verifier = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+    let identity = match identity {
+        None => None,
+        Some((certs, key)) => Some((load_certs(certs)?, load_key(key)?, certs)),
+    };
+    build(load_roots(ca)?, provider(None), &[Protocol::Tls13, Protocol::Tls12], identity, hostname_verification)
+}
+
+/// A client configuration from loaded parts: the roots to trust, the provider (cipher suites)
+/// and versions to offer, and the client's own chain and key (with the file it came from, for
+/// errors). Also the peer port's dialing side (`tls::quorum`).
+pub(super) fn build(
+    roots: RootCertStore,
+    provider: CryptoProvider,
+    protocols: &[Protocol],
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>, &Path)>,
+    hostname_verification: bool,
+) -> Result<ClientConfig, TlsError> {
+    let provider = Arc::new(provider);
+    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .map_err(|e| TlsError::Rustls(format!("server certificate verifier: {e}")))?;
     let builder = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Rustls(e.to_string()))?;
+        .with_protocol_versions(&versions(protocols))
+        .map_err(|e| TlsError::Rustls(format!("enabledProtocols / ciphersuites: {e}")))?;
     let builder = if hostname_verification {
         builder.with_webpki_verifier(verifier)
     } else {
@@ -35,9 +54,9 @@ pub fn client_config(
     };
     match identity {
         None => Ok(builder.with_no_client_auth()),
-        Some((certs, key)) => builder
-            .with_client_auth_cert(load_certs(certs)?, load_key(key)?)
-            .map_err(|e| TlsError::Rustls(format!("{}: {e}", certs.display()))),
+        Some((certs, key, path)) => {
+            builder.with_client_auth_cert(certs, key).map_err(|e| TlsError::Rustls(format!("{}: {e}", path.display())))
+        }
     }
 }
 

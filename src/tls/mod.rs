@@ -1,15 +1,20 @@
-//! TLS for the client port, configured with ZooKeeper's keys: what `secureClientPort`,
-//! `client.portUnification` and the `ssl.*` keys ask for (`ClientTls`, checked when the config
-//! is parsed), the key and trust stores read from PEM files, the rustls server configuration
-//! built from them, and its reload when a store file changes (`TlsContext`). The subject of a
-//! verified client certificate becomes an `x509:` id (`dn.rs`).
-//! Rules: every `ssl.*` key is honoured or refused at start with a message naming it, never
+//! TLS configured with ZooKeeper's keys, for the client port and the peer port: what
+//! `secureClientPort`, `client.portUnification` and the `ssl.*` keys ask for (`ClientTls`), and
+//! what `sslQuorum`, `portUnification`, `sslQuorumReloadCertFiles` and `ssl.quorum.*` ask for
+//! (`QuorumTls`), both checked when the config is parsed, one parser for both prefixes
+//! (`StoreSettings`); the key and trust stores read from PEM files, the rustls server
+//! configuration built from them, and its reload when a store file changes (`Reloading`:
+//! `due` touches no file, `reload_if_changed` reads them and is run on a blocking pool by the
+//! shell). The subject of a verified client certificate becomes an `x509:` id (`dn.rs`); the
+//! peer port's pair of configurations and its host name check are in `quorum.rs`.
+//! Rules: every TLS key is honoured or refused at start with a message naming it, never
 //! ignored; a store that cannot be read refuses the start, while a store that changes into
 //! something unreadable keeps the previous configuration (and says so); no glommio here — the
-//! shell (`server/connection.rs`) runs the handshakes.
+//! shell (`server/connection.rs`, `server/peer_net.rs`) runs the handshakes.
 
 pub mod client;
 pub mod dn;
+pub mod quorum;
 
 use crate::config::ConfigError;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -50,6 +55,24 @@ pub struct Store {
     pub path: PathBuf,
 }
 
+/// What one prefix's store and handshake keys say (`ssl.` for the client port, `ssl.quorum.`
+/// for the peer port): parsed by one function for both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreSettings {
+    pub key_store: Store,
+    pub trust_store: Option<Store>,
+    pub client_auth: ClientAuth,
+    pub protocols: Vec<Protocol>,
+    /// `ssl.ciphersuites` by IANA name; None = the provider's defaults.
+    pub cipher_suites: Option<Vec<String>>,
+    /// `hostnameVerification`: a server's certificate must name the host dialed (used by the
+    /// peer port, which dials; the client port only accepts).
+    pub hostname_verification: bool,
+    /// `clientHostnameVerification` (and `hostnameVerification`): an accepted peer's
+    /// certificate must name its `server.N` host (ZooKeeper's quorum default: on).
+    pub client_hostname_verification: bool,
+}
+
 /// The client port's TLS as the config asks for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientTls {
@@ -57,27 +80,44 @@ pub struct ClientTls {
     pub secure_addr: Option<SocketAddr>,
     /// `client.portUnification`: the plain `clientPort` also takes TLS connections.
     pub port_unification: bool,
-    pub key_store: Store,
-    pub trust_store: Option<Store>,
-    pub client_auth: ClientAuth,
-    pub protocols: Vec<Protocol>,
-    /// `ssl.ciphersuites` by IANA name; None = the provider's defaults.
-    pub cipher_suites: Option<Vec<String>>,
+    pub stores: StoreSettings,
     /// `X509AuthenticationProvider.superUser`: a client certificate with this subject DN is a
     /// super user.
     pub x509_super_user: Option<String>,
 }
 
-/// The raw client-TLS keys of a config file, gathered while it is parsed and checked at the end.
+/// The peer port's TLS as the config asks for it (`sslQuorum`, `portUnification`,
+/// `sslQuorumReloadCertFiles`, `ssl.quorum.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuorumTls {
+    /// `sslQuorum`: peers are dialed over TLS, and the peer port takes only TLS (unless
+    /// `port_unification`).
+    pub ssl_quorum: bool,
+    /// `portUnification`: the peer port takes TLS and plain connections (ZooKeeper's
+    /// UnifiedServerSocket, for a rolling change to or from quorum TLS).
+    pub port_unification: bool,
+    /// `sslQuorumReloadCertFiles`: a changed store file is read again.
+    pub reload_cert_files: bool,
+    pub stores: StoreSettings,
+}
+
+/// The raw TLS keys of a config file (client port and peer port), gathered while it is parsed
+/// and checked at the end.
 #[derive(Debug, Default)]
 pub struct TlsKeys {
     entries: Vec<(String, String, usize)>,
 }
 
-/// True for the keys this module decides (after `zookeeper.` is stripped). `ssl.quorum.*`
-/// belongs to the quorum, not the client port.
-pub fn is_client_tls_key(key: &str) -> bool {
-    (key.starts_with("ssl.") && !key.starts_with("ssl.quorum."))
+/// The switches of quorum TLS (outside the `ssl.quorum.` prefix).
+const QUORUM_SWITCHES: &[&str] = &["sslQuorum", "sslQuorumReloadCertFiles", "portUnification"];
+const QUORUM_PREFIX: &str = "ssl.quorum.";
+const CLIENT_PREFIX: &str = "ssl.";
+
+/// True for the keys this module decides (after `zookeeper.` is stripped): the client port's
+/// and the peer port's TLS keys.
+pub fn is_tls_key(key: &str) -> bool {
+    key.starts_with(CLIENT_PREFIX)
+        || QUORUM_SWITCHES.contains(&key)
         || matches!(
             key,
             "secureClientPort"
@@ -85,6 +125,49 @@ pub fn is_client_tls_key(key: &str) -> bool {
                 | "client.portUnification"
                 | "X509AuthenticationProvider.superUser"
         )
+}
+
+/// Which port a prefixed key configures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Client,
+    Quorum,
+}
+
+/// Why a store or handshake key (`suffix` after its prefix) with `value` is refused; None if
+/// it is honoured (or, where said, a Java implementation detail with nothing to do here).
+fn store_key_refusal(scope: Scope, suffix: &str, value: &str) -> Option<&'static str> {
+    match suffix {
+        "crl" | "ocsp" if parse_bool(value) == Some(true) => {
+            Some("certificate revocation (CRL/OCSP) is not supported; remove the key or set it false")
+        }
+        "context.supplier.class" => Some("a Java SSLContext supplier cannot be loaded; configure the stores instead"),
+        "authProvider" if scope == Scope::Client && value != "x509" => {
+            Some("only the x509 provider exists here (a client certificate's subject DN as an x509: id)")
+        }
+        "keyStore.passwordPath" | "trustStore.passwordPath" => {
+            Some("store passwords are not used: PEM stores with unencrypted keys only (see docs/security.md)")
+        }
+        "keyStore.password" | "trustStore.password" if !value.is_empty() => {
+            Some("store passwords are not used: PEM stores with unencrypted keys only (see docs/security.md)")
+        }
+        "keyStore.type" | "trustStore.type" if !value.eq_ignore_ascii_case("PEM") => Some(
+            "only PEM stores are read; convert with `openssl pkcs12 -in store.p12 -nodes -out store.pem` \
+             (from JKS first: `keytool -importkeystore -srckeystore store.jks -destkeystore store.p12 -deststoretype PKCS12`)",
+        ),
+        "crl" | "ocsp" | "hostnameVerification" | "clientHostnameVerification" => {
+            parse_bool(value).is_none().then_some("must be true or false")
+        }
+        // The handshake detection timeout and the JDK/OpenSSL choice are the Java
+        // implementation's (the handshake deadline here is the port's own).
+        "handshakeDetectionTimeoutMillis" => value.parse::<u64>().is_err().then_some("must be a number of ms"),
+        "sslProvider" => None,
+        "keyStore.location" | "trustStore.location" | "keyStore.type" | "trustStore.type" => None,
+        "keyStore.password" | "trustStore.password" => None,
+        "clientAuth" | "protocol" | "enabledProtocols" | "ciphersuites" => None,
+        "authProvider" if scope == Scope::Client => None,
+        _ => Some("not a TLS key ringkeeper knows; refusing rather than ignoring a security setting"),
+    }
 }
 
 impl TlsKeys {
@@ -98,8 +181,12 @@ impl TlsKeys {
     }
 
     /// Checks the keys together. `listen_ip` is clientPortAddress (the default for
-    /// secureClientPortAddress). None when no TLS is asked for.
-    pub fn finish(self, origin: &str, listen_ip: IpAddr) -> Result<Option<ClientTls>, ConfigError> {
+    /// secureClientPortAddress). Each part is None when no TLS is asked for there.
+    pub fn finish(
+        self,
+        origin: &str,
+        listen_ip: IpAddr,
+    ) -> Result<(Option<ClientTls>, Option<QuorumTls>), ConfigError> {
         let bad = |(key, value, line): &(String, String, usize), why: &str| ConfigError::BadValue {
             origin: origin.to_string(),
             line: *line,
@@ -108,44 +195,28 @@ impl TlsKeys {
             why: why.to_string(),
         };
         for entry @ (key, value, _) in &self.entries {
-            let refused = match key.as_str() {
-                "ssl.crl" | "ssl.ocsp" if parse_bool(value) == Some(true) => {
-                    Some("certificate revocation (CRL/OCSP) is not supported; remove the key or set it false")
-                }
-                "ssl.context.supplier.class" => Some("a Java SSLContext supplier cannot be loaded; configure the stores instead"),
-                "ssl.authProvider" if value != "x509" => {
-                    Some("only the x509 provider exists here (a client certificate's subject DN as an x509: id)")
-                }
-                "ssl.keyStore.passwordPath" | "ssl.trustStore.passwordPath" => {
-                    Some("store passwords are not used: PEM stores with unencrypted keys only (see docs/security.md)")
-                }
-                "ssl.keyStore.password" | "ssl.trustStore.password" if !value.is_empty() => {
-                    Some("store passwords are not used: PEM stores with unencrypted keys only (see docs/security.md)")
-                }
-                "ssl.keyStore.type" | "ssl.trustStore.type" if !value.eq_ignore_ascii_case("PEM") => Some(
-                    "only PEM stores are read; convert with `openssl pkcs12 -in store.p12 -nodes -out store.pem` \
-                     (from JKS first: `keytool -importkeystore -srckeystore store.jks -destkeystore store.p12 -deststoretype PKCS12`)",
-                ),
-                "ssl.crl" | "ssl.ocsp" | "ssl.hostnameVerification" | "ssl.clientHostnameVerification" => {
-                    parse_bool(value).is_none().then_some("must be true or false")
-                }
-                // The server side of the client port verifies no client host name (ZooKeeper's
-                // ClientX509Util neither); the handshake detection timeout and the JDK/OpenSSL
-                // choice are the Java implementation's.
-                "ssl.handshakeDetectionTimeoutMillis" => value.parse::<u64>().is_err().then_some("must be a number of ms"),
-                "ssl.sslProvider" => None,
-                "ssl.keyStore.location" | "ssl.trustStore.location" | "ssl.keyStore.type" | "ssl.trustStore.type" => None,
-                "ssl.keyStore.password" | "ssl.trustStore.password" => None,
-                "ssl.clientAuth" | "ssl.protocol" | "ssl.enabledProtocols" | "ssl.ciphersuites" | "ssl.authProvider" => None,
-                "secureClientPort" | "secureClientPortAddress" | "client.portUnification" => None,
-                "X509AuthenticationProvider.superUser" => None,
-                _ => Some("not a TLS key ringkeeper knows; refusing rather than ignoring a security setting"),
+            let refused = if let Some(suffix) = key.strip_prefix(QUORUM_PREFIX) {
+                store_key_refusal(Scope::Quorum, suffix, value)
+            } else if let Some(suffix) = key.strip_prefix(CLIENT_PREFIX) {
+                store_key_refusal(Scope::Client, suffix, value)
+            } else if QUORUM_SWITCHES.contains(&key.as_str()) {
+                parse_bool(value).is_none().then_some("must be true or false")
+            } else {
+                None // the client port's own keys, checked below
             };
             if let Some(why) = refused {
                 return Err(bad(entry, why));
             }
         }
+        Ok((self.client(origin, listen_ip, &bad)?, self.quorum(origin, &bad)?))
+    }
 
+    fn client(
+        &self,
+        origin: &str,
+        listen_ip: IpAddr,
+        bad: &dyn Fn(&(String, String, usize), &str) -> ConfigError,
+    ) -> Result<Option<ClientTls>, ConfigError> {
         let secure_port = match self.get("secureClientPort") {
             Some(e) => Some(
                 e.1.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| bad(e, "must be a port from 1 to 65535"))?,
@@ -162,9 +233,9 @@ impl TlsKeys {
         };
         if secure_port.is_none() && !port_unification {
             // Store keys without a TLS port: the operator meant TLS and would get none.
-            if let Some(e) =
-                self.entries.iter().find(|(k, _, _)| k.starts_with("ssl.") || k == "secureClientPortAddress")
-            {
+            if let Some(e) = self.entries.iter().find(|(k, _, _)| {
+                (k.starts_with(CLIENT_PREFIX) && !k.starts_with(QUORUM_PREFIX)) || k == "secureClientPortAddress"
+            }) {
                 return Err(bad(
                     e,
                     "no client port speaks TLS: set secureClientPort (or client.portUnification=true) as well",
@@ -172,21 +243,76 @@ impl TlsKeys {
             }
             return Ok(None);
         }
-        let key_store = match self.get("ssl.keyStore.location") {
+        let stores = self.stores(origin, CLIENT_PREFIX, "a TLS client port", bad)?;
+        Ok(Some(ClientTls {
+            secure_addr: secure_port.map(|p| SocketAddr::new(secure_ip, p)),
+            port_unification,
+            stores,
+            x509_super_user: self
+                .get("X509AuthenticationProvider.superUser")
+                .map(|e| e.1.clone())
+                .filter(|s| !s.is_empty()),
+        }))
+    }
+
+    fn quorum(
+        &self,
+        origin: &str,
+        bad: &dyn Fn(&(String, String, usize), &str) -> ConfigError,
+    ) -> Result<Option<QuorumTls>, ConfigError> {
+        let switch = |key: &str| self.get(key).and_then(|e| parse_bool(&e.1)).unwrap_or(false);
+        let (ssl_quorum, port_unification) = (switch("sslQuorum"), switch("portUnification"));
+        if !ssl_quorum && !port_unification {
+            // Quorum store keys or the reload switch with no TLS on the peer port: the
+            // operator meant TLS and would get none.
+            if let Some(e) = self.entries.iter().find(|(k, v, _)| {
+                k.starts_with(QUORUM_PREFIX) || (k == "sslQuorumReloadCertFiles" && parse_bool(v) == Some(true))
+            }) {
+                return Err(bad(
+                    e,
+                    "no peer connection uses TLS: set sslQuorum=true (or portUnification=true) as well",
+                ));
+            }
+            return Ok(None);
+        }
+        let stores = self.stores(origin, QUORUM_PREFIX, "quorum TLS (sslQuorum or portUnification)", bad)?;
+        Ok(Some(QuorumTls {
+            ssl_quorum,
+            port_unification,
+            reload_cert_files: switch("sslQuorumReloadCertFiles"),
+            stores,
+        }))
+    }
+
+    /// The store and handshake settings under `prefix` (`ssl.` or `ssl.quorum.`).
+    fn stores(
+        &self,
+        origin: &str,
+        prefix: &str,
+        what: &str,
+        bad: &dyn Fn(&(String, String, usize), &str) -> ConfigError,
+    ) -> Result<StoreSettings, ConfigError> {
+        let get = |suffix: &str| self.get(&format!("{prefix}{suffix}"));
+        let flag = |suffix: &str| -> Result<bool, ConfigError> {
+            match get(suffix) {
+                Some(e) => parse_bool(&e.1).ok_or_else(|| bad(e, "must be true or false")),
+                None => Ok(true),
+            }
+        };
+        let key_store = match get("keyStore.location") {
             Some(e) if !e.1.is_empty() => Store { path: PathBuf::from(&e.1) },
             _ => {
                 return Err(ConfigError::Invalid {
                     origin: origin.to_string(),
-                    why: "a TLS client port needs ssl.keyStore.location (a PEM file with the server's key and certificate chain)"
-                        .to_string(),
+                    why: format!(
+                    "{what} needs {prefix}keyStore.location (a PEM file with this server's key and certificate chain)"
+                ),
                 })
             }
         };
-        let trust_store = self
-            .get("ssl.trustStore.location")
-            .filter(|e| !e.1.is_empty())
-            .map(|e| Store { path: PathBuf::from(&e.1) });
-        let client_auth = match self.get("ssl.clientAuth") {
+        let trust_store =
+            get("trustStore.location").filter(|e| !e.1.is_empty()).map(|e| Store { path: PathBuf::from(&e.1) });
+        let client_auth = match get("clientAuth") {
             None => ClientAuth::Need,
             Some(e) => match e.1.to_ascii_lowercase().as_str() {
                 "" | "need" => ClientAuth::Need,
@@ -195,7 +321,7 @@ impl TlsKeys {
                 _ => return Err(bad(e, "must be need, want or none")),
             },
         };
-        let protocols = match self.get("ssl.enabledProtocols").or_else(|| self.get("ssl.protocol")) {
+        let protocols = match get("enabledProtocols").or_else(|| get("protocol")) {
             None => vec![Protocol::Tls13, Protocol::Tls12],
             Some(e) => {
                 let mut out = Vec::new();
@@ -219,7 +345,7 @@ impl TlsKeys {
                 out
             }
         };
-        let cipher_suites = match self.get("ssl.ciphersuites") {
+        let cipher_suites = match get("ciphersuites") {
             None => None,
             Some(e) => {
                 let names: Vec<String> =
@@ -234,19 +360,17 @@ impl TlsKeys {
                 Some(names)
             }
         };
-        Ok(Some(ClientTls {
-            secure_addr: secure_port.map(|p| SocketAddr::new(secure_ip, p)),
-            port_unification,
+        let hostname_verification = flag("hostnameVerification")?;
+        let client_hostname_verification = hostname_verification && flag("clientHostnameVerification")?;
+        Ok(StoreSettings {
             key_store,
             trust_store,
             client_auth,
             protocols,
             cipher_suites,
-            x509_super_user: self
-                .get("X509AuthenticationProvider.superUser")
-                .map(|e| e.1.clone())
-                .filter(|s| !s.is_empty()),
-        }))
+            hostname_verification,
+            client_hostname_verification,
+        })
     }
 }
 
@@ -358,26 +482,30 @@ pub fn versions(protocols: &[Protocol]) -> Vec<&'static rustls::SupportedProtoco
 }
 
 /// The rustls server configuration the stores and settings describe.
-pub fn server_config(tls: &ClientTls) -> Result<ServerConfig, TlsError> {
+pub fn server_config(tls: &StoreSettings) -> Result<ServerConfig, TlsError> {
     let provider = Arc::new(provider(tls.cipher_suites.as_deref()));
     let certs = load_certs(&tls.key_store.path)?;
     let key = load_key(&tls.key_store.path)?;
     let verifier = match tls.client_auth {
         ClientAuth::None => WebPkiClientVerifier::no_client_auth(),
         auth => {
-            let trust =
-                tls.trust_store.as_ref().map(|s| s.path.clone()).unwrap_or_else(|| PathBuf::from(SYSTEM_TRUST_BUNDLE));
-            let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(load_roots(&trust)?), provider.clone());
+            let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(trust_roots(tls)?), provider.clone());
             let builder = if auth == ClientAuth::Want { builder.allow_unauthenticated() } else { builder };
             builder.build().map_err(|e| TlsError::Rustls(format!("client certificate verifier: {e}")))?
         }
     };
     ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions(&tls.protocols))
-        .map_err(|e| TlsError::Rustls(format!("ssl.enabledProtocols / ssl.ciphersuites: {e}")))?
+        .map_err(|e| TlsError::Rustls(format!("enabledProtocols / ciphersuites: {e}")))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
         .map_err(|e| TlsError::Rustls(format!("{}: {e}", tls.key_store.path.display())))
+}
+
+/// The trust store's roots, or the system's when none is configured.
+fn trust_roots(tls: &StoreSettings) -> Result<RootCertStore, TlsError> {
+    let trust = tls.trust_store.as_ref().map(|s| s.path.clone()).unwrap_or_else(|| PathBuf::from(SYSTEM_TRUST_BUNDLE));
+    load_roots(&trust)
 }
 
 /// What identifies a store file's version: a change of any of these is a new file.
@@ -393,41 +521,59 @@ fn stamp(path: &Path) -> Option<FileStamp> {
     std::fs::metadata(path).ok().map(|m| FileStamp { modified: m.modified().ok(), len: m.len(), inode: m.ino() })
 }
 
-/// The client port's TLS at run time, shared by every client core: the current rustls
-/// configuration, rebuilt when a store file changes (checked at most once per
-/// RELOAD_CHECK_INTERVAL_MS, when a TLS connection arrives).
-pub struct TlsContext {
-    pub settings: ClientTls,
-    current: RwLock<Arc<ServerConfig>>,
+/// A configuration `T` built from the stores of `settings`, rebuilt when a store file changes
+/// (checked at most once per RELOAD_CHECK_INTERVAL_MS). `due` is cheap and touches no file;
+/// `reload_if_changed` reads the files (std::fs: the shell runs it on a blocking pool).
+pub struct Reloading<T> {
+    pub settings: StoreSettings,
+    build: fn(&StoreSettings) -> Result<T, TlsError>,
+    /// Which configuration, in the log lines.
+    what: &'static str,
+    current: RwLock<Arc<T>>,
     checked: Mutex<(Instant, Vec<Option<FileStamp>>)>,
 }
 
-impl TlsContext {
+impl<T> Reloading<T> {
     /// Reads the stores; an error here refuses the start.
-    pub fn load(settings: ClientTls) -> Result<TlsContext, TlsError> {
-        let config = server_config(&settings)?;
+    pub fn load(
+        settings: StoreSettings,
+        what: &'static str,
+        build: fn(&StoreSettings) -> Result<T, TlsError>,
+    ) -> Result<Reloading<T>, TlsError> {
+        let config = build(&settings)?;
         let stamps = Self::stamps(&settings);
-        Ok(TlsContext {
+        Ok(Reloading {
             settings,
+            build,
+            what,
             current: RwLock::new(Arc::new(config)),
             checked: Mutex::new((Instant::now(), stamps)),
         })
     }
 
-    fn stamps(settings: &ClientTls) -> Vec<Option<FileStamp>> {
+    fn stamps(settings: &StoreSettings) -> Vec<Option<FileStamp>> {
         std::iter::once(&settings.key_store).chain(settings.trust_store.as_ref()).map(|s| stamp(&s.path)).collect()
     }
 
-    /// The configuration for a new connection, after a reload if a store changed.
-    pub fn server_config(&self) -> Arc<ServerConfig> {
-        self.reload_if_changed();
+    /// The configuration in use.
+    pub fn current(&self) -> Arc<T> {
         match self.current.read() {
             Ok(c) => c.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    fn reload_if_changed(&self) {
+    /// Whether the store files are due for a look (no file is touched to say so).
+    pub fn due(&self) -> bool {
+        match self.checked.try_lock() {
+            Ok(checked) => checked.0.elapsed() >= Duration::from_millis(RELOAD_CHECK_INTERVAL_MS),
+            Err(_) => false, // another core is at it
+        }
+    }
+
+    /// Rebuilds the configuration if a store file changed since the last look. Blocking file
+    /// work: not for an executor's own thread.
+    pub fn reload_if_changed(&self) {
         let Ok(mut checked) = self.checked.try_lock() else { return }; // another core is at it
         if checked.0.elapsed() < Duration::from_millis(RELOAD_CHECK_INTERVAL_MS) {
             return;
@@ -438,11 +584,9 @@ impl TlsContext {
             return;
         }
         checked.1 = now;
-        match server_config(&self.settings) {
+        match (self.build)(&self.settings) {
             Ok(config) => {
-                tracing::info!(
-                    "TLS: a store file changed; new client connections use the reloaded key and trust stores"
-                );
+                tracing::info!("TLS: a store file changed; new {} use the reloaded key and trust stores", self.what);
                 match self.current.write() {
                     Ok(mut c) => *c = Arc::new(config),
                     Err(poisoned) => *poisoned.into_inner() = Arc::new(config),
@@ -450,6 +594,22 @@ impl TlsContext {
             }
             Err(e) => tracing::error!("TLS: a store file changed but cannot be used ({e}); keeping the previous one"),
         }
+    }
+}
+
+/// The client port's TLS at run time, shared by every client core: the current rustls
+/// configuration, rebuilt when a store file changes (looked at, at most once per
+/// RELOAD_CHECK_INTERVAL_MS, when a TLS connection arrives).
+pub struct TlsContext {
+    pub settings: ClientTls,
+    pub configs: Reloading<ServerConfig>,
+}
+
+impl TlsContext {
+    /// Reads the stores; an error here refuses the start.
+    pub fn load(settings: ClientTls) -> Result<TlsContext, TlsError> {
+        let configs = Reloading::load(settings.stores.clone(), "client connections", server_config)?;
+        Ok(TlsContext { settings, configs })
     }
 
     /// The ACL ids a verified client certificate chain proves: `x509:<subject DN>`, and
@@ -472,12 +632,20 @@ impl TlsContext {
 mod tests {
     use super::*;
 
-    fn finish(text: &[(&str, &str)]) -> Result<Option<ClientTls>, ConfigError> {
+    fn finish_both(text: &[(&str, &str)]) -> Result<(Option<ClientTls>, Option<QuorumTls>), ConfigError> {
         let mut keys = TlsKeys::default();
         for (i, (k, v)) in text.iter().enumerate() {
             keys.push(k, v, i + 1);
         }
         keys.finish("zoo.cfg", "127.0.0.1".parse().unwrap())
+    }
+
+    fn finish(text: &[(&str, &str)]) -> Result<Option<ClientTls>, ConfigError> {
+        finish_both(text).map(|(c, _)| c)
+    }
+
+    fn finish_quorum(text: &[(&str, &str)]) -> Result<Option<QuorumTls>, ConfigError> {
+        finish_both(text).map(|(_, q)| q)
     }
 
     #[test]
@@ -495,8 +663,8 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(tls.secure_addr, Some("127.0.0.1:2281".parse().unwrap()));
-        assert_eq!(tls.client_auth, ClientAuth::Need);
-        assert_eq!(tls.protocols, vec![Protocol::Tls13, Protocol::Tls12]);
+        assert_eq!(tls.stores.client_auth, ClientAuth::Need);
+        assert_eq!(tls.stores.protocols, vec![Protocol::Tls13, Protocol::Tls12]);
         assert!(!tls.port_unification);
     }
 
@@ -542,9 +710,69 @@ mod tests {
         .unwrap()
         .unwrap();
         assert!(tls.port_unification && tls.secure_addr.is_none());
-        assert_eq!(tls.protocols, vec![Protocol::Tls12]);
-        assert_eq!(tls.client_auth, ClientAuth::Want);
-        assert_eq!(tls.cipher_suites.as_ref().unwrap().len(), 2);
+        assert_eq!(tls.stores.protocols, vec![Protocol::Tls12]);
+        assert_eq!(tls.stores.client_auth, ClientAuth::Want);
+        assert_eq!(tls.stores.cipher_suites.as_ref().unwrap().len(), 2);
         assert!(cipher_suite_names().contains(&"TLS_AES_256_GCM_SHA384".to_string()));
+    }
+
+    #[test]
+    fn quorum_tls_from_zookeepers_keys() {
+        let q = finish_quorum(&[
+            ("sslQuorum", "true"),
+            ("ssl.quorum.keyStore.location", "/q.pem"),
+            ("ssl.quorum.keyStore.type", "PEM"),
+            ("ssl.quorum.trustStore.location", "/ca.pem"),
+            ("ssl.quorum.hostnameVerification", "true"),
+            ("ssl.quorum.enabledProtocols", "TLSv1.3"),
+            ("sslQuorumReloadCertFiles", "true"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(q.ssl_quorum && !q.port_unification && q.reload_cert_files);
+        assert_eq!(q.stores.key_store.path, PathBuf::from("/q.pem"));
+        assert_eq!(q.stores.client_auth, ClientAuth::Need);
+        assert_eq!(q.stores.protocols, vec![Protocol::Tls13]);
+        assert!(q.stores.hostname_verification && q.stores.client_hostname_verification);
+        // The quorum's keys leave the client port alone, and the reverse.
+        assert_eq!(finish(&[("sslQuorum", "true"), ("ssl.quorum.keyStore.location", "/q.pem")]).unwrap(), None);
+        assert_eq!(finish_quorum(&[("secureClientPort", "2281"), ("ssl.keyStore.location", "/k.pem")]).unwrap(), None);
+        // portUnification alone: TLS and plain accepted, peers dialed in plain.
+        let q =
+            finish_quorum(&[("portUnification", "true"), ("ssl.quorum.keyStore.location", "/q.pem")]).unwrap().unwrap();
+        assert!(!q.ssl_quorum && q.port_unification && !q.reload_cert_files);
+        let q = finish_quorum(&[
+            ("sslQuorum", "true"),
+            ("ssl.quorum.keyStore.location", "/q.pem"),
+            ("ssl.quorum.hostnameVerification", "false"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(!q.stores.hostname_verification && !q.stores.client_hostname_verification);
+    }
+
+    #[test]
+    fn quorum_keys_refused_by_name() {
+        let base = [("sslQuorum", "true"), ("ssl.quorum.keyStore.location", "/q.pem")];
+        for (k, v) in [
+            ("ssl.quorum.keyStore.type", "JKS"),
+            ("ssl.quorum.crl", "true"),
+            ("ssl.quorum.clientAuth", "maybe"),
+            ("ssl.quorum.enabledProtocols", "SSLv3"),
+            ("ssl.quorum.context.supplier.class", "a.B"),
+            ("ssl.quorum.authProvider", "x509"),
+            ("ssl.quorum.somethingNew", "x"),
+            ("sslQuorumReloadCertFiles", "maybe"),
+        ] {
+            let mut all = base.to_vec();
+            all.push((k, v));
+            let err = finish_quorum(&all).unwrap_err().to_string();
+            assert!(err.contains(k), "{k}: {err}");
+        }
+        let err = finish_quorum(&[("ssl.quorum.keyStore.location", "/q.pem")]).unwrap_err().to_string();
+        assert!(err.contains("sslQuorum"), "{err}");
+        let err = finish_quorum(&[("sslQuorum", "true")]).unwrap_err().to_string();
+        assert!(err.contains("ssl.quorum.keyStore.location"), "{err}");
+        assert_eq!(finish_quorum(&[("sslQuorum", "false"), ("portUnification", "false")]).unwrap(), None);
     }
 }

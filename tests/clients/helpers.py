@@ -378,3 +378,89 @@ class CliMt:
                     self.p.wait(5)
         finally:
             self.t.join(2)
+
+
+def openssl(*args, faketime=None, cwd=None):
+    cmd = ["openssl", *args]
+    if faketime:
+        cmd = ["faketime", faketime, *cmd]
+    subprocess.run(cmd, check=True, capture_output=True, cwd=cwd, timeout=60)
+
+
+class Pki:
+    """Test certificates made with the openssl CLI, PEM files under `dir`: a CA is NAME.pem +
+    NAME.key; a certificate NAME.crt + NAME.key (an unencrypted PKCS#8 key); `key_store`
+    makes NAME-store.pem (key, certificate, CA: ZooKeeper's PEM key store)."""
+
+    def __init__(self, d):
+        self.dir = str(d)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def make_ca(self, name, subject):
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                 "-keyout", self.path(f"{name}.key"), "-out", self.path(f"{name}.pem"), "-days", "30",
+                 "-subj", subject, "-addext", "basicConstraints=critical,CA:TRUE",
+                 "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+    def make_cert(self, name, subject, ca="ca", server=False, faketime=None, peer_host=None):
+        """A client certificate; `server`: for 127.0.0.1 and localhost; `peer_host`: an
+        ensemble member's, naming that host (IP addresses, comma-separated) and good for both
+        ends of a peer connection."""
+        key, csr, crt = self.path(f"{name}.key"), self.path(f"{name}.csr"), self.path(f"{name}.crt")
+        # OpenSSL 3 writes the key as unencrypted PKCS#8, what every PEM reader (Java's too) takes
+        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+                 "-out", csr, "-subj", subject)
+        ext = self.path(f"{name}.ext")
+        with open(ext, "w") as f:
+            f.write("basicConstraints=CA:FALSE\n")
+            if peer_host:
+                san = ",".join(f"IP:{h}" for h in peer_host.split(","))
+                f.write(f"subjectAltName={san}\nextendedKeyUsage=serverAuth,clientAuth\n")
+            elif server:
+                f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+            else:
+                f.write("extendedKeyUsage=clientAuth\n")
+        openssl("x509", "-req", "-in", csr, "-CA", self.path(f"{ca}.pem"), "-CAkey", self.path(f"{ca}.key"),
+                 "-CAcreateserial", "-out", crt, "-days", "30", "-extfile", ext, faketime=faketime)
+
+    def key_store(self, name, ca="ca"):
+        """NAME.pem: the private key, the certificate and the CA (ZooKeeper's PEM key store)."""
+        out = self.path(f"{name}-store.pem")
+        with open(out, "w") as f:
+            for part in (f"{name}.key", f"{name}.crt", f"{ca}.pem"):
+                with open(self.path(part)) as p:
+                    f.write(p.read())
+        return out
+
+    def pkcs12(self, name, out, password, legacy=False, ca="ca"):
+        """`openssl pkcs12 -export` of NAME's key and certificate with the CA (OpenSSL 3's
+        default AES-256-CBC / PBKDF2 / SHA-256 MAC, or -legacy: RC2-40 and 3DES, SHA-1 MAC)."""
+        path = self.path(out)
+        openssl("pkcs12", "-export", "-in", self.path(f"{name}.crt"), "-inkey", self.path(f"{name}.key"),
+                "-certfile", self.path(f"{ca}.pem"), "-out", path, "-passout", f"pass:{password}",
+                *(["-legacy"] if legacy else []))
+        return path
+
+
+def test_pki(tmp_path_factory, name, ca_subject):
+    """A module's Pki (skipped without the openssl CLI) with its CA `ca` and a `rogue-ca`
+    nobody trusts."""
+    import pytest
+    if not shutil.which("openssl"):
+        pytest.skip("needs the openssl CLI")
+    p = Pki(tmp_path_factory.mktemp(name))
+    p.make_ca("ca", ca_subject)
+    p.make_ca("rogue-ca", "/O=Nobody/CN=Rogue CA")
+    return p
+
+
+def recv_until_closed(sock):
+    """Everything a peer sends on `sock` until it closes the connection."""
+    got = b""
+    while True:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return got
+        got += chunk

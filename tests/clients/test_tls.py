@@ -27,61 +27,9 @@ CLIENT2_DN = "CN=client2,OU=Test,O=Ringkeeper"
 X509_PROVIDER = "org.apache.zookeeper.server.auth.X509AuthenticationProvider"
 
 
-def _openssl(*args, faketime=None, cwd=None):
-    cmd = ["openssl", *args]
-    if faketime:
-        cmd = ["faketime", faketime, *cmd]
-    subprocess.run(cmd, check=True, capture_output=True, cwd=cwd, timeout=60)
-
-
-class Pki:
-    """PEM files under `dir`: ca.pem; server.pem (key + chain, the key store); client1/2,
-    rogue (signed by another CA), expired: each NAME.crt + NAME.key."""
-
-    def __init__(self, d):
-        self.dir = str(d)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def make_ca(self, name, subject):
-        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                 "-keyout", self.path(f"{name}.key"), "-out", self.path(f"{name}.pem"), "-days", "30",
-                 "-subj", subject, "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-
-    def make_cert(self, name, subject, ca="ca", server=False, faketime=None):
-        key, csr, crt = self.path(f"{name}.key"), self.path(f"{name}.csr"), self.path(f"{name}.crt")
-        # OpenSSL 3 writes the key as unencrypted PKCS#8, what every PEM reader (Java's too) takes
-        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
-                 "-out", csr, "-subj", subject)
-        ext = self.path(f"{name}.ext")
-        with open(ext, "w") as f:
-            f.write("basicConstraints=CA:FALSE\n")
-            if server:
-                f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
-            else:
-                f.write("extendedKeyUsage=clientAuth\n")
-        _openssl("x509", "-req", "-in", csr, "-CA", self.path(f"{ca}.pem"), "-CAkey", self.path(f"{ca}.key"),
-                 "-CAcreateserial", "-out", crt, "-days", "30", "-extfile", ext, faketime=faketime)
-
-    def key_store(self, name, ca="ca"):
-        """NAME.pem: the private key, the certificate and the CA (ZooKeeper's PEM key store)."""
-        out = self.path(f"{name}-store.pem")
-        with open(out, "w") as f:
-            for part in (f"{name}.key", f"{name}.crt", f"{ca}.pem"):
-                with open(self.path(part)) as p:
-                    f.write(p.read())
-        return out
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    if not shutil.which("openssl"):
-        pytest.skip("needs the openssl CLI")
-    p = Pki(tmp_path_factory.mktemp("pki"))
-    p.make_ca("ca", "/O=Ringkeeper/CN=Test CA")
-    p.make_ca("rogue-ca", "/O=Nobody/CN=Rogue CA")
+    p = helpers.test_pki(tmp_path_factory, "pki", "/O=Ringkeeper/CN=Test CA")
     p.make_cert("server", "/O=Ringkeeper/CN=server", server=True)
     p.make_cert("server2", "/O=Ringkeeper/CN=server2", server=True)
     p.make_cert("client1", "/O=Ringkeeper/OU=Test/CN=client1")
@@ -185,12 +133,7 @@ def test_tls_port_refuses_plain_untrusted_expired_and_missing_certificates(make_
     # a plain ConnectRequest on the TLS port gets no session: at most a TLS alert, then EOF
     with socket.create_connection(rawzk.parse_hostport(hp), timeout=10) as sock:
         sock.sendall(rawzk.frame(rawzk.encode_connect()))
-        got = b""
-        while True:
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            got += chunk
+        got = helpers.recv_until_closed(sock)
         assert got == b"" or got[0] == 0x15, f"a plain client got an answer on the TLS-only port: {got[:16]!r}"
     assert refused(hp, client_context(pki, cert="rogue")), "a certificate from an untrusted CA was accepted"
     assert refused(hp, client_context(pki, cert=None)), "no client certificate, yet ssl.clientAuth=need"
@@ -354,3 +297,59 @@ def test_tls_settings_it_cannot_honour_refuse_the_start(make_server, pki, kind, 
     s.spawn()
     assert s.proc.wait(timeout=30) != 0, "started with a TLS setting it cannot honour"
     assert says in s.log_tail(), s.log_tail()
+
+
+@pytest.mark.parametrize("encryption", ["aes", "legacy"])
+def test_tls_pkcs12_key_store_with_a_password(make_server, kazoo_factory, pki, kind, encryption):
+    """A PKCS12 key store made by `openssl pkcs12 -export` (OpenSSL 3's default AES-256 /
+    PBKDF2 / SHA-256 MAC, or -legacy: RC2-40 and 3DES with a SHA-1 MAC), with its password:
+    the same keys on both servers."""
+    store = pki.pkcs12("server", f"server-{encryption}.p12", "storepw", legacy=encryption == "legacy")
+    s = make_server(tls_config(pki, **{"ssl.keyStore.location": store, "ssl.keyStore.type": "PKCS12",
+                                       "ssl.keyStore.password": "storepw"}))
+    hp = secure_hostport(s)
+    assert _server_cert_cn(hp, pki) == "server"
+    zk = kazoo_tls(kazoo_factory, hp, pki)
+    zk.create("/p12", b"pkcs12")
+    assert zk.get("/p12")[0] == b"pkcs12"
+
+
+@pytest.mark.ringkeeper_only
+def test_tls_pkcs12_trust_store_and_store_type_from_the_file_name(make_server, kazoo_factory, pki, kind):
+    """A PKCS12 trust store (certificates only) and a key store typed by its .p12 name; a
+    client whose CA is not in the PKCS12 trust store is refused."""
+    if kind != "ringkeeper":
+        pytest.skip("Java reads a PKCS12 trust store only with its own trusted-certificate attribute")
+    key_store = pki.pkcs12("server", "server-named.p12", "storepw")
+    trust = pki.path("trust.p12")
+    helpers.openssl("pkcs12", "-export", "-nokeys", "-in", pki.path("ca.pem"), "-out", trust, "-passout", "pass:trustpw")
+    cfg = tls_config(pki, **{"ssl.keyStore.location": key_store, "ssl.keyStore.password": "storepw",
+                             "ssl.trustStore.location": trust, "ssl.trustStore.type": "PKCS12",
+                             "ssl.trustStore.password": "trustpw"})
+    del cfg["ssl.keyStore.type"]  # PKCS12 by its .p12 name
+    s = make_server(cfg)
+    hp = secure_hostport(s)
+    zk = kazoo_tls(kazoo_factory, hp, pki)
+    zk.create("/p12-trust", b"t")
+    assert refused(hp, client_context(pki, cert="rogue")), "a client of a CA outside the PKCS12 trust store got in"
+
+
+@pytest.mark.ringkeeper_only
+@pytest.mark.parametrize("store,keys,says", [
+    ("p12", {"ssl.keyStore.type": "PKCS12", "ssl.keyStore.password": "wrong"}, "PKCS12"),
+    ("jks", {}, "keytool -importkeystore"),
+])
+def test_tls_pkcs12_wrong_password_and_jks_refuse_the_start(make_server, pki, kind, store, keys, says):
+    if kind != "ringkeeper":
+        pytest.skip("ringkeeper's refusals")
+    path = pki.pkcs12("server", "server-pw.p12", "storepw")
+    if store == "jks":
+        path = pki.path("server.jks")
+        shutil.copy(pki.path("server-pw.p12"), path)
+    cfg = tls_config(pki, **{"ssl.keyStore.location": path, **keys})
+    if store == "jks":
+        del cfg["ssl.keyStore.type"]  # a JKS store by its .jks name
+    s = make_server(cfg, start=False)
+    s.spawn()
+    assert s.proc.wait(timeout=30) != 0, "started with a key store it cannot read"
+    assert says in s.log_tail() and path in s.log_tail(), s.log_tail()
