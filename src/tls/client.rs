@@ -5,7 +5,7 @@
 //! Rules: with verification off the chain is still checked against the trusted CAs, only the
 //! name is not; no glommio or tokio here (the driver runs the handshake).
 
-use super::{load_certs, load_key, load_roots, provider, versions, Protocol, TlsError};
+use super::{load_certs, load_key, load_roots, provider, versions, Protocol, Store, TlsError};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
@@ -27,7 +27,13 @@ pub fn client_config(
         None => None,
         Some((certs, key)) => Some((load_certs(certs)?, load_key(key)?, certs)),
     };
-    build(load_roots(ca)?, provider(None), &[Protocol::Tls13, Protocol::Tls12], identity, hostname_verification)
+    build(
+        load_roots(&Store::pem(ca))?,
+        provider(None),
+        &[Protocol::Tls13, Protocol::Tls12],
+        identity,
+        hostname_verification,
+    )
 }
 
 /// A client configuration from loaded parts: the roots to trust, the provider (cipher suites)

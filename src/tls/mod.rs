@@ -49,11 +49,44 @@ pub enum Protocol {
     Tls13,
 }
 
-/// A key or trust store file and its format.
+/// A store file's format: `keyStore.type` / `trustStore.type`, or else its file name's
+/// ending (`.p12`, `.pfx`: PKCS12; `.jks` is refused with the conversion command; anything
+/// else is PEM), as ZooKeeper's KeyStoreFileType decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreType {
+    Pem,
+    Pkcs12,
+}
+
+/// A store's password (`keyStore.password`): never printed.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Password(pub String);
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() { "\"\"" } else { "<hidden>" })
+    }
+}
+
+/// A key or trust store file, its format and (PKCS12) its password.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Store {
     pub path: PathBuf,
+    pub kind: StoreType,
+    pub password: Password,
 }
+
+impl Store {
+    /// A PEM file (the client library's and CLI's stores).
+    pub fn pem(path: &Path) -> Store {
+        Store { path: path.to_path_buf(), kind: StoreType::Pem, password: Password::default() }
+    }
+}
+
+/// How to turn a JKS store into one that is read here.
+const JKS_HINT: &str = "JKS stores are not read; convert to PKCS12 with `keytool -importkeystore -srckeystore \
+                        store.jks -destkeystore store.p12 -deststoretype PKCS12` (or then to PEM with `openssl \
+                        pkcs12 -in store.p12 -nodes -out store.pem`)";
 
 /// What one prefix's store and handshake keys say (`ssl.` for the client port, `ssl.quorum.`
 /// for the peer port): parsed by one function for both.
@@ -145,16 +178,15 @@ fn store_key_refusal(scope: Scope, suffix: &str, value: &str) -> Option<&'static
         "authProvider" if scope == Scope::Client && value != "x509" => {
             Some("only the x509 provider exists here (a client certificate's subject DN as an x509: id)")
         }
-        "keyStore.passwordPath" | "trustStore.passwordPath" => {
-            Some("store passwords are not used: PEM stores with unencrypted keys only (see docs/security.md)")
-        }
-        "keyStore.password" | "trustStore.password" if !value.is_empty() => {
-            Some("store passwords are not used: PEM stores with unencrypted keys only (see docs/security.md)")
-        }
-        "keyStore.type" | "trustStore.type" if !value.eq_ignore_ascii_case("PEM") => Some(
-            "only PEM stores are read; convert with `openssl pkcs12 -in store.p12 -nodes -out store.pem` \
-             (from JKS first: `keytool -importkeystore -srckeystore store.jks -destkeystore store.p12 -deststoretype PKCS12`)",
+        "keyStore.passwordPath" | "trustStore.passwordPath" => Some(
+            "a password file is not read; give a PKCS12 store's password in keyStore.password / trustStore.password",
         ),
+        "keyStore.type" | "trustStore.type" if value.eq_ignore_ascii_case("JKS") => Some(JKS_HINT),
+        "keyStore.type" | "trustStore.type"
+            if !value.is_empty() && !value.eq_ignore_ascii_case("PEM") && !value.eq_ignore_ascii_case("PKCS12") =>
+        {
+            Some("PEM and PKCS12 stores are read (JKS: convert to PKCS12 with keytool -importkeystore)")
+        }
         "crl" | "ocsp" | "hostnameVerification" | "clientHostnameVerification" => {
             parse_bool(value).is_none().then_some("must be true or false")
         }
@@ -299,19 +331,43 @@ impl TlsKeys {
                 None => Ok(true),
             }
         };
+        let store = |which: &str, location: &(String, String, usize)| -> Result<Store, ConfigError> {
+            let path = PathBuf::from(&location.1);
+            let kind = match get(&format!("{which}.type")).filter(|e| !e.1.is_empty()) {
+                Some(e) if e.1.eq_ignore_ascii_case("PKCS12") => StoreType::Pkcs12,
+                Some(_) => StoreType::Pem, // the only other type store_key_refusal lets through
+                None => match path.extension().and_then(|x| x.to_str()).map(str::to_ascii_lowercase).as_deref() {
+                    Some("p12" | "pfx") => StoreType::Pkcs12,
+                    Some("jks") => return Err(bad(location, JKS_HINT)),
+                    _ => StoreType::Pem,
+                },
+            };
+            let password = get(&format!("{which}.password")).map(|e| e.1.clone()).unwrap_or_default();
+            if kind == StoreType::Pem && !password.is_empty() {
+                let e = get(&format!("{which}.password")).unwrap_or(location);
+                return Err(bad(
+                    e,
+                    "a PEM store's key is read unencrypted, so a password is not used: remove it, or use a PKCS12 store",
+                ));
+            }
+            Ok(Store { path, kind, password: Password(password) })
+        };
         let key_store = match get("keyStore.location") {
-            Some(e) if !e.1.is_empty() => Store { path: PathBuf::from(&e.1) },
+            Some(e) if !e.1.is_empty() => store("keyStore", e)?,
             _ => {
                 return Err(ConfigError::Invalid {
                     origin: origin.to_string(),
                     why: format!(
-                    "{what} needs {prefix}keyStore.location (a PEM file with this server's key and certificate chain)"
-                ),
+                        "{what} needs {prefix}keyStore.location (a PEM or PKCS12 file with this server's key and \
+                         certificate chain)"
+                    ),
                 })
             }
         };
-        let trust_store =
-            get("trustStore.location").filter(|e| !e.1.is_empty()).map(|e| Store { path: PathBuf::from(&e.1) });
+        let trust_store = match get("trustStore.location").filter(|e| !e.1.is_empty()) {
+            Some(e) => Some(store("trustStore", e)?),
+            None => None,
+        };
         let client_auth = match get("clientAuth") {
             None => ClientAuth::Need,
             Some(e) => match e.1.to_ascii_lowercase().as_str() {
@@ -404,6 +460,7 @@ pub enum TlsError {
     NoCertificate { path: PathBuf },
     NoKey { path: PathBuf },
     Pem { path: PathBuf, err: std::io::Error },
+    Pkcs12 { path: PathBuf, why: String },
     Rustls(String),
 }
 
@@ -419,6 +476,7 @@ impl fmt::Display for TlsError {
                 path.display()
             ),
             TlsError::Pem { path, err } => write!(f, "{}: bad PEM: {err}", path.display()),
+            TlsError::Pkcs12 { path, why } => write!(f, "{}: PKCS12: {why}", path.display()),
             TlsError::Rustls(e) => write!(f, "{e}"),
         }
     }
@@ -453,12 +511,67 @@ pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 }
 
 /// A trust store's certificates as roots.
-pub fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
+pub fn load_roots(store: &Store) -> Result<RootCertStore, TlsError> {
+    let certs = match store.kind {
+        StoreType::Pem => load_certs(&store.path)?,
+        StoreType::Pkcs12 => {
+            let archive = read_pkcs12(store)?;
+            archive.certs.iter().map(|c| CertificateDer::from(c.cert.as_der().to_vec())).collect()
+        }
+    };
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate { path: store.path.clone() });
+    }
     let mut roots = RootCertStore::empty();
-    for cert in load_certs(path)? {
-        roots.add(cert).map_err(|e| TlsError::Rustls(format!("{}: {e}", path.display())))?;
+    for cert in certs {
+        roots.add(cert).map_err(|e| TlsError::Rustls(format!("{}: {e}", store.path.display())))?;
     }
     Ok(roots)
+}
+
+/// A key store's certificate chain (the leaf first) and private key.
+pub fn load_identity(store: &Store) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    match store.kind {
+        StoreType::Pem => Ok((load_certs(&store.path)?, load_key(&store.path)?)),
+        StoreType::Pkcs12 => pkcs12_identity(store),
+    }
+}
+
+/// A PKCS12 file decrypted (legacy RC2/3DES or PBES2 with AES) and its MAC checked, with the
+/// store's password.
+fn read_pkcs12(store: &Store) -> Result<p12_keystore::Pkcs12Archive, TlsError> {
+    let bytes = read_store(&store.path)?;
+    p12_keystore::Pkcs12Archive::from_pkcs12(&bytes, &store.password.0).map_err(|e| TlsError::Pkcs12 {
+        path: store.path.clone(),
+        why: format!("{e} (a wrong password, or an encryption that is not read)"),
+    })
+}
+
+/// The one private key of a PKCS12 key store and its chain: the certificate whose local key
+/// id is the key's first, then the store's other certificates in file order.
+fn pkcs12_identity(store: &Store) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let archive = read_pkcs12(store)?;
+    let why = |why: String| TlsError::Pkcs12 { path: store.path.clone(), why };
+    let key = match archive.keys.as_slice() {
+        [key] => key,
+        [] => return Err(TlsError::NoKey { path: store.path.clone() }),
+        keys => return Err(why(format!("holds {} private keys; a key store holds one", keys.len()))),
+    };
+    let key_id = key.local_key_id.as_ref().map(|k| k.as_ref());
+    let leaf = archive
+        .certs
+        .iter()
+        .position(|c| key_id.is_some() && c.local_key_id.as_deref() == key_id)
+        .or(if archive.certs.len() == 1 { Some(0) } else { None })
+        .ok_or_else(|| why("no certificate is marked as the private key's (localKeyId)".to_string()))?;
+    let mut chain = vec![CertificateDer::from(archive.certs[leaf].cert.as_der().to_vec())];
+    for (i, c) in archive.certs.iter().enumerate() {
+        if i != leaf {
+            chain.push(CertificateDer::from(c.cert.as_der().to_vec()));
+        }
+    }
+    let key = PrivateKeyDer::Pkcs8(key.key.as_der().to_vec().into());
+    Ok((chain, key))
 }
 
 /// The crypto provider with the suites `ssl.ciphersuites` names (all when it names none).
@@ -484,8 +597,7 @@ pub fn versions(protocols: &[Protocol]) -> Vec<&'static rustls::SupportedProtoco
 /// The rustls server configuration the stores and settings describe.
 pub fn server_config(tls: &StoreSettings) -> Result<ServerConfig, TlsError> {
     let provider = Arc::new(provider(tls.cipher_suites.as_deref()));
-    let certs = load_certs(&tls.key_store.path)?;
-    let key = load_key(&tls.key_store.path)?;
+    let (certs, key) = load_identity(&tls.key_store)?;
     let verifier = match tls.client_auth {
         ClientAuth::None => WebPkiClientVerifier::no_client_auth(),
         auth => {
@@ -504,8 +616,10 @@ pub fn server_config(tls: &StoreSettings) -> Result<ServerConfig, TlsError> {
 
 /// The trust store's roots, or the system's when none is configured.
 fn trust_roots(tls: &StoreSettings) -> Result<RootCertStore, TlsError> {
-    let trust = tls.trust_store.as_ref().map(|s| s.path.clone()).unwrap_or_else(|| PathBuf::from(SYSTEM_TRUST_BUNDLE));
-    load_roots(&trust)
+    match &tls.trust_store {
+        Some(store) => load_roots(store),
+        None => load_roots(&Store::pem(Path::new(SYSTEM_TRUST_BUNDLE))),
+    }
 }
 
 /// What identifies a store file's version: a change of any of these is a new file.
@@ -673,8 +787,9 @@ mod tests {
         let base = [("secureClientPort", "2281"), ("ssl.keyStore.location", "/k.pem")];
         for (k, v) in [
             ("ssl.keyStore.type", "JKS"),
-            ("ssl.trustStore.type", "PKCS12"),
+            ("ssl.trustStore.type", "BKS"),
             ("ssl.keyStore.password", "secret"),
+            ("ssl.keyStore.passwordPath", "/pw"),
             ("ssl.crl", "true"),
             ("ssl.ocsp", "true"),
             ("ssl.clientAuth", "maybe"),
@@ -774,5 +889,53 @@ mod tests {
         let err = finish_quorum(&[("sslQuorum", "true")]).unwrap_err().to_string();
         assert!(err.contains("ssl.quorum.keyStore.location"), "{err}");
         assert_eq!(finish_quorum(&[("sslQuorum", "false"), ("portUnification", "false")]).unwrap(), None);
+    }
+
+    #[test]
+    fn store_types_from_the_type_key_or_the_file_name() {
+        let stores = |extra: &[(&str, &str)]| {
+            let mut all = vec![("secureClientPort", "2281")];
+            all.extend_from_slice(extra);
+            finish(&all).map(|t| t.unwrap().stores)
+        };
+        let s = stores(&[("ssl.keyStore.location", "/k.pem")]).unwrap();
+        assert_eq!((s.key_store.kind, s.key_store.password.0.as_str()), (StoreType::Pem, ""));
+        let s = stores(&[
+            ("ssl.keyStore.location", "/k.store"),
+            ("ssl.keyStore.type", "PKCS12"),
+            ("ssl.keyStore.password", "pw"),
+            ("ssl.trustStore.location", "/t.P12"),
+        ])
+        .unwrap();
+        assert_eq!((s.key_store.kind, s.key_store.password.0.as_str()), (StoreType::Pkcs12, "pw"));
+        assert_eq!(s.trust_store.map(|t| t.kind), Some(StoreType::Pkcs12));
+        assert_eq!(stores(&[("ssl.keyStore.location", "/k.pfx")]).unwrap().key_store.kind, StoreType::Pkcs12);
+        assert!(!format!("{:?}", Password("pw".into())).contains("pw"), "a password is never printed");
+        // A JKS store by its name is refused with the conversion command.
+        let err = stores(&[("ssl.keyStore.location", "/k.jks")]).unwrap_err().to_string();
+        assert!(err.contains("keytool -importkeystore") && err.contains("ssl.keyStore.location"), "{err}");
+        // The same for the quorum's stores.
+        let q = finish_quorum(&[
+            ("sslQuorum", "true"),
+            ("ssl.quorum.keyStore.location", "/q.p12"),
+            ("ssl.quorum.keyStore.password", "qpw"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((q.stores.key_store.kind, q.stores.key_store.password.0.as_str()), (StoreType::Pkcs12, "qpw"));
+    }
+
+    #[test]
+    fn unreadable_pkcs12_says_which_file_and_why() {
+        let dir = std::env::temp_dir().join(format!("rk-p12-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("junk.p12");
+        std::fs::write(&path, b"not a PKCS12 file").unwrap();
+        let store = Store { path: path.clone(), kind: StoreType::Pkcs12, password: Password("pw".into()) };
+        let err = load_identity(&store).unwrap_err().to_string();
+        assert!(err.contains("junk.p12") && err.contains("PKCS12"), "{err}");
+        let err = load_roots(&store).unwrap_err().to_string();
+        assert!(err.contains("junk.p12"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

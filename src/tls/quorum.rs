@@ -8,9 +8,7 @@
 //! server it is (`hostnameVerification` / `clientHostnameVerification`, both on by default as
 //! in ZooKeeper's QuorumX509Util); no glommio here (`server/peer_net.rs` runs the handshakes).
 
-use super::{
-    load_certs, load_key, provider, server_config, trust_roots, QuorumTls, Reloading, StoreSettings, TlsError,
-};
+use super::{load_identity, provider, server_config, trust_roots, QuorumTls, Reloading, StoreSettings, TlsError};
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::server::ParsedCertificate;
 use rustls::{ClientConfig, ServerConfig};
@@ -27,7 +25,8 @@ pub struct QuorumConfigs {
 /// The two configurations the stores and settings describe.
 pub fn quorum_configs(tls: &StoreSettings) -> Result<QuorumConfigs, TlsError> {
     let server = server_config(tls)?;
-    let identity = (load_certs(&tls.key_store.path)?, load_key(&tls.key_store.path)?, tls.key_store.path.as_path());
+    let (certs, key) = load_identity(&tls.key_store)?;
+    let identity = (certs, key, tls.key_store.path.as_path());
     let client = super::client::build(
         trust_roots(tls)?,
         provider(tls.cipher_suites.as_deref()),

@@ -393,9 +393,8 @@ def test_an_ensemble_session_resumes_on_any_member_and_after_a_full_restart_neve
 
 
 @pytest.mark.parametrize("key,value", [
-    # (the client port's TLS keys are honoured: tests/clients/test_tls.py)
-    ("zookeeper.ssl.quorum.trustStore.location", "/etc/zk/trust.pem"),  # quorum TLS, prefixed
-    ("sslQuorum", "true"),
+    # (the client port's TLS keys are honoured: tests/clients/test_tls.py; quorum TLS:
+    # tests/clients/test_quorum_tls.py)
     ("quorum.auth.enableSasl", "true"),                               # quorum SASL
     ("authProvider.1", "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"),
     ("enforce.auth.enabled", "true"),

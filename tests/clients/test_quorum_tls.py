@@ -42,6 +42,9 @@ def pki(tmp_path_factory):
     # signed by the ensemble's CA, but naming member 2's host: member 3 posing as member 2
     p.make_cert("forged3", "/O=Ringkeeper/CN=member2", peer_host=peer_ip(2))
     p.key_store("forged3")
+    # member 1's renewed certificate (sslQuorumReloadCertFiles)
+    p.make_cert("m1-renewed", "/O=Ringkeeper/CN=member1-renewed", peer_host=peer_ip(1))
+    p.key_store("m1-renewed")
     # Apache ZooKeeper checks an accepted peer's certificate against the connection's source
     # address, and its members dial from 127.0.0.1 here: their certificates name that too
     for i in MEMBERS:
@@ -78,12 +81,16 @@ def stores(pki, tmp_path, names):
     return str(d / "member@ID@.pem")
 
 
-def tls_ensemble(pki, tmp_path, names=None):
-    pattern = stores(pki, tmp_path, names or {i: f"m{i}" for i in MEMBERS})
+def ensemble_with(tmp_path, keys):
+    """A 3-member ensemble (not started), members on 127.0.0.i, with `keys` in every zoo.cfg."""
     e = Ensemble(3, tmp_path)
-    keys = quorum_tls_keys(pattern, pki.path("ca.pem"))
     e.env.update(RK_PEER_HOSTS="distinct", RK_EXTRA_CONFIG="\n".join(f"{k}={v}" for k, v in keys.items()))
     return e
+
+
+def tls_ensemble(pki, tmp_path, names=None):
+    pattern = stores(pki, tmp_path, names or {i: f"m{i}" for i in MEMBERS})
+    return ensemble_with(tmp_path, quorum_tls_keys(pattern, pki.path("ca.pem")))
 
 
 @pytest.fixture
@@ -185,6 +192,16 @@ def test_quorum_tls_elects_serves_fails_over_and_syncs_a_wiped_member(pki, tmp_p
     c.stop()
     assert_same_trees(e, list(MEMBERS))
 
+    # sslQuorumReloadCertFiles: member 1's key store file is replaced; new peer connections get
+    # the renewed certificate.
+    store = tmp_path / "stores" / "member1.pem"
+    shutil.copy(pki.path("m1-renewed-store.pem"), str(store) + ".new")
+    os.replace(str(store) + ".new", store)
+    wait_until(lambda: tls_handshake_as(pki, 2, peer_ip(1), peer_port(e, 1))["commonName"] == "member1-renewed",
+               timeout=15.0, interval=0.3, what="member 1 to present its renewed certificate")
+    wait_until(lambda: "new peer connections use the reloaded key and trust stores" in e.log(1),
+               what="member 1 to log the reload")
+
 
 def refusal_logged(e, i, needle):
     return any(needle in line and "peer" in line for line in e.log(i).splitlines())
@@ -219,6 +236,59 @@ def test_a_member_presenting_another_hosts_certificate_is_refused(pki, tmp_path,
                    timeout=20.0, what=f"member {i} to refuse member 3's certificate as a server")
     roles = e.roles()
     assert roles[3] not in ("leader", "follower"), f"a member with a forged identity serves: {roles}"
+
+
+def test_members_with_pkcs12_stores_form_a_quorum(pki, tmp_path, tls_ensembles, kazoo_factory):
+    """ssl.quorum.* PKCS12 key stores (AES, with a password; member 2's legacy RC2/3DES) and a
+    PKCS12 trust store of certificates only."""
+    d = tmp_path / "stores"
+    d.mkdir()
+    for i in MEMBERS:
+        made = pki.pkcs12(f"m{i}", f"m{i}-{tmp_path.name}.p12", "quorumpw", legacy=i == 2)
+        shutil.move(made, d / f"member{i}.p12")
+    trust = str(d / "trust.p12")
+    helpers.openssl("pkcs12", "-export", "-nokeys", "-in", pki.path("ca.pem"), "-out", trust,
+                    "-passout", "pass:trustpw")
+    keys = quorum_tls_keys(str(d / "member@ID@.p12"), trust)
+    keys.update({"ssl.quorum.keyStore.type": "PKCS12", "ssl.quorum.keyStore.password": "quorumpw",
+                 "ssl.quorum.trustStore.type": "PKCS12", "ssl.quorum.trustStore.password": "trustpw"})
+    e = start(tls_ensembles, ensemble_with(tmp_path, keys))
+    e.wait_serving(list(MEMBERS), timeout=40.0)
+    writes_read_everywhere([client(kazoo_factory, e.hostport(i)) for i in MEMBERS], "/p12", 30)
+    assert tls_handshake_as(pki, 3, peer_ip(1), peer_port(e, 1))["commonName"] == "member1"
+
+
+def test_port_unification_takes_plain_and_tls_peers(pki, tmp_path, tls_ensembles, kazoo_factory):
+    """portUnification=true without sslQuorum (the first step of a rolling change to quorum
+    TLS): members dial each other in plain and form a quorum, while the peer port also
+    completes TLS handshakes."""
+    keys = quorum_tls_keys(stores(pki, tmp_path, {i: f"m{i}" for i in MEMBERS}), pki.path("ca.pem"))
+    keys.update({"sslQuorum": "false", "portUnification": "true"})
+    e = start(tls_ensembles, ensemble_with(tmp_path, keys))
+    e.wait_serving(list(MEMBERS), timeout=40.0)
+    assert "peers dialed in plain, accepted over TLS or plain (portUnification)" in e.log(1), e.tail(1)
+    writes_read_everywhere([client(kazoo_factory, e.hostport(i)) for i in MEMBERS], "/unified", 30)
+    assert tls_handshake_as(pki, 2, peer_ip(1), peer_port(e, 1))["commonName"] == "member1"
+
+
+@pytest.mark.ringkeeper_only
+@pytest.mark.parametrize("keys,says", [
+    ({"sslQuorum": "true"}, "ssl.quorum.keyStore.location"),
+    ({"zookeeper.ssl.quorum.trustStore.location": "/etc/zk/trust.pem"}, "sslQuorum=true"),
+    ({"sslQuorum": "true", "ssl.quorum.keyStore.location": "/etc/zk/q.pem", "ssl.quorum.crl": "true"},
+     "ssl.quorum.crl"),
+])
+def test_half_configured_quorum_tls_refuses_the_start(make_server, kind, keys, says):
+    """Quorum TLS without its key store, quorum stores with nothing using them, and a quorum
+    setting ringkeeper cannot honour stop the start naming the key (a standalone server
+    parses them as a member would)."""
+    if kind != "ringkeeper":
+        pytest.skip("ringkeeper's refusals")
+    s = make_server(start=False)
+    s.config.update(keys)
+    s.spawn()
+    assert s.proc.wait(timeout=30) != 0, "started with half a quorum TLS configuration"
+    assert says in s.log_text() and "panicked" not in s.log_text(), s.log_tail()
 
 
 class ApacheEnsemble:
