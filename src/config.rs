@@ -167,6 +167,9 @@ pub struct Config {
     pub client_tls: Option<crate::tls::ClientTls>,
     /// The peer port's TLS (`sslQuorum`, `portUnification`, `ssl.quorum.*`).
     pub quorum_tls: Option<crate::tls::QuorumTls>,
+    /// The admin server's HTTPS (`admin.forceHttps`, `admin.portUnification`,
+    /// `admin.needClientAuth`, with the `ssl.quorum.*` stores).
+    pub admin_tls: Option<crate::tls::AdminTls>,
     /// `server.N=…` lines, kept raw for the ensemble, in file order (a repeated N replaces).
     pub servers: Vec<ServerSpec>,
     /// ringkeeper.clientCores: default (available CPUs − 1).max(1), or the length of clientCpus.
@@ -404,9 +407,6 @@ const SECURITY_KEYS_REFUSED: &[&str] = &[
     "client.certReload",
     "sessionRequireClientSASLAuth",
     "superUser",
-    "admin.forceHttps",
-    "admin.portUnification",
-    "admin.needClientAuth",
     "IPAuthenticationProvider.usexforwardedfor",
     "java.security.auth.login.config",
     "authorizer.class",
@@ -1077,7 +1077,8 @@ impl Config {
             }
         }
 
-        let (client_tls, quorum_tls) = tls_keys.finish(origin, client_port_address)?;
+        let crate::tls::TlsConfig { client: client_tls, quorum: quorum_tls, admin: admin_tls } =
+            tls_keys.finish(origin, client_port_address)?;
         if quorum_tls.is_some() && servers.is_empty() {
             warnings
                 .push(format!("{origin}: sslQuorum / portUnification: a standalone server has no peer port (ignored)"));
@@ -1085,6 +1086,7 @@ impl Config {
         let config = Config {
             client_tls,
             quorum_tls,
+            admin_tls,
             tick_time_ms,
             data_log_dir: data_log_dir.unwrap_or_else(|| data_dir.clone()),
             data_dir,
@@ -1419,7 +1421,6 @@ mod tests {
             "zookeeper.enforce.auth.schemes=sasl",
             "sessionRequireClientSASLAuth=true",
             "zookeeper.sessionRequireClientSASLAuth=true",
-            "admin.forceHttps=true",
             "kerberos.removeHostFromPrincipal=true",
             "IPAuthenticationProvider.usexforwardedfor=true",
             "DigestAuthenticationProvider.digestAlg=SHA3-256",

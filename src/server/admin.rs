@@ -12,7 +12,10 @@
 //! complete within `ADMIN_READ_TIMEOUT_MS` 408; a connection lives `ADMIN_CONNECTION_MS_MAX`
 //! at most; connections over `ADMIN_CONNECTIONS_MAX` are closed at once; shutdown waits only
 //! for the accept loop; nothing here changes data (like ZooKeeper's, the only command with an
-//! effect is `stat_reset`).
+//! effect is `stat_reset`). With `admin.forceHttps` / `admin.portUnification` (the
+//! `ssl.quorum.*` stores, as ZooKeeper's JettyAdminServer) connections are TLS (tokio-rustls),
+//! the handshake within `ADMIN_READ_TIMEOUT_MS`; a unified port tells TLS by the first byte;
+//! stores that cannot be used leave no admin server, never a plain one.
 
 use super::admin_auth;
 use super::four_letter::{version, ZOOKEEPER_COMPAT_VERSION};
@@ -44,6 +47,9 @@ pub const ADMIN_CONNECTION_MS_MAX: u64 = 10_000;
 pub const ADMIN_CONNECTIONS_MAX: usize = 1024;
 /// Threads running commands (they read files, and may wait for the client cores).
 pub const ADMIN_BLOCKING_THREADS_MAX: usize = 4;
+/// The first byte of a TLS handshake record: how a unified admin port
+/// (`admin.portUnification`) tells HTTPS from HTTP.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 /// How often the accept loop looks at the shutdown flag.
 const ADMIN_POLL_MS: u64 = 100;
 
@@ -155,8 +161,25 @@ pub fn start(
             return None;
         }
     };
-    tracing::info!("admin server on http://{}/commands and /metrics", config.admin_addr);
-    let app = Arc::new(App { config, stats, inspector });
+    let tls = match &config.admin_tls {
+        None => None,
+        // The stores are read on this (non-core) thread; one that cannot be used leaves no
+        // admin server rather than a plain one.
+        Some(t) => match crate::tls::server_config(&t.stores) {
+            Ok(c) => Some(AdminTls { config: Arc::new(c), unified: t.port_unification }),
+            Err(e) => {
+                tracing::error!("admin server: HTTPS asked for, but the ssl.quorum.* stores cannot be used ({e}); continuing without the admin server");
+                return None;
+            }
+        },
+    };
+    let scheme = match &tls {
+        None => "http",
+        Some(t) if t.unified => "https (and http: admin.portUnification)",
+        Some(_) => "https",
+    };
+    tracing::info!("admin server on {scheme}://{}/commands and /metrics", config.admin_addr);
+    let app = Arc::new(App { config, stats, inspector, tls });
     let spawned = std::thread::Builder::new().name("rk-admin".into()).spawn(move || {
         runtime.block_on(accept_loop(listener, app, shutdown));
         // Connections still open and commands still running are abandoned, not awaited.
@@ -170,6 +193,14 @@ struct App {
     config: Arc<Config>,
     stats: Arc<Stats>,
     inspector: Option<Arc<Inspector>>,
+    tls: Option<AdminTls>,
+}
+
+/// HTTPS on the admin port: the rustls configuration of the `ssl.quorum.*` stores, and
+/// whether plain HTTP is taken too.
+struct AdminTls {
+    config: Arc<rustls::ServerConfig>,
+    unified: bool,
 }
 
 async fn accept_loop(listener: std::net::TcpListener, app: Arc<App>, shutdown: Arc<AtomicBool>) {
@@ -218,13 +249,47 @@ enum Ended {
     Timeout,
 }
 
-/// Serves one connection (one request: no keep-alive) with hyper, within the deadlines: the
-/// request head within `ADMIN_READ_TIMEOUT_MS` (else 408, written on a second handle of the
-/// socket since hyper owns the first), the whole exchange within `ADMIN_CONNECTION_MS_MAX`.
+/// Serves one connection: over TLS when the admin port speaks HTTPS (the handshake within
+/// `ADMIN_READ_TIMEOUT_MS`; on a unified port only when the first byte opens one).
 async fn serve_connection(stream: tokio::net::TcpStream, peer: IpAddr, app: Arc<App>) -> io::Result<()> {
+    let Some(tls) = &app.tls else { return serve_http(stream, peer, app).await };
+    if tls.unified {
+        let mut first = [0u8; 1];
+        let peeked = tokio::time::timeout(Duration::from_millis(ADMIN_READ_TIMEOUT_MS), stream.peek(&mut first)).await;
+        match peeked {
+            Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => {}
+            Ok(Ok(1)) => return serve_http(stream, peer, app).await,
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "no first byte in time")),
+        }
+    }
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
+    let handshake = tokio::time::timeout(Duration::from_millis(ADMIN_READ_TIMEOUT_MS), acceptor.accept(stream)).await;
+    let stream = match handshake {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(io::Error::other(format!("TLS handshake failed: {e}"))),
+        Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "no TLS handshake in time")),
+    };
+    serve_hyper(stream, None, peer, app).await
+}
+
+/// Serves one plain connection; its 408 is written on a second handle of the socket.
+async fn serve_http(stream: tokio::net::TcpStream, peer: IpAddr, app: Arc<App>) -> io::Result<()> {
     let std_stream = stream.into_std()?;
     let spare = std_stream.try_clone()?;
     let stream = tokio::net::TcpStream::from_std(std_stream)?;
+    serve_hyper(stream, Some(spare), peer, app).await
+}
+
+/// Serves one connection (one request: no keep-alive) with hyper, within the deadlines: the
+/// request head within `ADMIN_READ_TIMEOUT_MS` (else 408, written on `spare`, a second handle
+/// of a plain socket since hyper owns the first; over TLS the connection is just closed), the
+/// whole exchange within `ADMIN_CONNECTION_MS_MAX`.
+async fn serve_hyper<S>(stream: S, spare: Option<std::net::TcpStream>, peer: IpAddr, app: Arc<App>) -> io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let arrived = Arc::new(AtomicBool::new(false));
     let service = {
         let arrived = arrived.clone();
@@ -255,7 +320,9 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: IpAddr, app: Arc<
         (Ended::Served, Some(e)) => Err(io::Error::other(e)),
         (Ended::HeadTimeout, _) => {
             // Best effort: the socket is non-blocking and this reply is small.
-            let _ = (&spare).write_all(&plain_reply("408 Request Timeout", "request too slow\n"));
+            if let Some(spare) = &spare {
+                let _ = (&*spare).write_all(&plain_reply("408 Request Timeout", "request too slow\n"));
+            }
             Err(io::Error::new(io::ErrorKind::TimedOut, "request head not complete in time"))
         }
         (Ended::Timeout, _) => Err(io::Error::new(io::ErrorKind::TimedOut, "exchange not complete in time")),

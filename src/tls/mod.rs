@@ -134,6 +134,26 @@ pub struct QuorumTls {
     pub stores: StoreSettings,
 }
 
+/// The admin server's TLS (`admin.forceHttps`, `admin.portUnification`,
+/// `admin.needClientAuth`): as ZooKeeper's JettyAdminServer, with the `ssl.quorum.*` stores.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdminTls {
+    /// `admin.forceHttps`: HTTPS only.
+    pub force_https: bool,
+    /// `admin.portUnification`: HTTPS and HTTP on the admin port (when not `force_https`).
+    pub port_unification: bool,
+    /// The `ssl.quorum.*` stores; `client_auth` is Need with `admin.needClientAuth`, else None.
+    pub stores: StoreSettings,
+}
+
+/// All the TLS a config asks for: the client port's, the peer port's, the admin server's.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TlsConfig {
+    pub client: Option<ClientTls>,
+    pub quorum: Option<QuorumTls>,
+    pub admin: Option<AdminTls>,
+}
+
 /// The raw TLS keys of a config file (client port and peer port), gathered while it is parsed
 /// and checked at the end.
 #[derive(Debug, Default)]
@@ -142,7 +162,14 @@ pub struct TlsKeys {
 }
 
 /// The switches of quorum TLS (outside the `ssl.quorum.` prefix).
-const QUORUM_SWITCHES: &[&str] = &["sslQuorum", "sslQuorumReloadCertFiles", "portUnification"];
+const QUORUM_SWITCHES: &[&str] = &[
+    "sslQuorum",
+    "sslQuorumReloadCertFiles",
+    "portUnification",
+    "admin.forceHttps",
+    "admin.portUnification",
+    "admin.needClientAuth",
+];
 const QUORUM_PREFIX: &str = "ssl.quorum.";
 const CLIENT_PREFIX: &str = "ssl.";
 
@@ -214,11 +241,7 @@ impl TlsKeys {
 
     /// Checks the keys together. `listen_ip` is clientPortAddress (the default for
     /// secureClientPortAddress). Each part is None when no TLS is asked for there.
-    pub fn finish(
-        self,
-        origin: &str,
-        listen_ip: IpAddr,
-    ) -> Result<(Option<ClientTls>, Option<QuorumTls>), ConfigError> {
+    pub fn finish(self, origin: &str, listen_ip: IpAddr) -> Result<TlsConfig, ConfigError> {
         let bad = |(key, value, line): &(String, String, usize), why: &str| ConfigError::BadValue {
             origin: origin.to_string(),
             line: *line,
@@ -240,7 +263,8 @@ impl TlsKeys {
                 return Err(bad(entry, why));
             }
         }
-        Ok((self.client(origin, listen_ip, &bad)?, self.quorum(origin, &bad)?))
+        let (quorum, admin) = self.quorum_and_admin(origin, &bad)?;
+        Ok(TlsConfig { client: self.client(origin, listen_ip, &bad)?, quorum, admin })
     }
 
     fn client(
@@ -287,33 +311,54 @@ impl TlsKeys {
         }))
     }
 
-    fn quorum(
+    /// The peer port's and the admin server's TLS: both use the `ssl.quorum.*` stores.
+    fn quorum_and_admin(
         &self,
         origin: &str,
         bad: &dyn Fn(&(String, String, usize), &str) -> ConfigError,
-    ) -> Result<Option<QuorumTls>, ConfigError> {
+    ) -> Result<(Option<QuorumTls>, Option<AdminTls>), ConfigError> {
         let switch = |key: &str| self.get(key).and_then(|e| parse_bool(&e.1)).unwrap_or(false);
         let (ssl_quorum, port_unification) = (switch("sslQuorum"), switch("portUnification"));
-        if !ssl_quorum && !port_unification {
-            // Quorum store keys or the reload switch with no TLS on the peer port: the
-            // operator meant TLS and would get none.
+        let (force_https, admin_unified) = (switch("admin.forceHttps"), switch("admin.portUnification"));
+        let quorum_on = ssl_quorum || port_unification;
+        let admin_on = force_https || admin_unified;
+        if !quorum_on && !admin_on {
+            // Quorum store keys or a TLS switch with nothing using TLS: the operator meant TLS
+            // and would get none.
             if let Some(e) = self.entries.iter().find(|(k, v, _)| {
-                k.starts_with(QUORUM_PREFIX) || (k == "sslQuorumReloadCertFiles" && parse_bool(v) == Some(true))
+                k.starts_with(QUORUM_PREFIX)
+                    || (matches!(k.as_str(), "sslQuorumReloadCertFiles" | "admin.needClientAuth")
+                        && parse_bool(v) == Some(true))
             }) {
                 return Err(bad(
                     e,
-                    "no peer connection uses TLS: set sslQuorum=true (or portUnification=true) as well",
+                    "nothing uses these stores: set sslQuorum=true (or portUnification=true, or admin.forceHttps=true) \
+                     as well",
                 ));
             }
-            return Ok(None);
+            return Ok((None, None));
         }
-        let stores = self.stores(origin, QUORUM_PREFIX, "quorum TLS (sslQuorum or portUnification)", bad)?;
-        Ok(Some(QuorumTls {
+        let stores = self.stores(
+            origin,
+            QUORUM_PREFIX,
+            "quorum TLS (sslQuorum or portUnification) or admin HTTPS (admin.forceHttps or admin.portUnification)",
+            bad,
+        )?;
+        let quorum = quorum_on.then(|| QuorumTls {
             ssl_quorum,
             port_unification,
             reload_cert_files: switch("sslQuorumReloadCertFiles"),
-            stores,
-        }))
+            stores: stores.clone(),
+        });
+        let admin = admin_on.then(|| AdminTls {
+            force_https,
+            port_unification: admin_unified && !force_https,
+            stores: StoreSettings {
+                client_auth: if switch("admin.needClientAuth") { ClientAuth::Need } else { ClientAuth::None },
+                ..stores
+            },
+        });
+        Ok((quorum, admin))
     }
 
     /// The store and handshake settings under `prefix` (`ssl.` or `ssl.quorum.`).
@@ -746,7 +791,7 @@ impl TlsContext {
 mod tests {
     use super::*;
 
-    fn finish_both(text: &[(&str, &str)]) -> Result<(Option<ClientTls>, Option<QuorumTls>), ConfigError> {
+    fn finish_all(text: &[(&str, &str)]) -> Result<TlsConfig, ConfigError> {
         let mut keys = TlsKeys::default();
         for (i, (k, v)) in text.iter().enumerate() {
             keys.push(k, v, i + 1);
@@ -755,11 +800,39 @@ mod tests {
     }
 
     fn finish(text: &[(&str, &str)]) -> Result<Option<ClientTls>, ConfigError> {
-        finish_both(text).map(|(c, _)| c)
+        finish_all(text).map(|t| t.client)
     }
 
     fn finish_quorum(text: &[(&str, &str)]) -> Result<Option<QuorumTls>, ConfigError> {
-        finish_both(text).map(|(_, q)| q)
+        finish_all(text).map(|t| t.quorum)
+    }
+
+    #[test]
+    fn admin_https_from_zookeepers_keys_with_the_quorum_stores() {
+        let t = finish_all(&[
+            ("admin.forceHttps", "true"),
+            ("admin.needClientAuth", "true"),
+            ("ssl.quorum.keyStore.location", "/q.pem"),
+            ("ssl.quorum.trustStore.location", "/ca.pem"),
+        ])
+        .unwrap();
+        assert_eq!(t.quorum, None, "admin HTTPS alone is no quorum TLS");
+        let a = t.admin.unwrap();
+        assert!(a.force_https && !a.port_unification);
+        assert_eq!(a.stores.client_auth, ClientAuth::Need);
+        assert_eq!(a.stores.key_store.path, PathBuf::from("/q.pem"));
+        let a = finish_all(&[("admin.portUnification", "true"), ("ssl.quorum.keyStore.location", "/q.pem")])
+            .unwrap()
+            .admin
+            .unwrap();
+        assert!(!a.force_https && a.port_unification);
+        assert_eq!(a.stores.client_auth, ClientAuth::None);
+        let err = finish_all(&[("admin.forceHttps", "true")]).unwrap_err().to_string();
+        assert!(err.contains("ssl.quorum.keyStore.location"), "{err}");
+        let err = finish_all(&[("admin.forceHttps", "maybe")]).unwrap_err().to_string();
+        assert!(err.contains("admin.forceHttps"), "{err}");
+        let err = finish_all(&[("admin.needClientAuth", "true")]).unwrap_err().to_string();
+        assert!(err.contains("admin.needClientAuth"), "{err}");
     }
 
     #[test]

@@ -1,15 +1,20 @@
 """The HTTP admin server (ringkeeper only; Debian's ZooKeeper lacks the Jetty it needs):
 /commands/<name> answers JSON as ZooKeeper's AdminServer does, /metrics answers Prometheus
 text with ZooKeeper's metric names, both following the server's real state; bad requests
-(unknown paths, other methods, oversized heads) get clear replies and clients keep working."""
+(unknown paths, other methods, oversized heads) get clear replies and clients keep working.
+HTTPS with ZooKeeper's keys (admin.forceHttps, admin.portUnification, admin.needClientAuth;
+the ssl.quorum.* stores, as JettyAdminServer reads them), checked with curl --cacert."""
 
 import json
+import shutil
 import socket
+import subprocess
 import urllib.error
 import urllib.request
 
 import pytest
 
+import helpers
 from helpers import free_port, wait_until
 
 pytestmark = pytest.mark.ringkeeper_only
@@ -179,3 +184,68 @@ def test_connection_watch_and_session_commands_and_pipeline_metrics(make_server,
         assert m[f'ringkeeper_core_commit_batches{{core="{core}"}}'] >= 1
         assert m[f'ringkeeper_core_from_pipeline_depth{{core="{core}"}}'] >= 0
     assert "proposal_count" in m and "quorum_size" not in m
+
+
+# ---- HTTPS (admin.forceHttps, admin.portUnification, admin.needClientAuth) ----
+
+
+@pytest.fixture(scope="module")
+def admin_pki(tmp_path_factory):
+    if not shutil.which("curl"):
+        pytest.skip("needs curl")
+    p = helpers.test_pki(tmp_path_factory, "apki", "/O=Ringkeeper/CN=Admin CA")
+    p.make_cert("server", "/O=Ringkeeper/CN=admin", server=True)
+    p.key_store("server")
+    p.make_cert("client1", "/O=Ringkeeper/CN=operator")
+    p.make_cert("rogue", "/O=Ringkeeper/CN=operator", ca="rogue-ca")
+    return p
+
+
+def curl(url, pki, *args):
+    """curl's exit status and body (the CA is always the test's)."""
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", "--cacert", pki.path("ca.pem"), *args, url],
+                       capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stdout
+
+
+def https_admin(make_server, pki, **keys):
+    """A server whose admin port takes HTTPS with the ssl.quorum.* stores, as ZooKeeper's
+    JettyAdminServer reads them."""
+    port = free_port()
+    cfg = {"admin.enableServer": "true", "admin.serverAddress": "127.0.0.1", "admin.serverPort": str(port),
+           "ssl.quorum.keyStore.location": pki.path("server-store.pem"), "ssl.quorum.keyStore.type": "PEM",
+           "ssl.quorum.trustStore.location": pki.path("ca.pem"), "ssl.quorum.trustStore.type": "PEM", **keys}
+    s = make_server(**{k.replace(".", "__"): v for k, v in cfg.items()})
+    wait_until(lambda: "admin server on http" in s.log_text(), what="the admin server to listen")
+    return s, port
+
+
+def test_admin_force_https_serves_https_only(make_server, admin_pki, kind):
+    s, port = https_admin(make_server, admin_pki, **{"admin.forceHttps": "true"})
+    rc, body = curl(f"https://127.0.0.1:{port}/commands/ruok", admin_pki)
+    assert rc == 0 and json.loads(body) == {"command": "ruok", "error": None}, (rc, body)
+    rc, body = curl(f"https://127.0.0.1:{port}/metrics", admin_pki)
+    assert rc == 0 and "znode_count" in body
+    # plain HTTP gets no HTTP answer: at most a TLS alert, then the connection closes
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /commands/ruok HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = helpers.recv_until_closed(sock)
+    assert got == b"" or got[0] == 0x15, f"plain HTTP got an answer from an HTTPS-only port: {got[:32]!r}"
+    assert "admin server on https://" in s.log_text()
+
+
+def test_admin_need_client_auth_takes_only_trusted_certificates(make_server, admin_pki, kind):
+    s, port = https_admin(make_server, admin_pki, **{"admin.forceHttps": "true", "admin.needClientAuth": "true"})
+    url = f"https://127.0.0.1:{port}/commands/ruok"
+    rc, body = curl(url, admin_pki, "--cert", admin_pki.path("client1.crt"), "--key", admin_pki.path("client1.key"))
+    assert rc == 0 and json.loads(body)["command"] == "ruok", (rc, body)
+    assert curl(url, admin_pki)[0] != 0, "no client certificate, yet admin.needClientAuth"
+    rc, _ = curl(url, admin_pki, "--cert", admin_pki.path("rogue.crt"), "--key", admin_pki.path("rogue.key"))
+    assert rc != 0, "a client certificate from an untrusted CA was accepted"
+
+
+def test_admin_port_unification_serves_http_and_https(make_server, admin_pki, kind):
+    s, port = https_admin(make_server, admin_pki, **{"admin.portUnification": "true"})
+    rc, body = curl(f"https://127.0.0.1:{port}/commands/ruok", admin_pki)
+    assert rc == 0 and json.loads(body)["command"] == "ruok", (rc, body)
+    assert json.loads(get(port, "/commands/ruok")[2])["command"] == "ruok"

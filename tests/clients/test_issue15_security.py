@@ -394,12 +394,11 @@ def test_an_ensemble_session_resumes_on_any_member_and_after_a_full_restart_neve
 
 @pytest.mark.parametrize("key,value", [
     # (the client port's TLS keys are honoured: tests/clients/test_tls.py; quorum TLS:
-    # tests/clients/test_quorum_tls.py)
+    # tests/clients/test_quorum_tls.py; admin HTTPS: tests/clients/test_admin_http.py)
     ("quorum.auth.enableSasl", "true"),                               # quorum SASL
     ("authProvider.1", "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"),
     ("enforce.auth.enabled", "true"),
     ("sessionRequireClientSASLAuth", "true"),
-    ("admin.forceHttps", "true"),
     ("kerberos.removeHostFromPrincipal", "true"),
 ])
 def test_a_security_key_ringkeeper_cannot_honour_stops_the_start(kind, make_server, key, value):

@@ -274,13 +274,15 @@ def test_port_unification_takes_plain_and_tls_peers(pki, tmp_path, tls_ensembles
 @pytest.mark.ringkeeper_only
 @pytest.mark.parametrize("keys,says", [
     ({"sslQuorum": "true"}, "ssl.quorum.keyStore.location"),
+    ({"admin.forceHttps": "true"}, "ssl.quorum.keyStore.location"),
     ({"zookeeper.ssl.quorum.trustStore.location": "/etc/zk/trust.pem"}, "sslQuorum=true"),
     ({"sslQuorum": "true", "ssl.quorum.keyStore.location": "/etc/zk/q.pem", "ssl.quorum.crl": "true"},
      "ssl.quorum.crl"),
 ])
 def test_half_configured_quorum_tls_refuses_the_start(make_server, kind, keys, says):
-    """Quorum TLS without its key store, quorum stores with nothing using them, and a quorum
-    setting ringkeeper cannot honour stop the start naming the key (a standalone server
+    """Quorum TLS (or admin HTTPS, which uses the same stores) without its key store, quorum
+    stores with nothing using them, and a quorum setting ringkeeper cannot honour stop the
+    start naming the key (a standalone server
     parses them as a member would)."""
     if kind != "ringkeeper":
         pytest.skip("ringkeeper's refusals")
