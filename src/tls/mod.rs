@@ -154,6 +154,11 @@ pub struct TlsConfig {
     pub admin: Option<AdminTls>,
 }
 
+/// One key of a config file: key, value, line.
+type Entry = (String, String, usize);
+/// Makes the error naming an entry, with why its value is refused.
+type Bad<'a> = &'a dyn Fn(&Entry, &str) -> ConfigError;
+
 /// The raw TLS keys of a config file (client port and peer port), gathered while it is parsed
 /// and checked at the end.
 #[derive(Debug, Default)]
@@ -267,12 +272,7 @@ impl TlsKeys {
         Ok(TlsConfig { client: self.client(origin, listen_ip, &bad)?, quorum, admin })
     }
 
-    fn client(
-        &self,
-        origin: &str,
-        listen_ip: IpAddr,
-        bad: &dyn Fn(&(String, String, usize), &str) -> ConfigError,
-    ) -> Result<Option<ClientTls>, ConfigError> {
+    fn client(&self, origin: &str, listen_ip: IpAddr, bad: Bad<'_>) -> Result<Option<ClientTls>, ConfigError> {
         let secure_port = match self.get("secureClientPort") {
             Some(e) => Some(
                 e.1.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| bad(e, "must be a port from 1 to 65535"))?,
@@ -315,7 +315,7 @@ impl TlsKeys {
     fn quorum_and_admin(
         &self,
         origin: &str,
-        bad: &dyn Fn(&(String, String, usize), &str) -> ConfigError,
+        bad: Bad<'_>,
     ) -> Result<(Option<QuorumTls>, Option<AdminTls>), ConfigError> {
         let switch = |key: &str| self.get(key).and_then(|e| parse_bool(&e.1)).unwrap_or(false);
         let (ssl_quorum, port_unification) = (switch("sslQuorum"), switch("portUnification"));
@@ -362,13 +362,7 @@ impl TlsKeys {
     }
 
     /// The store and handshake settings under `prefix` (`ssl.` or `ssl.quorum.`).
-    fn stores(
-        &self,
-        origin: &str,
-        prefix: &str,
-        what: &str,
-        bad: &dyn Fn(&(String, String, usize), &str) -> ConfigError,
-    ) -> Result<StoreSettings, ConfigError> {
+    fn stores(&self, origin: &str, prefix: &str, what: &str, bad: Bad<'_>) -> Result<StoreSettings, ConfigError> {
         let get = |suffix: &str| self.get(&format!("{prefix}{suffix}"));
         let flag = |suffix: &str| -> Result<bool, ConfigError> {
             match get(suffix) {
