@@ -474,6 +474,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
             field("znode_count", stats.znodes.load(Relaxed).to_string());
             field("watch_count", t.watches.to_string());
             field("ephemerals_count", stats.ephemerals.load(Relaxed).to_string());
+            field("global_sessions", stats.sessions.load(Relaxed).to_string());
             field("approximate_data_size", stats.data_bytes.load(Relaxed).to_string());
             field("last_zxid", stats.zxid.load(Relaxed).to_string());
             if mode == ServerMode::Leader {
@@ -591,6 +592,7 @@ pub fn metrics(stats: &Stats, config: &Config) -> String {
         ("znode_count", "gauge", "znodes in the tree", stats.znodes.load(Relaxed).to_string()),
         ("watch_count", "gauge", "watches set", t.watches.to_string()),
         ("ephemerals_count", "gauge", "ephemeral znodes", stats.ephemerals.load(Relaxed).to_string()),
+        ("global_sessions", "gauge", "sessions open in the ensemble", stats.sessions.load(Relaxed).to_string()),
         ("approximate_data_size", "gauge", "bytes of znode data and paths", stats.data_bytes.load(Relaxed).to_string()),
         ("num_alive_connections", "gauge", "client connections", t.connections.to_string()),
         ("outstanding_requests", "gauge", "requests read and not yet answered", t.outstanding.to_string()),

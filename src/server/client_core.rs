@@ -419,6 +419,7 @@ impl Core {
             self.stats.zxid.store(tree.last_zxid(), Relaxed);
             self.stats.znodes.store(tree.node_count() as u64, Relaxed);
             self.stats.ephemerals.store(tree.ephemeral_count() as u64, Relaxed);
+            self.stats.sessions.store(tree.session_count() as u64, Relaxed);
             self.stats.data_bytes.store(tree.approximate_data_size(), Relaxed);
             self.stats.mode.store(self.mode.get().index(), Relaxed);
         }

@@ -326,6 +326,11 @@ impl DataTree {
         self.sessions.iter().map(|(k, v)| (*k, *v))
     }
 
+    /// Global sessions open (ZooKeeper's `global_sessions` gauge).
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
     pub fn session(&self, id: i64) -> Option<SessionEntry> {
         self.sessions.get(&id).copied()
     }

@@ -16,6 +16,7 @@ import pytest
 
 import rawzk
 from helpers import REPO, RK_BIN, wait_until
+from dashboard import exported_names, missing_metrics
 from test_admin_http import prometheus
 from test_four_letter_words import four_letter_word, mntr
 from test_pipelined_edges import raw_frames, request
@@ -223,6 +224,8 @@ def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, 
     sessions = {f"0x{c.client_id[0]:x}" for c in clients}
     m = prometheus(e.base + 10200 + leader)
     assert m["proposal_count"] >= 150 + 3 and m["quorum_size"] == 3, m
+    assert m["global_sessions"] >= 3, m
+    assert missing_metrics(exported_names(m)) == [], "every query of configs/grafana/ringkeeper.json reads a metric"
     assert "\nProposal sizes last/min/max: " in four_letter_word(e.hostport(leader), "srvr")
     leader_dump = four_letter_word(e.hostport(leader), "dump")
     assert leader_dump.startswith("SessionTracker dump:\nSession Sets (")
