@@ -153,6 +153,9 @@ pub struct Config {
     pub fsync_warning_threshold_ms: u64,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
     pub extended_types_enabled: bool,
+    /// zookeeper.enforceQuota: a create or setData past a quota's hard limit is refused with
+    /// QuotaExceeded (soft limits are logged); off, quotas are only counted.
+    pub enforce_quota: bool,
     pub jute_max_buffer_bytes: usize,
     /// zookeeper.DigestAuthenticationProvider.superDigest: `user:base64(sha1(user:password))`.
     pub super_digest: Option<String>,
@@ -331,6 +334,7 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "forceSync",
     "fsync.warningthresholdms",
     "extendedTypesEnabled",
+    "enforceQuota",
     "DigestAuthenticationProvider.superDigest",
     "4lw.commands.whitelist",
     "jute.maxbuffer",
@@ -767,6 +771,7 @@ impl Config {
         let mut admin_ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
+        let mut enforce_quota = false;
         let mut jute_max_buffer_bytes = JUTE_MAX_BUFFER_BYTES_DEFAULT;
         let mut super_digest = None;
         let mut container_check_interval_ms = CONTAINER_CHECK_INTERVAL_MS_DEFAULT;
@@ -916,6 +921,7 @@ impl Config {
                     fsync_warning_threshold_ms = e.int(0, FSYNC_WARNING_THRESHOLD_MS_MAX as i64, " ms")? as u64
                 }
                 "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
+                "enforceQuota" => enforce_quota = e.boolean()?,
                 "jute.maxbuffer" => {
                     jute_max_buffer_bytes = e.usize(JUTE_MAX_BUFFER_BYTES_MIN, JUTE_MAX_BUFFER_BYTES_MAX, " bytes")?;
                 }
@@ -1102,6 +1108,7 @@ impl Config {
             log_level,
             admin_addr: SocketAddr::new(admin_ip, admin_port),
             extended_types_enabled,
+            enforce_quota,
             jute_max_buffer_bytes,
             super_digest,
             container_check_interval_ms,

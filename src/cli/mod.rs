@@ -1,7 +1,7 @@
 //! `ringkeeper cli`: a zkCli look-alike over the Rust client. `parse` turns a line or the
 //! command-line words into a typed command, `acl` reads and prints ACLs, `format` prints
 //! what zkCli prints (stats, dates, lists, events, errors), `watch_book` decides which watch
-//! events print, `exec` runs a command against a `Client`, `shell` is the one-shot runner
+//! events print, `exec` runs a command against a `Client` (`quota`: zkCli's quota commands), `shell` is the one-shot runner
 //! and the interactive shell.
 //! Rules: the CLI runs on glommio through the client's glommio driver (`block_on`, `spawn`,
 //! `connect`: nothing here names glommio), stdin and the printer on their own threads; output follows zkCli's wherever a script may parse it; a failed command is
@@ -11,6 +11,7 @@ pub mod acl;
 pub mod exec;
 pub mod format;
 pub mod parse;
+pub mod quota;
 pub mod shell;
 pub mod watch_book;
 
