@@ -153,6 +153,10 @@ pub struct Config {
     pub fsync_warning_threshold_ms: u64,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
     pub extended_types_enabled: bool,
+    /// audit.enable: ZooKeeper's audit log (`server::audit`).
+    pub audit_enabled: bool,
+    /// ringkeeper.auditLogFile: where audit lines go (appended); None: stderr.
+    pub audit_log_file: Option<PathBuf>,
     /// zookeeper.enforceQuota: a create or setData past a quota's hard limit is refused with
     /// QuotaExceeded (soft limits are logged); off, quotas are only counted.
     pub enforce_quota: bool,
@@ -335,6 +339,7 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "fsync.warningthresholdms",
     "extendedTypesEnabled",
     "enforceQuota",
+    "audit.enable",
     "DigestAuthenticationProvider.superDigest",
     "4lw.commands.whitelist",
     "jute.maxbuffer",
@@ -372,8 +377,6 @@ const SYSPROP_KEYS_UNUSED: &[&str] = &[
     "txnLogSizeLimitInKb",
     "digest.enabled",
     "closeSessionTxn.enabled",
-    "enforceQuota",
-    "audit.enable",
     "znode.container.maxPerMinute",
     "jute.maxbuffer.extrasize",
     "nio.numSelectorThreads",
@@ -772,6 +775,8 @@ impl Config {
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
         let mut enforce_quota = false;
+        let mut audit_enabled = false;
+        let mut audit_log_file: Option<PathBuf> = None;
         let mut jute_max_buffer_bytes = JUTE_MAX_BUFFER_BYTES_DEFAULT;
         let mut super_digest = None;
         let mut container_check_interval_ms = CONTAINER_CHECK_INTERVAL_MS_DEFAULT;
@@ -922,6 +927,8 @@ impl Config {
                 }
                 "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
                 "enforceQuota" => enforce_quota = e.boolean()?,
+                "audit.enable" => audit_enabled = e.boolean()?,
+                "ringkeeper.auditLogFile" => audit_log_file = Some(PathBuf::from(value)),
                 "jute.maxbuffer" => {
                     jute_max_buffer_bytes = e.usize(JUTE_MAX_BUFFER_BYTES_MIN, JUTE_MAX_BUFFER_BYTES_MAX, " bytes")?;
                 }
@@ -1109,6 +1116,8 @@ impl Config {
             admin_addr: SocketAddr::new(admin_ip, admin_port),
             extended_types_enabled,
             enforce_quota,
+            audit_enabled,
+            audit_log_file,
             jute_max_buffer_bytes,
             super_digest,
             container_check_interval_ms,

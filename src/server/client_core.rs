@@ -8,6 +8,7 @@
 //! write that fired them, and before any read answered from a root that shows the change;
 //! nothing here touches another core's state.
 
+use super::audit::{self, users_of, AuditedWrite};
 use super::conn_limits::{ConnLimits, ConnPermit};
 use super::connection;
 use super::inspect::{ConnInfo, ConnStats, CoreReport, Inspect, Inspected, INSPECTIONS_PER_CORE_MAX};
@@ -65,8 +66,9 @@ pub const SERVER_READ_ONLY: bool = false;
 pub enum Pending {
     /// The ConnectRequest: nothing else is answered before the session is established.
     Connect,
-    /// A write at the pipeline core, read at `at`.
-    Write { xid: i32, opcode: OpCode, at: Instant },
+    /// A write at the pipeline core, read at `at` (with what the audit log needs of it,
+    /// while audit is on).
+    Write { xid: i32, opcode: OpCode, at: Instant, audit: Option<Box<AuditedWrite>> },
     /// A sync at the pipeline core, read at `at`.
     Sync { xid: i32, at: Instant },
     /// A request answered on this core once everything before it is answered, with the ids
@@ -522,7 +524,8 @@ impl Core {
         if let Some((opcode, op)) = write {
             let fence = conn.answer_waits_behind_a_commit();
             let read_at = Instant::now();
-            conn.enqueue(Pending::Write { xid, opcode, at: read_at });
+            let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
+            conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
             let auth = conn.auth.borrow().clone();
             self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth, fence, read_at });
             return;
@@ -884,16 +887,16 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    if self
-                        .take_head(
-                            &c,
-                            "the rejection of request",
-                            *xid,
-                            |p| matches!(p, Pending::Write { xid: x, .. } if x == xid),
-                        )
-                        .is_none()
-                    {
+                    let Some(Pending::Write { audit, .. }) = self.take_head(
+                        &c,
+                        "the rejection of request",
+                        *xid,
+                        |p| matches!(p, Pending::Write { xid: x, .. } if x == xid),
+                    ) else {
                         continue;
+                    };
+                    if let Some(w) = audit {
+                        audit::record(w.events(None, c.session_id.get(), c.peer, users_of(&c.auth.borrow())));
                     }
                     c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: *err }, &Response::None);
                     answered.push(c);
@@ -940,8 +943,16 @@ impl Core {
             xid,
             |p| matches!(p, Pending::Write { xid: x, .. } if *x == xid),
         ) {
-            Some(Pending::Write { opcode, at, .. }) => {
+            Some(Pending::Write { opcode, at, audit, .. }) => {
                 conn.answered(opcode, xid, zxid, at);
+                if let Some(w) = audit {
+                    audit::record(w.events(
+                        Some(&result),
+                        conn.session_id.get(),
+                        conn.peer,
+                        users_of(&conn.auth.borrow()),
+                    ));
+                }
                 opcode
             }
             _ => return false,
