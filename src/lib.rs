@@ -5,7 +5,6 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod host;
-pub mod json;
 pub mod offline;
 pub mod proto;
 pub mod query;
