@@ -16,3 +16,4 @@ pub mod tls;
 pub mod tree;
 pub mod txn;
 pub mod zab;
+pub mod zkformat;
