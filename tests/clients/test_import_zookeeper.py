@@ -29,48 +29,19 @@ ONE_MB_DATA_BYTES = 1_000_000
 
 
 @pytest.fixture
-def servers():
-    if not os.access(RK_BIN, os.X_OK):
-        pytest.skip(f"ringkeeper binary not found at {RK_BIN}")
-    if not os.path.exists("/usr/share/java/zookeeper.jar"):
-        pytest.skip("Apache ZooKeeper jars missing (apt-get install zookeeper)")
-    made = []
-
+def servers(server_factory):
+    """servers(kind, start=True, **keys): a server with a long maxSessionTimeout and small log
+    preallocation."""
     def make(kind, start=True, **keys):
-        cfg = helpers.default_config()
-        cfg.update({"maxSessionTimeout": str(MAX_SESSION_TIMEOUT_MS), "preAllocSize": "4096"})
-        cfg.update({k: str(v) for k, v in keys.items()})
-        s = Server(kind, cfg)
-        made.append(s)
-        if start:
-            s.start()
-        return s
-
-    yield make
-    for s in made:
-        if s.proc is not None and s.starts:
-            print(f"--- {s!r} log tail:\n{s.log_tail(20)}")
-        s.cleanup()
+        keys.setdefault("maxSessionTimeout", MAX_SESSION_TIMEOUT_MS)
+        return server_factory(kind, start=start, preAllocSize=4096, **keys)
+    return make
 
 
 @pytest.fixture
-def clients():
-    from kazoo.client import KazooClient
-    made = []
-
-    def make(hostport, timeout=10.0):
-        c = KazooClient(hosts=hostport, timeout=timeout, auth_data=SUPER_AUTH)
-        made.append(c)
-        c.start(timeout=15)
-        return c
-
-    yield make
-    for c in made:
-        try:
-            c.stop()
-            c.close()
-        except Exception:
-            pass
+def clients(kazoo_factory):
+    """clients(hostport, timeout=10.0): a started kazoo client authenticated as the superuser."""
+    return lambda hostport, timeout=10.0: kazoo_factory(hostport, timeout=timeout, auth_data=SUPER_AUTH)
 
 
 def rk(*args):
