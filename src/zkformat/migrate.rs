@@ -11,7 +11,7 @@ use super::digest::tree_digest;
 use super::records::StatPersisted;
 use super::replay::{tree_from_snapshot, Replay};
 use super::snapshot::{
-    check_not_compressed, decode_snapshot, encode_snapshot, zk_compressed_name, zk_name_zxid, zk_snapshot_name, ZkNode,
+    decode_snapshot, encode_snapshot, snapshot_stream, zk_compressed_name, zk_name_zxid, zk_snapshot_name, ZkNode,
     ZkSnapshot, ZxidDigest, DIGEST_VERSION, SNAP_DB_ID, ZK_SNAPSHOT_PREFIX,
 };
 use super::txnlog::{decode_log, LogEnd, ZK_LOG_PREFIX};
@@ -100,21 +100,23 @@ fn version_dir(dir: &Path) -> Result<PathBuf, MigrateError> {
     )))
 }
 
-/// `(zxid, path)` of the files in `dir` named `prefix<hex zxid>`, sorted by zxid.
-fn list_zk_files(dir: &Path, prefix: &str) -> Result<(Vec<(i64, PathBuf)>, Vec<String>), MigrateError> {
+/// `(zxid, path)` of the files in `dir` named `prefix<hex zxid>` (for snapshots also
+/// `.gz`/`.snappy` ones), sorted by zxid.
+fn list_zk_files(dir: &Path, prefix: &str) -> Result<Vec<(i64, PathBuf)>, MigrateError> {
     let mut found = Vec::new();
-    let mut compressed = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_err(dir))? {
         let entry = entry.map_err(io_err(dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(z) = zk_name_zxid(&name, prefix) {
+        let stem = match zk_compressed_name(&name) {
+            Some(_) if prefix == ZK_SNAPSHOT_PREFIX => name.rsplit_once('.').map_or(name.as_str(), |(s, _)| s),
+            _ => name.as_str(),
+        };
+        if let Some(z) = zk_name_zxid(stem, prefix) {
             found.push((z, entry.path()));
-        } else if prefix == ZK_SNAPSHOT_PREFIX && zk_compressed_name(&name).is_some() {
-            compressed.push(name);
         }
     }
     found.sort();
-    Ok((found, compressed))
+    Ok(found)
 }
 
 fn read_epoch_file(path: &Path) -> Result<Option<u32>, MigrateError> {
@@ -186,27 +188,24 @@ fn build_in<T>(tmp: &Path, f: impl FnOnce(&Path) -> Result<T, MigrateError>) -> 
 pub fn read_zookeeper(zk_data: &Path, zk_log: Option<&Path>) -> Result<(DataTree, ImportReport), MigrateError> {
     let snap_dir = version_dir(zk_data)?;
     let log_dir = version_dir(zk_log.unwrap_or(zk_data))?;
-    let (snaps, compressed) = list_zk_files(&snap_dir, ZK_SNAPSHOT_PREFIX)?;
+    let snaps = list_zk_files(&snap_dir, ZK_SNAPSHOT_PREFIX)?;
     let mut warnings = Vec::new();
-    let newest_compressed = compressed.iter().filter_map(|n| {
-        let stem = n.rsplit_once('.').map_or(n.as_str(), |(s, _)| s);
-        zk_name_zxid(stem, ZK_SNAPSHOT_PREFIX).map(|z| (z, n))
-    });
-    let newest_compressed = newest_compressed.max();
     let mut chosen = None;
     for (zxid, path) in snaps.iter().rev() {
-        if let Some((cz, name)) = newest_compressed {
-            if cz >= *zxid {
-                let method = zk_compressed_name(name).unwrap_or("gz");
-                return Err(MigrateError::Format {
-                    path: snap_dir.join(name),
-                    err: ZkFormatError::Compressed { method },
-                });
-            }
-        }
-        let bytes = Bytes::from(fs::read(path).map_err(io_err(path))?);
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        check_not_compressed(&name, &bytes).map_err(|err| MigrateError::Format { path: path.clone(), err })?;
+        let raw = Bytes::from(fs::read(path).map_err(io_err(path))?);
+        // A snapshot that is there but cannot be read is refused (not passed over for an
+        // older one): a compression method this does not read.
+        let bytes = match snapshot_stream(&name, raw) {
+            Ok(b) => b,
+            Err(err @ ZkFormatError::Compressed { .. }) => {
+                return Err(MigrateError::Format { path: path.clone(), err })
+            }
+            Err(e) => {
+                warnings.push(format!("{}: skipped, not a valid snapshot: {e}", path.display()));
+                continue;
+            }
+        };
         match decode_snapshot(&bytes) {
             Ok(s) => {
                 chosen = Some((*zxid, path.clone(), s));
@@ -218,10 +217,6 @@ pub fn read_zookeeper(zk_data: &Path, zk_log: Option<&Path>) -> Result<(DataTree
         }
     }
     let Some((snap_zxid, snap_path, snap)) = chosen else {
-        if let Some((_, name)) = newest_compressed {
-            let method = zk_compressed_name(name).unwrap_or("gz");
-            return Err(MigrateError::Format { path: snap_dir.join(name), err: ZkFormatError::Compressed { method } });
-        }
         return Err(MigrateError::Refused(format!(
             "{}: no valid ZooKeeper snapshot (snapshot.<zxid>){}",
             snap_dir.display(),
@@ -233,7 +228,7 @@ pub fn read_zookeeper(zk_data: &Path, zk_log: Option<&Path>) -> Result<(DataTree
     let mut replay = Replay::new(tree, snap.digest);
     // ZooKeeper's choice of logs: the last one starting at or before the snapshot, and every
     // later one.
-    let (logs, _) = list_zk_files(&log_dir, ZK_LOG_PREFIX)?;
+    let logs = list_zk_files(&log_dir, ZK_LOG_PREFIX)?;
     let first = logs.iter().rposition(|(z, _)| *z <= snap_zxid).unwrap_or(0);
     let mut used = Vec::new();
     let mut last = snap_zxid;

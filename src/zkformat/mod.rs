@@ -29,8 +29,10 @@ pub enum ZkFormatError {
     BadMagic { expected: &'static str, found: [u8; 4] },
     /// A file format version other than 2.
     UnsupportedVersion(i32),
-    /// A snapshot compressed by `zookeeper.snapshot.compression.method` (gz or snappy).
+    /// A snapshot compressed by `zookeeper.snapshot.compression.method=snappy` (gz is read).
     Compressed { method: &'static str },
+    /// A gzip snapshot that does not inflate.
+    Gzip(String),
     /// An Adler-32 seal or entry checksum that does not match.
     Checksum { at: usize, what: &'static str },
     /// Bytes after the last section a snapshot may have.
@@ -58,8 +60,10 @@ impl fmt::Display for ZkFormatError {
             ZkFormatError::Compressed { method } => write!(
                 f,
                 "a {method}-compressed snapshot (zookeeper.snapshot.compression.method={method}) is not read: \
-                 restart ZooKeeper once without that setting so it writes an uncompressed snapshot, then import"
+                 restart ZooKeeper once with that setting unset (or gz) so it writes a snapshot this reads, then \
+                 import"
             ),
+            ZkFormatError::Gzip(e) => write!(f, "gzip-compressed snapshot: {e}"),
             ZkFormatError::Checksum { at, what } => write!(f, "byte {at}: {what}: Adler-32 checksum mismatch"),
             ZkFormatError::TrailingBytes { at, len } => {
                 write!(f, "byte {at}: {len} bytes after the last known section (an unknown newer format?)")

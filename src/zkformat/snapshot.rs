@@ -31,6 +31,8 @@ pub const ZK_SNAPSHOT_PREFIX: &str = "snapshot.";
 const SESSION_MIN_BYTES: usize = 12;
 const ACL_ENTRY_MIN_BYTES: usize = 12;
 const ACL_MIN_BYTES: usize = 12;
+/// Largest snapshot a gzip stream may inflate to (the whole tree is held in memory anyway).
+pub const GZ_INFLATED_BYTES_MAX: u64 = 64 << 30;
 /// The gzip magic (a `.gz` snapshot) and snappy-java's stream magic (`.snappy`).
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const SNAPPY_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
@@ -75,15 +77,26 @@ impl ZkSnapshot {
     }
 }
 
-/// Refuses a compressed snapshot by its name's suffix or its first bytes.
-pub fn check_not_compressed(name: &str, bytes: &[u8]) -> Result<(), ZkFormatError> {
-    if name.ends_with(".gz") || bytes.starts_with(&GZIP_MAGIC) {
-        return Err(ZkFormatError::Compressed { method: "gz" });
-    }
+/// The bytes of a snapshot file as ZooKeeper's `SnapStream` reads them: a gzip stream
+/// (`snapshot.<zxid>.gz`, or gzip's magic) is inflated, at most `GZ_INFLATED_BYTES_MAX`; a
+/// snappy one (`.snappy`, or snappy-java's magic) is refused by name; anything else is taken
+/// as it is (the seals are checked over the bytes this returns, as ZooKeeper checks them over
+/// the decompressed stream).
+pub fn snapshot_stream(name: &str, bytes: Bytes) -> Result<Bytes, ZkFormatError> {
     if name.ends_with(".snappy") || bytes.starts_with(&SNAPPY_MAGIC) {
         return Err(ZkFormatError::Compressed { method: "snappy" });
     }
-    Ok(())
+    if !(name.ends_with(".gz") || bytes.starts_with(&GZIP_MAGIC)) {
+        return Ok(bytes);
+    }
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut gz = flate2::read::GzDecoder::new(&bytes[..]).take(GZ_INFLATED_BYTES_MAX + 1);
+    gz.read_to_end(&mut out).map_err(|e| ZkFormatError::Gzip(e.to_string()))?;
+    if out.len() as u64 > GZ_INFLATED_BYTES_MAX {
+        return Err(ZkFormatError::Gzip(format!("inflates to more than {GZ_INFLATED_BYTES_MAX} bytes")));
+    }
+    Ok(Bytes::from(out))
 }
 
 /// Reads a FileHeader and checks magic and version; returns the dbid.

@@ -1,7 +1,7 @@
 """Migration from and back to Apache ZooKeeper 3.8 (issue 19): `ringkeeper import-zookeeper`
 on data dirs the Debian Apache ZooKeeper wrote (several snapshots and logs after them, written
 while async writes raced the snapshots, so the snapshots are fuzzy; also a copy taken after a
-kill -9), then every node's data, Stat and ACL served by ringkeeper equals what Apache served
+kill -9, with gzip-compressed snapshots), then every node's data, Stat and ACL served by ringkeeper equals what Apache served
 before it stopped (kazoo, plus a zkCli `get -s`/`getAcl` spot check). `export-zookeeper` back:
 Apache's own SnapshotFormatter prints the exported snapshot exactly as it prints Apache's own
 snapshot of the same data, SnapshotComparer finds no difference, and Apache starts from an
@@ -129,9 +129,9 @@ SPOT = ["addauth digest super:superpw", "get -s /mig/acl-digest", "getAcl /mig/a
 
 
 def zk_files(d, prefix):
-    """ZooKeeper's files named prefix<hex zxid>, in zxid order."""
+    """ZooKeeper's files named prefix<hex zxid>[.gz], in zxid order."""
     found = glob.glob(os.path.join(d, "version-2", prefix + "*"))
-    return sorted(found, key=lambda p: int(os.path.basename(p)[len(prefix):], 16))
+    return sorted(found, key=lambda p: int(os.path.basename(p)[len(prefix):].split(".")[0], 16))
 
 
 def import_into(zk_data, zk_log, target):
@@ -231,8 +231,10 @@ def test_import_then_export_round_trip(servers, clients, tmp_path):
     assert zkcli(back.hostport, SPOT) == spot_served
 
 
-def test_import_of_a_kill9_copy_and_expiry_of_imported_sessions(servers, clients, tmp_path):
-    apache = servers("apache", snapCount=30)
+def test_import_of_a_kill9_copy_with_gzip_snapshots_and_expiry_of_imported_sessions(servers, clients,
+                                                                                     tmp_path):
+    # zoo.cfg's snapshot.compression.method becomes zookeeper.snapshot.compression.method.
+    apache = servers("apache", snapCount=30, snapshot__compression__method="gz")
     zk = clients(apache.hostport)
     eph = clients(apache.hostport, timeout=4.0)
     zk.create("/k9", b"")
@@ -248,8 +250,11 @@ def test_import_of_a_kill9_copy_and_expiry_of_imported_sessions(servers, clients
     data, logd = tmp_path / "data", tmp_path / "log"
     shutil.copytree(apache.data_dir, data)
     shutil.copytree(apache.log_dir, logd)
+    gz = [p for p in zk_files(str(data), "snapshot.") if p.endswith(".gz")]
+    assert len(gz) >= 2, os.listdir(data / "version-2")
     rkserver = servers("ringkeeper", start=False)
-    import_into(data, logd, rkserver.data_dir)
+    out = import_into(data, logd, rkserver.data_dir)
+    assert any(out.startswith(f"read {p} ") for p in gz), out  # a gzip snapshot was read
     rkserver.start()
     rzk = clients(rkserver.hostport)
     # The imported session expires after its timeout (no client returns): its ephemerals go.
@@ -272,7 +277,11 @@ def test_refusals_name_the_problem(tmp_path):
     assert not (tmp_path / "t1").exists()
     (empty / "version-2" / "snapshot.1f.gz").write_bytes(b"\x1f\x8b rest")
     r = rk("import-zookeeper", empty, "--to", tmp_path / "t2")
-    assert r.returncode == 1 and "gz-compressed snapshot" in r.stderr, r.stderr
+    assert r.returncode == 1 and "no valid ZooKeeper snapshot" in r.stderr, r.stderr
+    assert "snapshot.1f.gz: skipped, not a valid snapshot: gzip-compressed snapshot" in r.stderr, r.stderr
+    (empty / "version-2" / "snapshot.20.snappy").write_bytes(b"\x82SNAPPY\x00 rest")
+    r = rk("import-zookeeper", empty, "--to", tmp_path / "t2")
+    assert r.returncode == 1 and "snapshot.20.snappy: a snappy-compressed snapshot" in r.stderr, r.stderr
     r = rk("import-zookeeper", tmp_path, "--to", tmp_path / "t3")
     assert r.returncode == 1 and "no version-2/ directory" in r.stderr, r.stderr
     assert sorted(os.listdir(tmp_path)) == ["empty"], "nothing partial was left behind"
