@@ -6,7 +6,8 @@
 //! a long, then the string "/"); ZooKeeper 3.6+ appends the ZxidDigest (zxid, digest version,
 //! digest) and seals again, 3.9+ may append the last processed zxid and seal once more.
 //! Rules: sans-IO; decode verifies every seal and bounds every count by the bytes left, never
-//! panics; a gz or snappy stream is refused by name; encode writes what ZooKeeper 3.8 writes.
+//! panics; a gzip stream is inflated (bounded), a snappy one refused by name; encode writes what
+//! ZooKeeper 3.8 writes.
 
 use super::records::{write_stat_persisted, Rd, StatPersisted};
 use super::ZkFormatError;
