@@ -185,7 +185,10 @@ fn replayed(seed: u64, n: usize) -> DataTree {
     r.tree
 }
 
-fn snapshot_tree(t: &DataTree) -> Vec<(String, Option<Bytes>, Vec<Acl>, [i64; 9])> {
+/// A node as compared: path, data, ACL, and every stored stat field.
+type NodeImage = (String, Option<Bytes>, Vec<Acl>, [i64; 9]);
+
+fn snapshot_tree(t: &DataTree) -> Vec<NodeImage> {
     t.walk()
         .iter()
         .map(|(p, n)| {
