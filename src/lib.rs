@@ -15,3 +15,4 @@ pub mod tls;
 pub mod tree;
 pub mod txn;
 pub mod zab;
+pub mod zkformat;

@@ -73,6 +73,33 @@ enum Command {
         #[arg(short = 'n', long = "count", default_value_t = 3)]
         count: usize,
     },
+    /// Build a ringkeeper data dir from an Apache ZooKeeper one (servers stopped): its newest
+    /// valid version-2/snapshot.<zxid>, then its version-2/log.<zxid> files (Adler-32 checked)
+    /// to the last valid txn, checked against ZooKeeper's logged tree digest. The result (a
+    /// snapshot at the same zxid, and the epochs) is dataDir for a standalone server or for
+    /// every member of an ensemble (add each member's myid). TO must be new or empty.
+    ImportZookeeper {
+        /// ZooKeeper's dataDir (holding version-2/).
+        zk_data_dir: PathBuf,
+        /// ZooKeeper's dataLogDir, when it is not the dataDir.
+        zk_data_log_dir: Option<PathBuf>,
+        /// The ringkeeper data dir to create.
+        #[arg(long, value_name = "DATADIR")]
+        to: PathBuf,
+    },
+    /// Write a ringkeeper data dir (server stopped) as an Apache ZooKeeper 3.8 snapshot,
+    /// TO/version-2/snapshot.<zxid> with its digest (and acceptedEpoch/currentEpoch for an
+    /// ensemble member), to roll a migration back. TO must be new or empty.
+    ExportZookeeper {
+        /// The ringkeeper dataDir.
+        data_dir: PathBuf,
+        /// The ringkeeper dataLogDir, when it is not the dataDir.
+        #[arg(long, value_name = "DIR")]
+        log_dir: Option<PathBuf>,
+        /// The ZooKeeper dataDir to create.
+        #[arg(long, value_name = "ZK_DATADIR")]
+        to: PathBuf,
+    },
     /// A zkCli-like client: runs COMMAND once, or without one an interactive shell
     /// (`help`-less: an unknown command lists them all).
     Cli {
@@ -207,6 +234,63 @@ fn offline(command: &Command) -> Option<ExitCode> {
             Ok(bytes) => print_dump(ringkeeper::offline::snap_dump(&bytes, *json, *data)),
             Err(code) => code,
         },
+        Command::ImportZookeeper { zk_data_dir, zk_data_log_dir, to } => {
+            match ringkeeper::zkformat::migrate::import_zookeeper(zk_data_dir, zk_data_log_dir.as_deref(), to) {
+                Ok(r) => {
+                    for w in &r.warnings {
+                        eprintln!("ringkeeper: import-zookeeper: warning: {w}");
+                    }
+                    let logs: Vec<String> = r.logs.iter().map(|p| p.display().to_string()).collect();
+                    println!(
+                        "read {} (zxid {:#x}) and {} txns from [{}]",
+                        r.snapshot.display(),
+                        r.snapshot_zxid,
+                        r.txns_applied,
+                        logs.join(", ")
+                    );
+                    match r.digest_checked {
+                        Some((z, d)) => println!("tree digest {d:#x} at zxid {z:#x} matches ZooKeeper's"),
+                        None => println!("no ZooKeeper digest to check against (digests disabled or none logged)"),
+                    }
+                    println!(
+                        "wrote {}: {} nodes, {} sessions, zxid {:#x}, epoch {}",
+                        r.written.display(),
+                        r.nodes,
+                        r.sessions,
+                        r.zxid,
+                        r.epoch
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("ringkeeper: import-zookeeper: {e}; nothing was written");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::ExportZookeeper { data_dir, log_dir, to } => {
+            match ringkeeper::zkformat::migrate::export_zookeeper(data_dir, log_dir.as_deref(), to) {
+                Ok(r) => {
+                    for w in &r.warnings {
+                        eprintln!("ringkeeper: export-zookeeper: warning: {w}");
+                    }
+                    println!(
+                        "wrote {}: {} nodes, {} sessions, zxid {:#x}, digest {:#x}{}",
+                        r.written.display(),
+                        r.nodes,
+                        r.sessions,
+                        r.zxid,
+                        r.digest,
+                        r.epochs.map_or(String::new(), |(a, c)| format!(", acceptedEpoch {a}, currentEpoch {c}"))
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("ringkeeper: export-zookeeper: {e}; nothing was written");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Purge { data_dir, log_dir, count } => {
             if *count < ringkeeper::storage::SNAP_RETAIN_COUNT_MIN {
                 eprintln!(

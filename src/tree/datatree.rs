@@ -176,6 +176,21 @@ impl AclTable {
     }
 }
 
+/// The counters of a node that ZooKeeper's replay sets from its txns (`set_stored_counters`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredCounters {
+    pub version: i32,
+    pub child_creates: i32,
+    pub aversion: i32,
+    pub pzxid: i64,
+}
+
+impl StoredCounters {
+    pub fn of(n: &Znode) -> StoredCounters {
+        StoredCounters { version: n.version, child_creates: n.child_creates, aversion: n.aversion, pzxid: n.pzxid }
+    }
+}
+
 /// A live session as the replicated state knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionEntry {
@@ -548,6 +563,21 @@ impl DataTree {
         let old = std::mem::replace(&mut node.acl, interned);
         node.aversion = node.aversion.wrapping_add(1);
         self.acls.give_back(&old);
+    }
+
+    /// Sets a node's stored counters as ZooKeeper's own replay of its txn log does: it takes
+    /// a setData's version, a setACL's aversion and a create's parent cversion from the txn
+    /// instead of counting, so replaying txns its fuzzy snapshot already holds leaves them
+    /// right. Only the ZooKeeper importer (`zkformat::replay`) uses it; false if `p` is absent.
+    pub fn set_stored_counters(&mut self, p: &str, c: StoredCounters) -> bool {
+        let Some(node) = self.node_mut(p) else {
+            return false;
+        };
+        node.version = c.version;
+        node.child_creates = c.child_creates;
+        node.aversion = c.aversion;
+        node.pzxid = c.pzxid;
+        true
     }
 
     /// Every node, parents before children, children in name order (for snapshots).
