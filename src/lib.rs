@@ -9,6 +9,7 @@ pub mod json;
 pub mod offline;
 pub mod proto;
 pub mod query;
+pub mod sasl;
 pub mod server;
 pub mod session;
 pub mod storage;
