@@ -255,16 +255,16 @@ def test_sasl_our_cli(make_server, jaas, kind):
         assert sasl_exchange(c, "bob", USERS["bob"]).err == 0
         c.create("/cli-sasl", b"for bob", acl=[rawzk.ACL(rawzk.PERM_ALL, "sasl", "bob")])
     bob_jaas = jaas["client"]("bob", USERS["bob"])
-    r = _rk_cli(["-server", s.hostport, "--jaas-config", bob_jaas, "get", "/cli-sasl"])
+    r = _rk_cli(["-s", s.hostport, "--jaas-config", bob_jaas, "get", "/cli-sasl"])
     assert (r.returncode, r.stdout.strip()) == (0, "for bob"), r
     # zkEnv's way: CLIENT_JVMFLAGS names the JAAS file
-    r = _rk_cli(["-server", s.hostport, "whoami"],
+    r = _rk_cli(["-s", s.hostport, "whoami"],
                 env={"CLIENT_JVMFLAGS": f"-Xmx64m -Djava.security.auth.login.config={bob_jaas}"})
     assert r.returncode == 0 and "sasl: bob" in r.stdout, r
-    r = _rk_cli(["-server", s.hostport, "--jaas-config", jaas["client"]("alice", USERS["alice"]),
+    r = _rk_cli(["-s", s.hostport, "--jaas-config", jaas["client"]("alice", USERS["alice"]),
                  "get", "/cli-sasl"])
     assert r.returncode == 1 and "Insufficient permission" in r.stderr, r
-    r = _rk_cli(["-server", s.hostport, "--jaas-config", jaas["client"]("bob", "wrong"), "get", "/cli-sasl"],
+    r = _rk_cli(["-s", s.hostport, "--jaas-config", jaas["client"]("bob", "wrong"), "get", "/cli-sasl"],
                 timeout=90)
     assert r.returncode != 0 and "for bob" not in r.stdout, r
     assert "AuthFailed" in r.stderr or "auth" in r.stderr.lower(), r
