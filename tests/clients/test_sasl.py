@@ -47,8 +47,13 @@ def jaas(tmp_path_factory):
     return {"server": str(server), "client": client}
 
 
+def small_config(**extra):
+    """The harness's default config with 4 MiB log segments (disk is not what these test)."""
+    return {**helpers.default_config(), "preAllocSize": "4096", **extra}
+
+
 def sasl_config(jaas, **extra):
-    cfg = helpers.default_config()
+    cfg = small_config()
     cfg.update({JAAS_KEY: jaas["server"], "authProvider.1": SASL_PROVIDER, "superUser": "admin"})
     cfg.update(extra)
     return cfg
@@ -210,7 +215,7 @@ def test_sasl_enforced_refuses_unauthenticated_sessions(make_server, kazoo_facto
 
 
 def test_enforce_auth_with_digest(make_server, kind):
-    s = make_server(None, **{"enforce.auth.enabled": "true", "enforce.auth.schemes": "digest"})
+    s = make_server(small_config(**{"enforce.auth.enabled": "true", "enforce.auth.schemes": "digest"}))
     with rawzk.RawConn(s.hostport) as c:
         assert c.add_auth("digest", b"bob:x") == 0
         assert c.call_err(rawzk.OP_GETDATA, rawzk.Writer().ustring("/").bool(False).bytes()) == 0
@@ -291,7 +296,7 @@ def test_sasl_jaas_problems_refuse_the_start(tmp_path):
         ({"enforce.auth.enabled": "true", "enforce.auth.schemes": "kerberos"}, "kerberos is not available"),
     ]
     for keys, why in cases:
-        s = helpers.Server("ringkeeper", {**helpers.default_config(), **keys})
+        s = helpers.Server("ringkeeper", small_config(**keys))
         try:
             s.spawn()
             s.proc.wait(30)
@@ -306,7 +311,7 @@ def test_sasl_jaas_from_server_jvmflags(tmp_path, jaas, kazoo_factory):
     SERVER_JVMFLAGS (zkEnv's variable) names the JAAS file."""
     if "ringkeeper" not in helpers.selected_kinds():
         pytest.skip("ringkeeper only")
-    s = helpers.Server("ringkeeper", {**helpers.default_config(), "sessionRequireClientSASLAuth": "true"})
+    s = helpers.Server("ringkeeper", small_config(sessionRequireClientSASLAuth="true"))
     old = os.environ.get("SERVER_JVMFLAGS")
     os.environ["SERVER_JVMFLAGS"] = f"-Xmx1g -Djava.security.auth.login.config={jaas['server']}"
     try:
