@@ -140,7 +140,7 @@ pub fn jaas_path_from_jvm_flags(flags: &str) -> Option<PathBuf> {
     flags
         .split_whitespace()
         .filter_map(|f| f.strip_prefix("-Djava.security.auth.login.config="))
-        .last()
+        .next_back()
         .map(|p| PathBuf::from(p.trim_matches(|c| c == '"' || c == '\'')))
 }
 

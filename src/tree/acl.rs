@@ -195,6 +195,24 @@ mod tests {
         Id { scheme: s.into(), id: i.into() }
     }
 
+    /// sasl ids (issue 15): exact match, "super" matches every sasl entry (Apache's
+    /// SASLAuthenticationProvider.matches), `auth` expands to them, KerberosName validity.
+    #[test]
+    fn sasl_ids_match_expand_and_validate() {
+        let acl = vec![Acl { perms: perms::ALL, id: id("sasl", "bob") }];
+        assert!(check(&acl, perms::WRITE, &[id("ip", "127.0.0.1"), id("sasl", "bob")]));
+        assert!(!check(&acl, perms::READ, &[id("sasl", "alice")]));
+        assert!(!check(&acl, perms::READ, &[id("digest", "bob")]));
+        assert!(check(&acl, perms::READ, &[id("sasl", "super")]));
+        let auth = [Acl { perms: perms::READ, id: id("auth", "") }];
+        let out = fixup(Some(&auth), &[id("ip", "127.0.0.1"), id("sasl", "bob")], |_| true).unwrap();
+        assert_eq!(out, [Acl { perms: perms::READ, id: id("sasl", "bob") }]);
+        let ok = [Acl { perms: perms::READ, id: id("sasl", "zk/host@EXAMPLE.COM") }];
+        assert!(fixup(Some(&ok), &[], |_| true).is_ok());
+        let bad = [Acl { perms: perms::READ, id: id("sasl", "a@b@c") }];
+        assert_eq!(fixup(Some(&bad), &[], |_| true), Err(ErrorCode::InvalidAcl));
+    }
+
     #[test]
     fn digest_matches_zookeeper() {
         assert_eq!(digest_of("alice:secret"), "alice:aYXlLOpEooaV1cRAvUL1fp9Qt7E=");
