@@ -247,6 +247,10 @@ def test_sasl_zkcli_with_a_jaas_client_section(make_server, jaas, kind):
     out = _zkcli_with_jaas(s.hostport, jaas["client"]("alice", USERS["alice"]), ["get /zkcli-sasl"])
     assert "Insufficient permission" in out or "NoAuth" in out, out
     assert "for bob" not in out
+    # a wrong password: the Java client sees AuthFailed and gets nothing
+    out = _zkcli_with_jaas(s.hostport, jaas["client"]("bob", "wrong"), ["get /zkcli-sasl"])
+    assert "state:AuthFailed" in out, out
+    assert "for bob" not in out and "SaslAuthenticated" not in out, out
 
 
 def _rk_cli(args, env=None, timeout=60):
