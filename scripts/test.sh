@@ -2,7 +2,7 @@
 # ringkeeper's test entry point (called by .ci/run).
 #
 #   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
-#      Python venv at target/venv with kazoo, pytest, pytest-timeout); needs cargo;
+#      Python venv at target/venv with kazoo, pure-sasl, pytest, pytest-timeout); needs cargo;
 #   2. cargo build --release --workspace (the server, ringkeeper-bench, the examples);
 #   3. unit tests: cargo nextest run --release --workspace (cargo test without nextest);
 #   4. integration tests: pytest tests/clients against the real binary and against
@@ -63,7 +63,12 @@ if "$VENV/bin/python" -c 'import kazoo, pytest, pytest_timeout' >/dev/null 2>&1;
 else
     rm -rf "$VENV"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check kazoo pytest pytest-timeout
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check kazoo pytest pytest-timeout
+fi
+# pure-sasl: kazoo's SASL (tests/clients/test_sasl.py); added to a venv made before it was needed.
+# Through the venv's python (a copied venv's pip script may point at the venv it was copied from).
+if ! "$VENV/bin/python" -c 'import puresasl' >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check pure-sasl
 fi
 KAZOO_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("kazoo"))')
 

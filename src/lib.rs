@@ -8,6 +8,7 @@ pub mod host;
 pub mod offline;
 pub mod proto;
 pub mod query;
+pub mod sasl;
 pub mod server;
 pub mod session;
 pub mod storage;

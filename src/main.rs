@@ -122,6 +122,11 @@ enum Command {
         /// Check that the server's certificate names the host connected to.
         #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
         tls_hostname_verification: bool,
+        /// SASL DIGEST-MD5 with the `username` and `password` of this JAAS file's `Client`
+        /// section (zkCli's -Djava.security.auth.login.config; without this flag, that flag in
+        /// CLIENT_JVMFLAGS is honoured, as zkEnv passes it).
+        #[arg(long, value_name = "FILE")]
+        jaas_config: Option<PathBuf>,
         /// A zkCli command and its arguments, e.g. `create -e /x data`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND ARGS")]
         command: Vec<String>,
@@ -202,11 +207,46 @@ fn log_truncate(log_dir: &std::path::Path, file: &str, offset: u64, yes: bool) -
     ExitCode::SUCCESS
 }
 
+/// The CLI's SASL user: the JAAS `Client` section of `--jaas-config` (an error if unusable),
+/// else of the file CLIENT_JVMFLAGS names; as zkCli, a JAAS file without a Client section
+/// there means no SASL (said on stderr).
+fn cli_sasl(flag: Option<&std::path::Path>) -> Result<Option<ringkeeper::client::SaslCredentials>, String> {
+    use ringkeeper::sasl::{jaas::CLIENT_SECTION, jaas_path_from_jvm_flags, read_jaas};
+    let creds = |path: &std::path::Path| {
+        let (username, password) = read_jaas(path)
+            .map_err(|e| e.to_string())?
+            .digest_credentials(CLIENT_SECTION)
+            .map_err(|e| format!("JAAS file {}: {e}", path.display()))?;
+        Ok::<_, String>(ringkeeper::client::SaslCredentials { username, password })
+    };
+    if let Some(path) = flag {
+        return creds(path).map(Some);
+    }
+    let flags = std::env::var("CLIENT_JVMFLAGS").unwrap_or_default();
+    let Some(path) = jaas_path_from_jvm_flags(&flags) else { return Ok(None) };
+    match creds(&path) {
+        Ok(c) => Ok(Some(c)),
+        Err(e) => {
+            eprintln!("ringkeeper cli: no SASL ({e}; from CLIENT_JVMFLAGS)");
+            Ok(None)
+        }
+    }
+}
+
 /// The offline subcommands; None for `serve`.
 fn offline(command: &Command) -> Option<ExitCode> {
     Some(match command {
         Command::Serve { .. } => return None,
-        Command::Cli { server, timeout, tls_ca, tls_cert, tls_key, tls_hostname_verification, command } => {
+        Command::Cli {
+            server,
+            timeout,
+            tls_ca,
+            tls_cert,
+            tls_key,
+            tls_hostname_verification,
+            jaas_config,
+            command,
+        } => {
             let tls = match tls_ca {
                 None => None,
                 Some(ca) => {
@@ -220,7 +260,20 @@ fn offline(command: &Command) -> Option<ExitCode> {
                     }
                 }
             };
-            ExitCode::from(ringkeeper::cli::main(server, std::time::Duration::from_millis(*timeout), tls, command))
+            let sasl = match cli_sasl(jaas_config.as_deref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("ringkeeper cli: SASL: {e}");
+                    return Some(ExitCode::from(1));
+                }
+            };
+            ExitCode::from(ringkeeper::cli::main(
+                server,
+                std::time::Duration::from_millis(*timeout),
+                tls,
+                sasl,
+                command,
+            ))
         }
         Command::LogDump { file } => match read_file(file) {
             Ok(bytes) => {

@@ -22,10 +22,17 @@ use std::time::Duration;
 pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
 /// Runs the CLI: `command` empty for the interactive shell. Returns the exit code.
-pub fn main(servers: &str, timeout: Duration, tls: Option<Arc<rustls::ClientConfig>>, command: &[String]) -> u8 {
+pub fn main(
+    servers: &str,
+    timeout: Duration,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    sasl: Option<crate::client::SaslCredentials>,
+    command: &[String],
+) -> u8 {
     let (servers, command) = (servers.to_string(), command.to_vec());
     let mut options = crate::client::ClientOptions::default().session_timeout(timeout);
     options.tls = tls;
+    options.session.sasl = sasl;
     let run = if command.is_empty() {
         shell::interactive(&servers, options)
     } else {

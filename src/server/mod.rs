@@ -106,6 +106,17 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
 
+    if let Some(sasl) = &config.sasl {
+        tracing::info!(
+            "client SASL DIGEST-MD5: {} user(s) from the Server section of {}{}",
+            sasl.users.len(),
+            sasl.jaas_path.display(),
+            sasl.super_user.as_deref().map(|u| format!(", super user {u}")).unwrap_or_default()
+        );
+    }
+    if !config.enforce_auth_schemes.is_empty() {
+        tracing::info!("enforce.auth: every session must hold an id of {:?}", config.enforce_auth_schemes);
+    }
     let recovered = recover(&config)?;
     tracing::info!(
         "recovered zxid {:#x} (snapshot at {:#x} + {} log records)",
