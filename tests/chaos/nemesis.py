@@ -373,17 +373,22 @@ class Nemesis:
             if not named:
                 self.findings.append(f"member {i} did not serve after a bit flip in {rel} (byte {off}) and its "
                                      f"log does not name the file: {tail[-300:]!r}")
-            self.kill9(i)
-            for root, dirs, names in os.walk(self.member_dir(i), topdown=False):
-                for nm in names:
-                    if root == self.member_dir(i) and nm in MEMBER_FILES:
-                        continue
-                    os.unlink(os.path.join(root, nm))
-                for d in dirs:
-                    if d != "lost+found":
-                        os.rmdir(os.path.join(root, d))
-            self.start_member(i)
+            self.wipe(i)
         return f"bitflip in member {i}'s {rel}", heal
+
+    def wipe(self, i):
+        """kill -9 member i, delete its data (not its config, log or pid), restart it: it
+        rejoins with an empty dir (an operator's repair)."""
+        self.kill9(i)
+        for root, dirs, names in os.walk(self.member_dir(i), topdown=False):
+            for nm in names:
+                if root == self.member_dir(i) and nm in MEMBER_FILES:
+                    continue
+                os.unlink(os.path.join(root, nm))
+            for d in dirs:
+                if d != "lost+found":
+                    os.rmdir(os.path.join(root, d))
+        self.start_member(i)
 
     # -- schedule --------------------------------------------------------------------------
 
