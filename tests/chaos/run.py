@@ -220,6 +220,7 @@ def run_checkers(history, ctx, nem, final_children, final_data, final_eph, dumps
         d["ops"] += 1
         d[o.type] += 1
     out["ops"] = len(ops)
+    out["ops_by_member"] = {str(m): sum(1 for o in ops if o.member == m) for m in sorted({o.member for o in ops})}
     out["ops_by_kind"] = per
     out["acked_writes"] = sum(1 for o in ops if o.f in WRITES and o.type == OK)
     out["unknown_outcome"] = sum(1 for o in ops if o.type == INFO)
