@@ -11,9 +11,9 @@ Faults (names for --nemesis):
   delay      one-way delay + jitter on every path (netem, or the delay relays: restarting
              them resets every connection)
   loss       1/5/20% of the packets arriving at a member (or every member) dropped at random (nft)
-  dup        PCT% of the packets a member (or every member) sends are sent twice (nft netdev
+  dup        5/20/50% of the packets a member (or every member) sends are sent twice (nft netdev
              egress `dup to` its own device; no netem here)
-  reorder    PCT% of the packets a member (or every member) sends wait in a slow htb class
+  reorder    5/10/20% of the packets a member (or every member) sends wait in a slow htb class
              while the others overtake them (nft sets the class at random)
   kill       kill -9 of a member (the leader half the time), restart after the hold
   stop       SIGSTOP of a member (the leader half the time), SIGCONT after the hold
@@ -252,9 +252,9 @@ class Nemesis:
                     tot[f[0]] += int(f[1])
         return tot
 
-    def packet_fault(self, verb, what):
+    def packet_fault(self, verb, what, pcts):
         """dup/reorder: PCT% of the packets sent by the leader, or by every member."""
-        pct = self.rng.choice([5, 20, 50])
+        pct = self.rng.choice(pcts)
         leader = self.leader()
         targets = [leader] if leader and self.rng.random() < 0.5 else list(range(1, self.n + 1))
         before = self.tcp_counters()
@@ -273,10 +273,10 @@ class Nemesis:
         return f"{what} {pct}% of the packets sent by {targets}", heal
 
     def dup(self):
-        return self.packet_fault("dup", "duplicate")
+        return self.packet_fault("dup", "duplicate", [5, 20, 50])
 
     def reorder(self):
-        return self.packet_fault("reorder", "reorder (slow class)")
+        return self.packet_fault("reorder", "reorder (slow class)", [5, 10, 20])
 
     def kill(self):
         i = self.victim()
