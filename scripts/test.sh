@@ -38,6 +38,12 @@ command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
 command -v nft >/dev/null 2>&1 || pkgs+=(nftables) # delay relays of scripts/netns.sh (no netem)
 dpkg -s faketime >/dev/null 2>&1 || pkgs+=(faketime) # the clock-step tests (libfaketime)
 command -v openssl >/dev/null 2>&1 || pkgs+=(openssl) # certificates for the TLS tests
+# The chaos rig's nemeses (scripts/chaos.sh): ip/tc/nstat for namespaces, partitions, dup and
+# reorder; mkfs.ext4 for the disk volumes; fusepy + libfuse2 for the ioerror layer (~0.4 MB).
+command -v tc >/dev/null 2>&1 && command -v nstat >/dev/null 2>&1 || pkgs+=(iproute2)
+command -v mkfs.ext4 >/dev/null 2>&1 || pkgs+=(e2fsprogs)
+dpkg -s python3-fusepy >/dev/null 2>&1 || pkgs+=(python3-fusepy)
+dpkg -s libfuse2 >/dev/null 2>&1 || pkgs+=(libfuse2)
 if [ ${#pkgs[@]} -gt 0 ]; then
     echo "installing: ${pkgs[*]}"
     apt-get update -q

@@ -450,6 +450,25 @@ def test_observers_serve_reads_forward_writes_and_do_not_vote(ensemble, kazoo_fa
     assert_same_trees(e, [1, 2, 3, 4, 5])
 
 
+def test_seven_members_on_one_host_all_serve(ensemble, kazoo_factory):
+    """5 voters and 2 observers on 127.0.0.1: every member sees its six peers connect from one
+    address. The peer port's bound of 4 connections per address refused the sixth and seventh
+    for good (found by the chaos rig behind its relays, issue 18 seed 1841); the bound is per
+    server that may connect from an address. Every member serves and has a write made through
+    the last observer."""
+    e = ensemble(7, observers=2)
+    e.wait_serving(list(range(1, 8)), timeout=60.0)
+    assert e.roles()[6] == e.roles()[7] == "observer"
+    obs = client(kazoo_factory, e.hostport(7))
+    obs.create("/seven")
+    acked = {}
+    write_round([obs], "/seven", 0, 10, acked)
+    obs.stop()
+    assert len(acked) == 10
+    for i in range(1, 8):
+        assert_acked_on(e, i, kazoo_factory, "/seven", acked)
+
+
 def test_a_follower_behind_the_leaders_snapshot_is_sent_a_snap(ensemble, kazoo_factory):
     """With snapCount 50, a follower that was down for 400 writes is behind what the leader
     still logs: it gets the leader's snapshot (SNAP), installs it durably, serves the same tree,
