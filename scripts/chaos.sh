@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The fault-injection rig (issue 18): a 3-member ensemble in network namespaces (scripts/netns.sh)
+# The fault-injection rig (issue 18): a 3- or 5-member ensemble (plus observers) in network namespaces (scripts/netns.sh)
 # under a seeded nemesis, with workloads whose histories are checked for ZooKeeper's guarantees.
 #
 #   scripts/chaos.sh [--seed N] [--minutes M] [--nemesis LIST] [--workloads LIST]
-#                    [--server rk|zk] [--mutant] [--members N] [--dir DIR] [--out FILE] [--keep]
+#                    [--server rk|zk] [--mutant] [--members N] [--observers K] [--overlap]
+#                    [--dir DIR] [--out FILE] [--keep]
 #
-#   --nemesis    comma list of partition,kill,stop,delay,loss,clock,disk,bitflip,ioerror (default: all;
-#                ioerror needs Debian's python3-fusepy and libfuse2)
+#   --nemesis    comma list of partition,kill,stop,delay,loss,dup,reorder,clock,disk,bitflip,ioerror
+#                (default: all; ioerror needs Debian's python3-fusepy and libfuse2)
+#   --members    voting members (default 3); --observers K adds K observers (members N+1..N+K):
+#                clients connect to them too and every fault may hit them
+#   --overlap    two faults active at once (the second starts 1-4 s after the first; both healed)
+#   --oldflip T  instead of a run: T tries of seed 101's stall (tests/chaos/oldflip.py: a bit
+#                flipped in a killed member's segment older than its newest snapshot; serves?)
 #   --workloads  comma list of register,creates,sessions,watches,ephemerals (default: all)
 #   --server     rk (ringkeeper, default) or zk (Apache ZooKeeper 3.8 from Debian's package)
 #   --mutant     ringkeeper built with the test-only feature mutation-leader-acks-alone into
@@ -24,8 +30,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seed=$(( $(date +%s%N) % 1000000 ))
-minutes=1 nemesis="partition,kill,stop,delay,loss,clock,disk,bitflip,ioerror" work="register,creates,sessions,watches,ephemerals"
-server=rk mutant=0 members=3 dir="" out="" keep=0
+minutes=1 nemesis="partition,kill,stop,delay,loss,dup,reorder,clock,disk,bitflip,ioerror"
+work="register,creates,sessions,watches,ephemerals"
+server=rk mutant=0 members=3 observers=0 overlap=0 oldflip=0 dir="" out="" keep=0
 args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -37,9 +44,12 @@ while [ $# -gt 0 ]; do
         --mutant) mutant=1; shift ;;
         --keep) keep=1; shift ;;
         --members) members="$2"; shift 2 ;;
+        --observers) observers="$2"; shift 2 ;;
+        --overlap) overlap=1; shift ;;
+        --oldflip) oldflip="$2"; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        *) sed -n 5,25p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+        *) sed -n 5,23p "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
 case "$server" in rk | zk) ;; *) echo "chaos: --server must be rk or zk" >&2; exit 2 ;; esac
@@ -85,6 +95,7 @@ fi
 
 suffix=""
 [ "$mutant" = 0 ] || suffix=-mutant
+[ "$oldflip" = 0 ] || suffix=-oldflip
 name="$server$suffix-$seed"
 dir="${dir:-$ROOT/target/chaos/$name}"
 rm -rf "$dir"
@@ -95,13 +106,22 @@ out="${out:-$dir/summary.json}"
 cleanup() { netns_down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-netns_up "$members" >/dev/null
+netns_up "$members" "$observers" >/dev/null
 rc=0
+if [ "$oldflip" -gt 0 ]; then
+    ip netns exec "$(netns_name c)" "$ROOT/target/venv/bin/python" "$ROOT/tests/chaos/oldflip.py" --seed "$seed" \
+        --tries "$oldflip" --dir "$dir" >"$dir/oldflip.out" 2>&1 &
+    wait $! || rc=$?
+    cat "$dir/oldflip.out"
+    echo "details: $dir (oldflip.out, stall-*.log, ensemble/*/server.log)"
+    exit "$rc"
+fi
 # In the background so that a signal interrupts `wait` and the EXIT trap tears down at once
 # (netns_down kills everything in the namespaces, the runner included).
 ip netns exec "$(netns_name c)" "$ROOT/target/venv/bin/python" "$ROOT/tests/chaos/run.py" --seed "$seed" \
     --minutes "$minutes" --nemesis "$nemesis" --workloads "$work" --kind "$server" --dir "$dir" --out "$out" \
-    --members "$members" $([ "$mutant" = 0 ] || echo --mutant) >"$dir/run.out" 2>&1 &
+    --members "$members" --observers "$observers" $([ "$overlap" = 0 ] || echo --overlap) \
+    $([ "$mutant" = 0 ] || echo --mutant) >"$dir/run.out" 2>&1 &
 wait $! || rc=$?
 sed -n '/==== chaos summary ====/,$p' "$dir/run.out"
 [ "$rc" = 0 ] || tail -5 "$dir/run.out" | grep -v '^violations' || true
@@ -114,6 +134,9 @@ else
 fi
 if [ "$rc" != 0 ]; then
     replay="scripts/chaos.sh --seed $seed --minutes $minutes --nemesis $nemesis --workloads $work --server $server"
+    [ "$members" = 3 ] || replay+=" --members $members"
+    [ "$observers" = 0 ] || replay+=" --observers $observers"
+    [ "$overlap" = 0 ] || replay+=" --overlap"
     [ "$mutant" = 0 ] || replay+=" --mutant"
     echo "replay: $replay"
 fi

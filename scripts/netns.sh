@@ -4,8 +4,9 @@
 #
 #   scripts/netns.sh check                   whether this machine can run it (root, ip netns,
 #                                            netem or nft)
-#   scripts/netns.sh up N                    namespaces PREFIX-hub, PREFIX-m1..mN, PREFIX-c;
-#                                            members SUBNET.11.., client SUBNET.2 (/24)
+#   scripts/netns.sh up N [K]                namespaces PREFIX-hub, PREFIX-m1..m(N+K), PREFIX-c;
+#                                            members SUBNET.11.., client SUBNET.2 (/24); the
+#                                            last K members are observers (default 0)
 #   scripts/netns.sh delay US [JITTER_US] [LOSS_PCT]   one-way delay on every path (netem, or
 #                                            relays: set it before starting servers)
 #   scripts/netns.sh ensemble-start rk|zk DIR   a ringkeeper / Apache ZooKeeper ensemble, one
@@ -18,7 +19,10 @@
 #   scripts/netns.sh status                  namespaces, mode, delay, processes in each
 #   scripts/netns.sh block I NAME...         member I drops what arrives from NAMEs (m2, c, ...)
 #   scripts/netns.sh loss I PCT              member I drops PCT% of what arrives, at random
-#   scripts/netns.sh heal                    removes every block and loss rule
+#   scripts/netns.sh dup I PCT               member I sends PCT% of its packets twice
+#   scripts/netns.sh reorder I PCT           member I holds PCT% of its packets back in a slow
+#                                            queue, so later packets overtake them
+#   scripts/netns.sh heal                    removes every block, loss, dup and reorder rule
 #   scripts/netns.sh member-start rk|zk DIR I   (re)starts member I of the ensemble in DIR
 #   scripts/netns.sh down                    kills every process in the namespaces, deletes them
 #
@@ -69,7 +73,8 @@ netns_addr() {                              # c -> SUBNET.2, mI -> SUBNET.(10+I)
         *) return 1 ;;
     esac
 }
-netns_members() { cat "$NETNS_STATE/members" 2>/dev/null || echo 0; }
+netns_members() { cat "$NETNS_STATE/members" 2>/dev/null || echo 0; } # voters + observers
+netns_observers() { cat "$NETNS_STATE/observers" 2>/dev/null || echo 0; }
 netns_mode() { cat "$NETNS_STATE/mode" 2>/dev/null || echo none; }
 netns_list() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$NETNS_PREFIX-(hub|c|m[0-9]+)$" || true; }
 
@@ -128,9 +133,10 @@ $rules    }
 EOF
 }
 
-# Makes the namespaces, links and hosts files for N members (netns_up undoes it on failure).
+# Makes the namespaces, links and hosts files for N members, the last K of them observers
+# (netns_up undoes it on failure).
 netns_build() {
-    local n="$1" hub mode="${RK_NETNS_MODE:-auto}"
+    local n="$1" k="${2:-0}" hub mode="${RK_NETNS_MODE:-auto}"
     hub="$(netns_name hub)"
     mkdir -p "$NETNS_STATE" || return 1
     rm -f "$NETNS_STATE"/relay-m*.log
@@ -148,6 +154,7 @@ netns_build() {
     fi
     case "$mode" in netem | relay) ;; *) echo "netns: RK_NETNS_MODE must be auto, netem or relay" >&2; return 1 ;; esac
     echo "$n" >"$NETNS_STATE/members" || return 1
+    echo "$k" >"$NETNS_STATE/observers" || return 1
     echo "$mode" >"$NETNS_STATE/mode" || return 1
     if [ "$mode" = relay ]; then
         for i in $(seq 1 "$n"); do netns_redirect "$i" || return 1; done
@@ -155,21 +162,24 @@ netns_build() {
     netns_delay 0 0 0
 }
 
-# Creates the namespaces for N members and a client; removes everything if a step fails.
+# Creates the namespaces for N voting members, K observers and a client; removes everything if
+# a step fails.
 netns_up() {
-    local n="$1" why
+    local n="$1" k="${2:-0}" why
     [[ "$n" =~ ^[1-9][0-9]?$ ]] || { echo "netns up: N must be 1..99" >&2; return 2; }
+    [[ "$k" =~ ^[0-9]$ ]] || { echo "netns up: K (observers) must be 0..9" >&2; return 2; }
+    n=$((n + k))
     why="$(netns_unavailable_reason)"
     [ -z "$why" ] || { echo "netns: $why" >&2; return 1; }
     if [ -n "$(netns_list)" ]; then echo "netns: namespaces $NETNS_PREFIX-* exist; run down first" >&2; return 1; fi
     trap 'netns_down >/dev/null 2>&1' INT TERM
-    if ! netns_build "$n"; then
+    if ! netns_build "$n" "$k"; then
         netns_down >/dev/null 2>&1
         trap - INT TERM
         return 1
     fi
     trap - INT TERM
-    echo "netns: $n members + client in $NETNS_PREFIX-*, subnet $NETNS_SUBNET.0/24, delay by $(netns_mode)"
+    echo "netns: $n members ($k observers) + client in $NETNS_PREFIX-*, subnet $NETNS_SUBNET.0/24, delay by $(netns_mode)"
 }
 
 # Kills the relays this script started (relay mode) and waits until they are gone.
@@ -241,7 +251,7 @@ netns_down() {
         done
     done
     for ns in $nss; do ip netns del "$ns" 2>/dev/null || true; done
-    rm -f "$NETNS_STATE/members" "$NETNS_STATE/mode" "$NETNS_STATE/delay"
+    rm -f "$NETNS_STATE/members" "$NETNS_STATE/observers" "$NETNS_STATE/mode" "$NETNS_STATE/delay"
     echo "netns: $NETNS_PREFIX-* removed"
 }
 
@@ -258,10 +268,13 @@ netns_srvr() {
         2>/dev/null || true
 }
 
-# Writes DIR/I/zoo.cfg (and myid) for member I of a KIND (rk|zk) ensemble.
+# Writes DIR/I/zoo.cfg (and myid) for member I of a KIND (rk|zk) ensemble; the last
+# netns_observers members are observers (`:observer` on their server lines, peerType=observer
+# in their own config, as both servers read it).
 netns_member_cfg() {
-    local kind="$1" dir="$2" i="$3" n
+    local kind="$1" dir="$2" i="$3" n voters
     n="$(netns_members)"
+    voters=$((n - $(netns_observers)))
     mkdir -p "$dir/$i"
     echo "$i" >"$dir/$i/myid"
     {
@@ -269,7 +282,10 @@ netns_member_cfg() {
         printf 'initLimit=10\nsyncLimit=5\ndataDir=%s\n' "$dir/$i"
         printf 'clientPort=%s\nclientPortAddress=%s\n' "$NETNS_CLIENT_PORT" "$(netns_addr "m$i")"
         printf 'maxClientCnxns=0\nforceSync=yes\n4lw.commands.whitelist=*\nadmin.enableServer=false\n'
-        for j in $(seq 1 "$n"); do echo "server.$j=$(netns_addr "m$j"):2888:3888"; done
+        for j in $(seq 1 "$n"); do
+            if [ "$j" -gt "$voters" ]; then echo "server.$j=$(netns_addr "m$j"):2888:3888:observer"; else echo "server.$j=$(netns_addr "m$j"):2888:3888"; fi
+        done
+        if [ "$i" -gt "$voters" ]; then echo "peerType=observer"; fi
         # Members share this host's CPUs (as scripts/ensemble.sh runs them).
         if [ "$kind" = rk ]; then printf 'ringkeeper.cpuPinning=false\nringkeeper.spinBeforeParkUs=0\n'; fi
         echo "${RK_NETNS_EXTRA_CONFIG:-}"
@@ -300,7 +316,7 @@ netns_member_start() {
 }
 
 # Starts a KIND (rk|zk) ensemble with its data under DIR, one member per namespace, and waits
-# until every member leads or follows.
+# until every member leads, follows or observes.
 netns_ensemble_start() {
     local kind="$1" dir="$2" n i
     n="$(netns_members)"
@@ -313,7 +329,7 @@ netns_ensemble_start() {
     done
     local deadline=$((SECONDS + NETNS_SERVE_WAIT_S_MAX))
     for i in $(seq 1 "$n"); do
-        until netns_srvr "$i" | grep -qE 'Mode: (leader|follower)'; do
+        until netns_srvr "$i" | grep -qE 'Mode: (leader|follower|observer)'; do
             if [ "$SECONDS" -ge "$deadline" ] || ! alive "$dir/$i"; then
                 echo "netns: member $i of $dir does not serve; see $dir/$i/server.log" >&2
                 return 1
@@ -367,13 +383,69 @@ table ip rk_chaos_loss {
 EOF
 }
 
-# Removes every partition and loss rule (tables rk_chaos, rk_chaos_loss) from every member's
-# namespace.
+# Duplication (issue 18's nemesis; no netem here): member I sends PCT percent of its packets
+# twice. An nft netdev egress chain on its eth0 picks them at random (numgen) and `dup to`
+# the same device transmits a copy (the copy skips the egress hook, so it is not duplicated
+# again); the peer's TCP discards the copy and answers with a D-SACK.
+netns_dup() {
+    local i="$1" pct="$2"
+    netns_pct "$pct" dup || return
+    netns_exec "m$i" nft -f - <<EOF
+table netdev rk_chaos_dup {
+    chain egress {
+        type filter hook egress device "eth0" priority filter; policy accept;
+        numgen random mod 100 < $pct dup to "eth0"
+    }
+}
+EOF
+}
+
+# Reordering (issue 18's nemesis; no netem here): member I's eth0 gets an htb qdisc with a
+# fast class (1:1, the default, 10 Gbit/s) and a slow one (1:2: NETNS_REORDER_KBIT_S with a
+# one-packet burst, at most NETNS_REORDER_QUEUE_PKTS_MAX queued: the rest are dropped); an nft
+# netdev egress chain sends PCT percent of the packets, at random, to the slow class (htb takes
+# skb->priority 1:2 as the class), so packets sent after them overtake them. htb delays a
+# packet only while its class is over its rate (an idle class sends at once), so the slow
+# class is slow: at 32 kbit/s a 166-byte packet holds it for 41 ms, and a flow of 300 packets/s
+# with 20% in the slow class had 487 segments queued out of order in 4 s (1 Mbit/s: none);
+# a full slow queue holds at most ~0.4 s of small packets.
+NETNS_REORDER_KBIT_S="${RK_NETNS_REORDER_KBIT_S:-32}"
+NETNS_REORDER_QUEUE_PKTS_MAX="${RK_NETNS_REORDER_QUEUE_PKTS_MAX:-10}"
+netns_reorder() {
+    local i="$1" pct="$2" ns
+    netns_pct "$pct" reorder || return
+    ns="$(netns_name "m$i")"
+    tc -n "$ns" qdisc replace dev eth0 root handle 1: htb default 1 r2q 1000 &&
+        tc -n "$ns" class add dev eth0 parent 1: classid 1:1 htb rate 10gbit quantum 1514 &&
+        tc -n "$ns" class add dev eth0 parent 1: classid 1:2 htb rate "${NETNS_REORDER_KBIT_S}kbit" \
+            ceil "${NETNS_REORDER_KBIT_S}kbit" burst 1600 cburst 1600 quantum 1514 &&
+        tc -n "$ns" qdisc add dev eth0 parent 1:2 handle 2: pfifo limit "$NETNS_REORDER_QUEUE_PKTS_MAX" || return 1
+    netns_exec "m$i" nft -f - <<EOF
+table netdev rk_chaos_reorder {
+    chain egress {
+        type filter hook egress device "eth0" priority filter; policy accept;
+        meta priority set numgen random mod 100 map { 0-$((pct - 1)) : 1:2, $pct-99 : 1:1 }
+    }
+}
+EOF
+}
+
+# Checks that $1 is a whole percentage 1..99 (for $2's message).
+netns_pct() {
+    case "$1" in '' | *[!0-9]*) echo "$2: PCT must be a whole percentage" >&2; return 2 ;; esac
+    [ "$1" -ge 1 ] && [ "$1" -le 99 ] || { echo "$2: PCT must be 1..99" >&2; return 2; }
+}
+
+# Removes every partition, loss, duplication and reordering rule (tables rk_chaos*, the htb
+# qdisc) from every member's namespace.
 netns_heal() {
     local i
     for i in $(seq 1 "$(netns_members)"); do
         netns_exec "m$i" nft delete table ip rk_chaos 2>/dev/null || true
         netns_exec "m$i" nft delete table ip rk_chaos_loss 2>/dev/null || true
+        netns_exec "m$i" nft delete table netdev rk_chaos_dup 2>/dev/null || true
+        netns_exec "m$i" nft delete table netdev rk_chaos_reorder 2>/dev/null || true
+        tc -n "$(netns_name "m$i")" qdisc del dev eth0 root 2>/dev/null || true
     done
 }
 
@@ -406,20 +478,22 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
             if [ -n "$why" ]; then echo "netns unavailable: $why"; exit 1; fi
             echo "netns available"
             ;;
-        up) [ $# -ge 2 ] || usage_from_header 5 23; netns_up "$2" ;;
+        up) [ $# -ge 2 ] || usage_from_header 5 27; netns_up "$2" "${3:-0}" ;;
         down) netns_down ;;
-        delay) [ $# -ge 2 ] || usage_from_header 5 23; netns_delay "$2" "${3:-0}" "${4:-0}" ;;
-        ensemble-start) [ $# -ge 3 ] || usage_from_header 5 23; netns_ensemble_start "$2" "$3" ;;
-        ensemble-stop) [ $# -ge 2 ] || usage_from_header 5 23; netns_ensemble_stop "$2" ;;
+        delay) [ $# -ge 2 ] || usage_from_header 5 27; netns_delay "$2" "${3:-0}" "${4:-0}" ;;
+        ensemble-start) [ $# -ge 3 ] || usage_from_header 5 27; netns_ensemble_start "$2" "$3" ;;
+        ensemble-stop) [ $# -ge 2 ] || usage_from_header 5 27; netns_ensemble_stop "$2" ;;
         conn) netns_conn ;;
-        srvr) [ $# -ge 2 ] || usage_from_header 5 23; netns_srvr "$2" ;;
+        srvr) [ $# -ge 2 ] || usage_from_header 5 27; netns_srvr "$2" ;;
         leader) netns_leader ;;
-        exec) [ $# -ge 3 ] || usage_from_header 5 23; shift; netns_exec "$@" ;;
+        exec) [ $# -ge 3 ] || usage_from_header 5 27; shift; netns_exec "$@" ;;
         status) netns_status ;;
-        block) [ $# -ge 3 ] || usage_from_header 5 23; shift; netns_block "$@" ;;
-        loss) [ $# -ge 3 ] || usage_from_header 5 23; netns_loss "$2" "$3" ;;
+        block) [ $# -ge 3 ] || usage_from_header 5 27; shift; netns_block "$@" ;;
+        loss) [ $# -ge 3 ] || usage_from_header 5 27; netns_loss "$2" "$3" ;;
+        dup) [ $# -ge 3 ] || usage_from_header 5 27; netns_dup "$2" "$3" ;;
+        reorder) [ $# -ge 3 ] || usage_from_header 5 27; netns_reorder "$2" "$3" ;;
         heal) netns_heal ;;
-        member-start) [ $# -ge 4 ] || usage_from_header 5 23; netns_member_start "$2" "$3" "$4" ;;
-        *) usage_from_header 5 23 ;;
+        member-start) [ $# -ge 4 ] || usage_from_header 5 27; netns_member_start "$2" "$3" "$4" ;;
+        *) usage_from_header 5 27 ;;
     esac
 fi

@@ -2,7 +2,7 @@
 # ringkeeper's test entry point (called by .ci/run).
 #
 #   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
-#      Python venv at target/venv with kazoo, pytest, pytest-timeout); needs cargo;
+#      Python venv at target/venv with kazoo, pure-sasl, pytest, pytest-timeout); needs cargo;
 #   2. cargo build --release --workspace (the server, ringkeeper-bench, the examples);
 #   3. unit tests: cargo nextest run --release --workspace (cargo test without nextest);
 #   4. integration tests: pytest tests/clients against the real binary and against
@@ -38,6 +38,12 @@ command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
 command -v nft >/dev/null 2>&1 || pkgs+=(nftables) # delay relays of scripts/netns.sh (no netem)
 dpkg -s faketime >/dev/null 2>&1 || pkgs+=(faketime) # the clock-step tests (libfaketime)
 command -v openssl >/dev/null 2>&1 || pkgs+=(openssl) # certificates for the TLS tests
+# The chaos rig's nemeses (scripts/chaos.sh): ip/tc/nstat for namespaces, partitions, dup and
+# reorder; mkfs.ext4 for the disk volumes; fusepy + libfuse2 for the ioerror layer (~0.4 MB).
+command -v tc >/dev/null 2>&1 && command -v nstat >/dev/null 2>&1 || pkgs+=(iproute2)
+command -v mkfs.ext4 >/dev/null 2>&1 || pkgs+=(e2fsprogs)
+dpkg -s python3-fusepy >/dev/null 2>&1 || pkgs+=(python3-fusepy)
+dpkg -s libfuse2 >/dev/null 2>&1 || pkgs+=(libfuse2)
 if [ ${#pkgs[@]} -gt 0 ]; then
     echo "installing: ${pkgs[*]}"
     apt-get update -q
@@ -63,7 +69,12 @@ if "$VENV/bin/python" -c 'import kazoo, pytest, pytest_timeout' >/dev/null 2>&1;
 else
     rm -rf "$VENV"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check kazoo pytest pytest-timeout
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check kazoo pytest pytest-timeout
+fi
+# pure-sasl: kazoo's SASL (tests/clients/test_sasl.py); added to a venv made before it was needed.
+# Through the venv's python (a copied venv's pip script may point at the venv it was copied from).
+if ! "$VENV/bin/python" -c 'import puresasl' >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check pure-sasl
 fi
 KAZOO_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("kazoo"))')
 

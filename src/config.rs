@@ -153,6 +153,13 @@ pub struct Config {
     pub fsync_warning_threshold_ms: u64,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
     pub extended_types_enabled: bool,
+    /// audit.enable: ZooKeeper's audit log (`server::audit`).
+    pub audit_enabled: bool,
+    /// ringkeeper.auditLogFile: where audit lines go (appended); None: stderr.
+    pub audit_log_file: Option<PathBuf>,
+    /// zookeeper.enforceQuota: a create or setData past a quota's hard limit is refused with
+    /// QuotaExceeded (soft limits are logged); off, quotas are only counted.
+    pub enforce_quota: bool,
     pub jute_max_buffer_bytes: usize,
     /// zookeeper.DigestAuthenticationProvider.superDigest: `user:base64(sha1(user:password))`.
     pub super_digest: Option<String>,
@@ -170,6 +177,19 @@ pub struct Config {
     /// The admin server's HTTPS (`admin.forceHttps`, `admin.portUnification`,
     /// `admin.needClientAuth`, with the `ssl.quorum.*` stores).
     pub admin_tls: Option<crate::tls::AdminTls>,
+    /// Client SASL: the JAAS file and section (`java.security.auth.login.config`, or
+    /// `SERVER_JVMFLAGS` when the file is loaded); None = no SASL server (a null token).
+    pub sasl_keys: Option<crate::sasl::SaslKeys>,
+    /// `superUser`: the SASL id that also gets `super`.
+    pub sasl_super_user: Option<String>,
+    /// `kerberos.removeHostFromPrincipal` / `kerberos.removeRealmFromPrincipal`.
+    pub sasl_rules: crate::sasl::PrincipalRules,
+    /// The users read from the JAAS file (`Config::load`; `load_sasl`).
+    pub sasl: Option<std::sync::Arc<crate::sasl::ServerSasl>>,
+    /// `enforce.auth.enabled` + `enforce.auth.schemes`, or `sessionRequireClientSASLAuth`
+    /// (= `sasl`): a connection must hold an id of one of these schemes before any request
+    /// but auth and sasl; empty = not enforced.
+    pub enforce_auth_schemes: Vec<String>,
     /// `server.N=…` lines, kept raw for the ensemble, in file order (a repeated N replaces).
     pub servers: Vec<ServerSpec>,
     /// ringkeeper.clientCores: default (available CPUs − 1).max(1), or the length of clientCpus.
@@ -336,8 +356,16 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "forceSync",
     "fsync.warningthresholdms",
     "extendedTypesEnabled",
+    "enforceQuota",
+    "audit.enable",
     "DigestAuthenticationProvider.superDigest",
     "4lw.commands.whitelist",
+    "superUser",
+    "sessionRequireClientSASLAuth",
+    "enforce.auth.enabled",
+    "enforce.auth.schemes",
+    "kerberos.removeHostFromPrincipal",
+    "kerberos.removeRealmFromPrincipal",
     "jute.maxbuffer",
     "znode.container.checkIntervalMs",
 ];
@@ -373,8 +401,6 @@ const SYSPROP_KEYS_UNUSED: &[&str] = &[
     "txnLogSizeLimitInKb",
     "digest.enabled",
     "closeSessionTxn.enabled",
-    "enforceQuota",
-    "audit.enable",
     "znode.container.maxPerMinute",
     "jute.maxbuffer.extrasize",
     "nio.numSelectorThreads",
@@ -403,24 +429,28 @@ pub const SECURITY_DOC: &str = "docs/security.md";
 /// value asks for nothing (`false`, or `none` where that is the off value): a hardened zoo.cfg
 /// must never start an open server silently. The client and peer ports' TLS keys are not
 /// here: `crate::tls::TlsKeys` honours them (or refuses them by name).
-const SECURITY_KEYS_REFUSED: &[&str] = &[
-    "client.certReload",
-    "sessionRequireClientSASLAuth",
-    "superUser",
-    "IPAuthenticationProvider.usexforwardedfor",
-    "java.security.auth.login.config",
-    "authorizer.class",
-];
+const SECURITY_KEYS_REFUSED: &[&str] =
+    &["client.certReload", "IPAuthenticationProvider.usexforwardedfor", "authorizer.class"];
 
 /// Prefixes of security keys refused the same way.
-const SECURITY_PREFIXES_REFUSED: &[&str] = &["quorum.auth.", "kerberos.", "enforce.auth.", "sasl."];
+const SECURITY_PREFIXES_REFUSED: &[&str] = &["quorum.auth.", "kerberos.", "sasl."];
+
+/// Keys under a refused prefix that ringkeeper honours (client SASL, `crate::sasl`).
+const SECURITY_KEYS_HONOURED: &[&str] = &["kerberos.removeHostFromPrincipal", "kerberos.removeRealmFromPrincipal"];
+
+/// The JAAS file key (the JVM property's name; `SERVER_JVMFLAGS` may also give it: `load`).
+pub const JAAS_KEY: &str = "java.security.auth.login.config";
 
 /// ZooKeeper's class names of the auth providers ringkeeper has, with their short names.
 const AUTH_PROVIDERS_KNOWN: &[(&str, &str)] = &[
     ("org.apache.zookeeper.server.auth.DigestAuthenticationProvider", "digest"),
     ("org.apache.zookeeper.server.auth.IPAuthenticationProvider", "ip"),
     ("org.apache.zookeeper.server.auth.X509AuthenticationProvider", "x509"),
+    ("org.apache.zookeeper.server.auth.SASLAuthenticationProvider", "sasl"),
 ];
+
+/// The schemes `enforce.auth.schemes` may name: those a connection can hold.
+const ENFORCEABLE_SCHEMES: &[&str] = &["digest", "ip", "x509", "sasl"];
 
 /// Values of a refused security key that ask for nothing (the key's off value).
 fn asks_for_nothing(value: &str) -> bool {
@@ -438,8 +468,8 @@ fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
             Ok(())
         } else {
             Err(format!(
-                "not supported yet: {value} (ringkeeper has ZooKeeper's digest, ip and x509 providers; world and super are \
-                 built in)"
+                "not supported yet: {value} (ringkeeper has ZooKeeper's digest, ip, x509 and sasl providers; world and super \
+                 are built in)"
             ))
         });
     }
@@ -450,7 +480,8 @@ fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
             Err(format!("not supported yet: {value} (digest ACLs use SHA1, ZooKeeper's default)"))
         });
     }
-    let refused = SECURITY_KEYS_REFUSED.contains(&key) || SECURITY_PREFIXES_REFUSED.iter().any(|p| key.starts_with(p));
+    let refused = !SECURITY_KEYS_HONOURED.contains(&key)
+        && (SECURITY_KEYS_REFUSED.contains(&key) || SECURITY_PREFIXES_REFUSED.iter().any(|p| key.starts_with(p)));
     if !refused {
         return None;
     }
@@ -460,7 +491,9 @@ fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
     Some(if switch && asks_for_nothing(value) {
         Ok(())
     } else {
-        Err("not supported yet (ringkeeper has no SASL, Kerberos or quorum SASL yet)".into())
+        Err("not supported yet (ringkeeper has no Kerberos or quorum authentication by SASL yet; client SASL is \
+             DIGEST-MD5 with java.security.auth.login.config)"
+            .into())
     })
 }
 
@@ -766,6 +799,9 @@ impl Config {
         let mut admin_ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
+        let mut enforce_quota = false;
+        let mut audit_enabled = false;
+        let mut audit_log_file: Option<PathBuf> = None;
         let mut jute_max_buffer_bytes = JUTE_MAX_BUFFER_BYTES_DEFAULT;
         let mut super_digest = None;
         let mut container_check_interval_ms = CONTAINER_CHECK_INTERVAL_MS_DEFAULT;
@@ -784,6 +820,12 @@ impl Config {
         let mut ring_depth = RING_DEPTH_DEFAULT;
         let mut spin_before_park_us = SPIN_BEFORE_PARK_US_DEFAULT;
         let mut tls_keys = crate::tls::TlsKeys::default();
+        let mut jaas_path: Option<PathBuf> = None;
+        let mut sasl_super_user: Option<String> = None;
+        let mut sasl_rules = crate::sasl::PrincipalRules::default();
+        let mut enforce_auth_enabled = false;
+        let mut enforce_auth_schemes: Vec<String> = Vec::new();
+        let mut session_require_sasl = false;
         // Canonical key → the line that first set it.
         let mut seen: HashMap<String, usize> = HashMap::new();
 
@@ -864,6 +906,24 @@ impl Config {
                     sessionless_cnxn_timeout_ms = e.int(1, SESSIONLESS_CNXN_TIMEOUT_MS_MAX as i64, " ms")? as u64
                 }
                 "ringkeeper.testing.panicOnPath" => testing_panic_on_path = Some(value.to_string()),
+                JAAS_KEY => jaas_path = Some(e.path()?),
+                "superUser" => sasl_super_user = Some(value.to_string()).filter(|v| !v.is_empty()),
+                "kerberos.removeHostFromPrincipal" => sasl_rules.remove_host = e.boolean()?,
+                "kerberos.removeRealmFromPrincipal" => sasl_rules.remove_realm = e.boolean()?,
+                "sessionRequireClientSASLAuth" => session_require_sasl = e.boolean()?,
+                "enforce.auth.enabled" => enforce_auth_enabled = e.boolean()?,
+                "enforce.auth.schemes" => {
+                    // As ZooKeeper's AuthenticationHelper: comma-separated, trimmed, empty dropped.
+                    enforce_auth_schemes =
+                        value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+                    if let Some(bad) = enforce_auth_schemes.iter().find(|s| !ENFORCEABLE_SCHEMES.contains(&s.as_str()))
+                    {
+                        return Err(e.bad(format!(
+                            "authentication scheme {bad} is not available (ringkeeper has {})",
+                            ENFORCEABLE_SCHEMES.join(", ")
+                        )));
+                    }
+                }
                 "minSessionTimeout" => min_session = e.session_timeout()?.map(|v| (v, line)),
                 "maxSessionTimeout" => max_session = e.session_timeout()?.map(|v| (v, line)),
                 "snapCount" => snap_count = e.int(1, i64::MAX, " txns")? as u64,
@@ -915,6 +975,9 @@ impl Config {
                     fsync_warning_threshold_ms = e.int(0, FSYNC_WARNING_THRESHOLD_MS_MAX as i64, " ms")? as u64
                 }
                 "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
+                "enforceQuota" => enforce_quota = e.boolean()?,
+                "audit.enable" => audit_enabled = e.boolean()?,
+                "ringkeeper.auditLogFile" => audit_log_file = Some(PathBuf::from(value)),
                 "jute.maxbuffer" => {
                     jute_max_buffer_bytes = e.usize(JUTE_MAX_BUFFER_BYTES_MIN, JUTE_MAX_BUFFER_BYTES_MAX, " bytes")?;
                 }
@@ -1083,10 +1146,32 @@ impl Config {
             warnings
                 .push(format!("{origin}: sslQuorum / portUnification: a standalone server has no peer port (ignored)"));
         }
+        // As ZooKeeper's AuthenticationHelper: sessionRequireClientSASLAuth wins and means
+        // sasl; enforce.auth.enabled needs schemes.
+        let enforce_auth_schemes = if session_require_sasl {
+            vec![crate::tree::acl::SCHEME_SASL.to_string()]
+        } else if enforce_auth_enabled {
+            if enforce_auth_schemes.is_empty() {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    why: "enforce.auth.enabled is true: enforce.auth.schemes must be configured".into(),
+                });
+            }
+            enforce_auth_schemes
+        } else {
+            Vec::new()
+        };
+        let sasl_keys = jaas_path
+            .map(|jaas_path| crate::sasl::SaslKeys { jaas_path, section: crate::sasl::jaas::SERVER_SECTION.into() });
         let config = Config {
             client_tls,
             quorum_tls,
             admin_tls,
+            sasl_keys,
+            sasl_super_user,
+            sasl_rules,
+            sasl: None,
+            enforce_auth_schemes,
             tick_time_ms,
             data_log_dir: data_log_dir.unwrap_or_else(|| data_dir.clone()),
             data_dir,
@@ -1108,6 +1193,9 @@ impl Config {
             log_level,
             admin_addr: SocketAddr::new(admin_ip, admin_port),
             extended_types_enabled,
+            enforce_quota,
+            audit_enabled,
+            audit_log_file,
             jute_max_buffer_bytes,
             super_digest,
             container_check_interval_ms,
@@ -1133,10 +1221,45 @@ impl Config {
         Ok((config, warnings))
     }
 
-    /// Reads and parses a zoo.cfg file.
+    /// Reads and parses a zoo.cfg file, then the JAAS file it (or `SERVER_JVMFLAGS`) names.
     pub fn load(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Io { path: path.to_path_buf(), err })?;
-        Config::parse(&text, &path.display().to_string())
+        let origin = path.display().to_string();
+        let (mut config, mut warnings) = Config::parse(&text, &origin)?;
+        let jvm_flags = std::env::var("SERVER_JVMFLAGS").unwrap_or_default();
+        config.load_sasl(&origin, &jvm_flags, &mut warnings)?;
+        Ok((config, warnings))
+    }
+
+    /// Reads the users of the JAAS `Server` section (the file named by
+    /// `java.security.auth.login.config`, else by `-Djava.security.auth.login.config=` in
+    /// `jvm_flags`, as zkEnv's SERVER_JVMFLAGS). A file that cannot be read, or has no Server
+    /// section with a DigestLoginModule, refuses the start (as ZooKeeper's); so does a
+    /// requirement of sasl ids without any JAAS file (nobody could authenticate).
+    pub fn load_sasl(&mut self, origin: &str, jvm_flags: &str, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
+        if self.sasl_keys.is_none() {
+            if let Some(jaas_path) = crate::sasl::jaas_path_from_jvm_flags(jvm_flags) {
+                warnings.push(format!(
+                    "{origin}: the JAAS file {} comes from SERVER_JVMFLAGS ({JAAS_KEY} is not in the config)",
+                    jaas_path.display()
+                ));
+                self.sasl_keys =
+                    Some(crate::sasl::SaslKeys { jaas_path, section: crate::sasl::jaas::SERVER_SECTION.into() });
+            }
+        }
+        let Some(keys) = &self.sasl_keys else {
+            if self.enforce_auth_schemes.iter().any(|s| s == crate::tree::acl::SCHEME_SASL) {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    why: format!("sasl authentication is required but no JAAS file is given ({JAAS_KEY})"),
+                });
+            }
+            return Ok(());
+        };
+        let sasl = crate::sasl::ServerSasl::load(keys, self.sasl_super_user.clone(), self.sasl_rules)
+            .map_err(|e| ConfigError::Invalid { origin: origin.to_string(), why: e.to_string() })?;
+        self.sasl = Some(std::sync::Arc::new(sasl));
+        Ok(())
     }
 
     /// The embedded default. It is our own constant (a unit test parses it), so failing to
@@ -1416,12 +1539,9 @@ mod tests {
             "quorum.auth.enableSasl=true",
             "quorum.auth.learnerRequireSasl=true",
             "quorum.auth.kerberos.servicePrincipal=zk/_HOST",
-            "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
-            "enforce.auth.enabled=true",
-            "zookeeper.enforce.auth.schemes=sasl",
-            "sessionRequireClientSASLAuth=true",
-            "zookeeper.sessionRequireClientSASLAuth=true",
-            "kerberos.removeHostFromPrincipal=true",
+            "authProvider.1=org.example.CustomAuthenticationProvider",
+            "kerberos.principal=zk/h@R",
+            "sasl.serverconfig=Other",
             "IPAuthenticationProvider.usexforwardedfor=true",
             "DigestAuthenticationProvider.digestAlg=SHA3-256",
         ];
@@ -1443,6 +1563,82 @@ mod tests {
              authProvider.2=ip\nzookeeper.DigestAuthenticationProvider.digestAlg=SHA1\n\
              zookeeper.IPAuthenticationProvider.usexforwardedfor=false\n",
         );
+    }
+
+    /// Client SASL's keys (issue 15): the JAAS file, superUser, the principal rules,
+    /// enforce.auth and sessionRequireClientSASLAuth, with or without `zookeeper.`.
+    #[test]
+    fn sasl_and_enforce_auth_keys_are_honoured() {
+        let (c, w) = ok("dataDir=/d
+java.security.auth.login.config=/j.conf
+zookeeper.superUser=admin
+\
+             kerberos.removeHostFromPrincipal=true
+zookeeper.kerberos.removeRealmFromPrincipal=true
+\
+             authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider
+\
+             enforce.auth.enabled=true
+zookeeper.enforce.auth.schemes= sasl , digest,\n");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.sasl_keys.map(|k| (k.jaas_path, k.section)), Some(("/j.conf".into(), "Server".to_string())));
+        assert_eq!(c.sasl_super_user.as_deref(), Some("admin"));
+        assert_eq!(c.sasl_rules, crate::sasl::PrincipalRules { remove_host: true, remove_realm: true });
+        assert_eq!(c.enforce_auth_schemes, ["sasl", "digest"]);
+        assert!(c.sasl.is_none(), "parse reads no file");
+        // sessionRequireClientSASLAuth wins over enforce.auth.* and means sasl
+        let (c, _) = ok("dataDir=/d
+enforce.auth.enabled=false
+sessionRequireClientSASLAuth=true
+");
+        assert_eq!(c.enforce_auth_schemes, ["sasl"]);
+        let (c, _) = ok("dataDir=/d
+enforce.auth.schemes=digest
+");
+        assert!(c.enforce_auth_schemes.is_empty(), "schemes without enabled enforce nothing");
+        let err = Config::parse(
+            "dataDir=/d
+enforce.auth.enabled=true
+",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("enforce.auth.schemes must be configured"), "{err}");
+        let err = Config::parse(
+            "dataDir=/d
+enforce.auth.schemes=sasl,krb
+",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("t:2:") && err.contains("krb is not available"), "{err}");
+        // load_sasl: the JAAS file is required when sasl is, and may come from SERVER_JVMFLAGS
+        let (mut c, _) = ok("dataDir=/d
+sessionRequireClientSASLAuth=true
+");
+        let err = c.load_sasl("t", "-Xmx1g", &mut Vec::new()).unwrap_err().to_string();
+        assert!(err.contains("no JAAS file"), "{err}");
+        let err = c
+            .load_sasl("t", "-Djava.security.auth.login.config=/nonexistent/j.conf", &mut Vec::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/nonexistent/j.conf"), "{err}");
+    }
+
+    /// The SASL example parses without a warning, and its JAAS file gives the server its users.
+    #[test]
+    fn the_sasl_example_config_and_jaas_file_parse() {
+        let (c, warnings) = Config::parse(include_str!("../configs/sasl-standalone.cfg"), "sasl").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(c.enforce_auth_schemes, ["sasl"]);
+        assert_eq!(c.sasl_super_user.as_deref(), Some("admin"));
+        let jaas = crate::sasl::jaas::Jaas::parse(include_str!("../configs/sasl-jaas.conf")).unwrap();
+        let users = jaas.digest_users("Server").unwrap();
+        assert_eq!(users.password("app1").as_deref(), Some("change-me-app1"));
+        assert_eq!(users.len(), 2);
+        assert_eq!(jaas.digest_credentials("Client").unwrap().0, "app1");
     }
 
     #[test]

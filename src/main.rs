@@ -73,6 +73,33 @@ enum Command {
         #[arg(short = 'n', long = "count", default_value_t = 3)]
         count: usize,
     },
+    /// Build a ringkeeper data dir from an Apache ZooKeeper one (servers stopped): its newest
+    /// valid version-2/snapshot.<zxid>, then its version-2/log.<zxid> files (Adler-32 checked)
+    /// to the last valid txn, checked against ZooKeeper's logged tree digest. The result (a
+    /// snapshot at the same zxid, and the epochs) is dataDir for a standalone server or for
+    /// every member of an ensemble (add each member's myid). TO must be new or empty.
+    ImportZookeeper {
+        /// ZooKeeper's dataDir (holding version-2/).
+        zk_data_dir: PathBuf,
+        /// ZooKeeper's dataLogDir, when it is not the dataDir.
+        zk_data_log_dir: Option<PathBuf>,
+        /// The ringkeeper data dir to create.
+        #[arg(long, value_name = "DATADIR")]
+        to: PathBuf,
+    },
+    /// Write a ringkeeper data dir (server stopped) as an Apache ZooKeeper 3.8 snapshot,
+    /// TO/version-2/snapshot.<zxid> with its digest (and acceptedEpoch/currentEpoch for an
+    /// ensemble member), to roll a migration back. TO must be new or empty.
+    ExportZookeeper {
+        /// The ringkeeper dataDir.
+        data_dir: PathBuf,
+        /// The ringkeeper dataLogDir, when it is not the dataDir.
+        #[arg(long, value_name = "DIR")]
+        log_dir: Option<PathBuf>,
+        /// The ZooKeeper dataDir to create.
+        #[arg(long, value_name = "ZK_DATADIR")]
+        to: PathBuf,
+    },
     /// A zkCli-like client: runs COMMAND once, or without one an interactive shell
     /// (`help`-less: an unknown command lists them all).
     Cli {
@@ -95,6 +122,11 @@ enum Command {
         /// Check that the server's certificate names the host connected to.
         #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
         tls_hostname_verification: bool,
+        /// SASL DIGEST-MD5 with the `username` and `password` of this JAAS file's `Client`
+        /// section (zkCli's -Djava.security.auth.login.config; without this flag, that flag in
+        /// CLIENT_JVMFLAGS is honoured, as zkEnv passes it).
+        #[arg(long, value_name = "FILE")]
+        jaas_config: Option<PathBuf>,
         /// A zkCli command and its arguments, e.g. `create -e /x data`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND ARGS")]
         command: Vec<String>,
@@ -175,11 +207,46 @@ fn log_truncate(log_dir: &std::path::Path, file: &str, offset: u64, yes: bool) -
     ExitCode::SUCCESS
 }
 
+/// The CLI's SASL user: the JAAS `Client` section of `--jaas-config` (an error if unusable),
+/// else of the file CLIENT_JVMFLAGS names; as zkCli, a JAAS file without a Client section
+/// there means no SASL (said on stderr).
+fn cli_sasl(flag: Option<&std::path::Path>) -> Result<Option<ringkeeper::client::SaslCredentials>, String> {
+    use ringkeeper::sasl::{jaas::CLIENT_SECTION, jaas_path_from_jvm_flags, read_jaas};
+    let creds = |path: &std::path::Path| {
+        let (username, password) = read_jaas(path)
+            .map_err(|e| e.to_string())?
+            .digest_credentials(CLIENT_SECTION)
+            .map_err(|e| format!("JAAS file {}: {e}", path.display()))?;
+        Ok::<_, String>(ringkeeper::client::SaslCredentials { username, password })
+    };
+    if let Some(path) = flag {
+        return creds(path).map(Some);
+    }
+    let flags = std::env::var("CLIENT_JVMFLAGS").unwrap_or_default();
+    let Some(path) = jaas_path_from_jvm_flags(&flags) else { return Ok(None) };
+    match creds(&path) {
+        Ok(c) => Ok(Some(c)),
+        Err(e) => {
+            eprintln!("ringkeeper cli: no SASL ({e}; from CLIENT_JVMFLAGS)");
+            Ok(None)
+        }
+    }
+}
+
 /// The offline subcommands; None for `serve`.
 fn offline(command: &Command) -> Option<ExitCode> {
     Some(match command {
         Command::Serve { .. } => return None,
-        Command::Cli { server, timeout, tls_ca, tls_cert, tls_key, tls_hostname_verification, command } => {
+        Command::Cli {
+            server,
+            timeout,
+            tls_ca,
+            tls_cert,
+            tls_key,
+            tls_hostname_verification,
+            jaas_config,
+            command,
+        } => {
             let tls = match tls_ca {
                 None => None,
                 Some(ca) => {
@@ -193,7 +260,20 @@ fn offline(command: &Command) -> Option<ExitCode> {
                     }
                 }
             };
-            ExitCode::from(ringkeeper::cli::main(server, std::time::Duration::from_millis(*timeout), tls, command))
+            let sasl = match cli_sasl(jaas_config.as_deref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("ringkeeper cli: SASL: {e}");
+                    return Some(ExitCode::from(1));
+                }
+            };
+            ExitCode::from(ringkeeper::cli::main(
+                server,
+                std::time::Duration::from_millis(*timeout),
+                tls,
+                sasl,
+                command,
+            ))
         }
         Command::LogDump { file } => match read_file(file) {
             Ok(bytes) => {
@@ -207,6 +287,63 @@ fn offline(command: &Command) -> Option<ExitCode> {
             Ok(bytes) => print_dump(ringkeeper::offline::snap_dump(&bytes, *json, *data)),
             Err(code) => code,
         },
+        Command::ImportZookeeper { zk_data_dir, zk_data_log_dir, to } => {
+            match ringkeeper::zkformat::migrate::import_zookeeper(zk_data_dir, zk_data_log_dir.as_deref(), to) {
+                Ok(r) => {
+                    for w in &r.warnings {
+                        eprintln!("ringkeeper: import-zookeeper: warning: {w}");
+                    }
+                    let logs: Vec<String> = r.logs.iter().map(|p| p.display().to_string()).collect();
+                    println!(
+                        "read {} (zxid {:#x}) and {} txns from [{}]",
+                        r.snapshot.display(),
+                        r.snapshot_zxid,
+                        r.txns_applied,
+                        logs.join(", ")
+                    );
+                    match r.digest_checked {
+                        Some((z, d)) => println!("tree digest {d:#x} at zxid {z:#x} matches ZooKeeper's"),
+                        None => println!("no ZooKeeper digest to check against (digests disabled or none logged)"),
+                    }
+                    println!(
+                        "wrote {}: {} nodes, {} sessions, zxid {:#x}, epoch {}",
+                        r.written.display(),
+                        r.nodes,
+                        r.sessions,
+                        r.zxid,
+                        r.epoch
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("ringkeeper: import-zookeeper: {e}; nothing was written");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::ExportZookeeper { data_dir, log_dir, to } => {
+            match ringkeeper::zkformat::migrate::export_zookeeper(data_dir, log_dir.as_deref(), to) {
+                Ok(r) => {
+                    for w in &r.warnings {
+                        eprintln!("ringkeeper: export-zookeeper: warning: {w}");
+                    }
+                    println!(
+                        "wrote {}: {} nodes, {} sessions, zxid {:#x}, digest {:#x}{}",
+                        r.written.display(),
+                        r.nodes,
+                        r.sessions,
+                        r.zxid,
+                        r.digest,
+                        r.epochs.map_or(String::new(), |(a, c)| format!(", acceptedEpoch {a}, currentEpoch {c}"))
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("ringkeeper: export-zookeeper: {e}; nothing was written");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Purge { data_dir, log_dir, count } => {
             if *count < ringkeeper::storage::SNAP_RETAIN_COUNT_MIN {
                 eprintln!(

@@ -4,7 +4,6 @@
 //! Rules: pure over bytes (the binary reads the files); nothing here panics on a damaged file —
 //! damage is reported and makes `ok` false; output is deterministic (paths sorted).
 
-use crate::json::json_string;
 use crate::proto::Acl;
 use crate::storage::log::{
     file_len_for, parse_segment_name, scan_segment_file, scan_valid_prefix, LOG_FORMAT_VERSION, SECTOR_BYTES,
@@ -195,58 +194,47 @@ pub fn snap_dump(bytes: &[u8], json: bool, data: bool) -> Dump {
     };
     let mut text = String::new();
     if json {
-        let _ = write!(text, "{{\"zxid\":\"{zxid:#x}\",\"node_count\":{},\"nodes\":[", nodes.len());
-        for (i, (path, n)) in nodes.iter().enumerate() {
-            let s = n.stat();
-            let acl: Vec<String> = n
-                .acl
-                .iter()
-                .map(|a| {
-                    format!(
-                        "{{\"scheme\":{},\"id\":{},\"perms\":{}}}",
-                        json_string(&a.id.scheme),
-                        json_string(&a.id.id),
-                        a.perms
-                    )
-                })
-                .collect();
-            let _ = write!(
-                text,
-                "{}{{\"path\":{},\"czxid\":\"{:#x}\",\"mzxid\":\"{:#x}\",\"pzxid\":\"{:#x}\",\"ctime\":{},\"mtime\":{},\
-                 \"version\":{},\"cversion\":{},\"aversion\":{},\"ephemeral_owner\":\"{:#x}\",\"data_length\":{},\
-                 \"num_children\":{},\"acl\":[{}]",
-                if i == 0 { "" } else { "," },
-                json_string(path),
-                s.czxid,
-                s.mzxid,
-                s.pzxid,
-                s.ctime,
-                s.mtime,
-                s.version,
-                s.cversion,
-                s.aversion,
-                s.ephemeral_owner,
-                s.data_length,
-                s.num_children,
-                acl.join(",")
-            );
-            if data {
-                let d = data_of(&n.data).map_or("null".to_string(), |d| json_string(&d));
-                let _ = write!(text, ",\"data\":{d}");
-            }
-            text.push('}');
-        }
-        text.push_str("],\"sessions\":[");
-        for (i, (id, timeout, eph)) in sessions.iter().enumerate() {
-            let eph: Vec<String> = eph.iter().map(|p| json_string(p)).collect();
-            let _ = write!(
-                text,
-                "{}{{\"id\":\"{id:#x}\",\"timeout_ms\":{timeout},\"ephemerals\":[{}]}}",
-                if i == 0 { "" } else { "," },
-                eph.join(",")
-            );
-        }
-        text.push_str("]}\n");
+        let nodes: Vec<serde_json::Value> = nodes
+            .iter()
+            .map(|(path, n)| {
+                let s = n.stat();
+                let acl: Vec<serde_json::Value> = n
+                    .acl
+                    .iter()
+                    .map(|a| serde_json::json!({"scheme": a.id.scheme, "id": a.id.id, "perms": a.perms}))
+                    .collect();
+                let mut node = serde_json::json!({
+                    "path": &**path,
+                    "czxid": format!("{:#x}", s.czxid),
+                    "mzxid": format!("{:#x}", s.mzxid),
+                    "pzxid": format!("{:#x}", s.pzxid),
+                    "ctime": s.ctime,
+                    "mtime": s.mtime,
+                    "version": s.version,
+                    "cversion": s.cversion,
+                    "aversion": s.aversion,
+                    "ephemeral_owner": format!("{:#x}", s.ephemeral_owner),
+                    "data_length": s.data_length,
+                    "num_children": s.num_children,
+                    "acl": acl,
+                });
+                if data {
+                    node["data"] = serde_json::json!(data_of(&n.data));
+                }
+                node
+            })
+            .collect();
+        let sessions: Vec<serde_json::Value> = sessions
+            .iter()
+            .map(|(id, timeout, eph)| serde_json::json!({"id": format!("{id:#x}"), "timeout_ms": timeout, "ephemerals": eph}))
+            .collect();
+        let dump = serde_json::json!({
+            "zxid": format!("{zxid:#x}"),
+            "node_count": nodes.len(),
+            "nodes": nodes,
+            "sessions": sessions,
+        });
+        let _ = writeln!(text, "{dump}");
     } else {
         let _ = writeln!(text, "snapshot at zxid {zxid:#x}: {} nodes, {} sessions", nodes.len(), sessions.len());
         for (path, n) in &nodes {

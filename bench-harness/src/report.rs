@@ -146,12 +146,19 @@ impl Row {
         })
     }
 
+    /// One JSON object: text fields as strings, the rest as the numbers they print as.
     pub fn json(&self) -> String {
-        let parts = self.fields().map(|(k, v, text)| {
-            let v = if text { ringkeeper::json::json_string(&v) } else { v };
-            format!("\"{k}\":{v}")
-        });
-        format!("{{{}}}", parts.join(","))
+        let mut row = serde_json::Map::new();
+        for (k, v, text) in self.fields() {
+            let value = if text {
+                serde_json::Value::String(v)
+            } else {
+                // Numbers print as they do in the CSV (a non-number would be a bug: kept as text).
+                serde_json::from_str(&v).unwrap_or(serde_json::Value::String(v))
+            };
+            row.insert(k.to_string(), value);
+        }
+        serde_json::Value::Object(row).to_string()
     }
 }
 

@@ -326,6 +326,9 @@ pub async fn run(client: &Client, cmd: &Command, servers: &str, watches: Option<
             out(&client.get_all_children_number(path).await.map_err(keeper(path))?.to_string());
             Ok(())
         }
+        Command::SetQuota { path, field, value } => super::quota::set_quota(client, path, *field, *value).await,
+        Command::ListQuota { path } => super::quota::list_quota(client, path).await,
+        Command::DelQuota { path, field } => super::quota::del_quota(client, path, *field).await,
         Command::Config { client: client_only, watch, stat } => {
             let path = CONFIG_NODE;
             let (data, st, w) = client.get_data_nullable(path, *watch).await.map_err(keeper(path))?;

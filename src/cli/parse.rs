@@ -82,6 +82,20 @@ pub enum Command {
     GetAllChildrenNumber {
         path: String,
     },
+    /// zkCli's `setquota -n|-b|-N|-B val path`: one limit per call.
+    SetQuota {
+        path: String,
+        field: QuotaField,
+        value: i64,
+    },
+    ListQuota {
+        path: String,
+    },
+    /// `None`: the whole quota goes; else that one limit is unset.
+    DelQuota {
+        path: String,
+        field: Option<QuotaField>,
+    },
     /// `client`: only the client connection string the config names (`-c`).
     Config {
         client: bool,
@@ -106,6 +120,37 @@ pub enum Command {
     Quit,
 }
 
+/// One limit of a quota: `-n` count, `-b` bytes (soft), `-N`, `-B` (hard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaField {
+    Count,
+    Bytes,
+    CountHard,
+    BytesHard,
+}
+
+impl QuotaField {
+    const FLAGS: [(char, QuotaField); 4] = [
+        ('n', QuotaField::Count),
+        ('b', QuotaField::Bytes),
+        ('N', QuotaField::CountHard),
+        ('B', QuotaField::BytesHard),
+    ];
+
+    /// The one quota flag of a command (zkCli's option group: at most one).
+    fn of(w: &Words) -> Result<Option<(char, QuotaField)>, ParseError> {
+        let mut given = QuotaField::FLAGS.into_iter().filter(|(c, _)| w.has(*c));
+        match (given.next(), given.next()) {
+            (Some((first, _)), Some((second, _))) => Err(ParseError::AlreadySelected(second, first)),
+            (one, _) => Ok(one),
+        }
+    }
+
+    pub fn is_count(self) -> bool {
+        matches!(self, QuotaField::Count | QuotaField::CountHard)
+    }
+}
+
 /// `create`'s arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Create {
@@ -127,6 +172,8 @@ pub enum ParseError {
     Usage(&'static str, &'static str),
     UnrecognizedOption(String),
     MissingArgument(char),
+    /// Two options of one group (setquota's -n/-b/-N/-B): the second and the first.
+    AlreadySelected(char, char),
     /// Arguments that cannot go together or are out of range.
     Malformed(String),
 }
@@ -147,8 +194,18 @@ impl std::fmt::Display for ParseError {
             ParseError::NotFound(c) => write!(f, "Command not found: {c}"),
             ParseError::Usage(name, "") => write!(f, "{name}"),
             ParseError::Usage(name, options) => write!(f, "{name} {options}"),
-            ParseError::UnrecognizedOption(o) => write!(f, "Unrecognized option: {o}"),
-            ParseError::MissingArgument(o) => write!(f, "Missing argument for option: {o}"),
+            // zkCli prints commons-cli's exception as Java's toString: class, then message.
+            ParseError::UnrecognizedOption(o) => {
+                write!(f, "org.apache.commons.cli.UnrecognizedOptionException: Unrecognized option: {o}")
+            }
+            ParseError::MissingArgument(o) => {
+                write!(f, "org.apache.commons.cli.MissingArgumentException: Missing argument for option: {o}")
+            }
+            ParseError::AlreadySelected(second, first) => write!(
+                f,
+                "org.apache.commons.cli.AlreadySelectedException: The option '{second}' was specified but an option \
+                 from this group has already been selected: '{first}'"
+            ),
             ParseError::Malformed(m) => write!(f, "{m}"),
         }
     }
@@ -169,12 +226,14 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("create", "[-s] [-e] [-c] [-t ttl] path [data] [acl]"),
     ("delete", "[-v version] path"),
     ("deleteall", "path [-b batch size]"),
+    ("delquota", "[-n|-b|-N|-B] path"),
     ("exit", ""),
     ("get", "[-s] [-w] path"),
     ("getAcl", "[-s] path"),
     ("getAllChildrenNumber", "path"),
     ("getEphemerals", "path"),
     ("history", ""),
+    ("listquota", "path"),
     ("ls", "[-s] [-w] [-R] path"),
     ("printwatches", "on|off"),
     ("quit", ""),
@@ -182,6 +241,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("removewatches", "path [-c|-d|-a|-p|-r] [-l]"),
     ("set", "[-s] [-v version] path data"),
     ("setAcl", "[-s] [-v version] [-R] path acl"),
+    ("setquota", "-n|-b|-N|-B val path"),
     ("stat", "[-w] path"),
     ("sync", "path"),
     ("version", ""),
@@ -532,6 +592,38 @@ pub fn parse_words(words: &[String]) -> Result<Option<Parsed>, ParseError> {
             .map_or(WatcherType::Any, |(_, t)| t);
             Command::RemoveWatches { path: path(&w), watcher_type }
         }
+        "setquota" => {
+            let w = spec("", "nbNB").parse(words)?;
+            let Some((flag, field)) = QuotaField::of(&w)? else { return Err(usage_of(name)) };
+            need(&w, 2)?;
+            let text = w.value(flag).unwrap_or_default().trim();
+            let value =
+                if field.is_count() { text.parse::<i32>().map(i64::from).ok() } else { text.parse::<i64>().ok() };
+            let value = value.ok_or_else(|| {
+                ParseError::Malformed("NumberFormatException happens when parsing the option value".into())
+            })?;
+            match field.is_count() {
+                true if value <= 0 => {
+                    return Err(ParseError::Malformed("the num quota must be greater than zero".into()))
+                }
+                false if value < 0 => {
+                    return Err(ParseError::Malformed("the bytes quota must be greater than or equal to zero".into()))
+                }
+                _ => {}
+            }
+            Command::SetQuota { path: path(&w), field, value }
+        }
+        "listquota" => {
+            let w = spec("", "").parse(words)?;
+            need(&w, 2)?;
+            Command::ListQuota { path: path(&w) }
+        }
+        "delquota" => {
+            let w = spec("nbNB", "").parse(words)?;
+            let field = QuotaField::of(&w)?.map(|(_, f)| f);
+            need(&w, 2)?;
+            Command::DelQuota { path: path(&w), field }
+        }
         "getAcl" => {
             let w = spec("s", "").parse(words)?;
             need(&w, 2)?;
@@ -666,10 +758,16 @@ mod tests {
         assert_eq!(err("create -t 0 /a"), "ttl must be positive and cannot be larger than: 1099511627775");
         assert_eq!(err("create -t 1099511627776 /a"), "ttl must be positive and cannot be larger than: 1099511627775");
         assert_eq!(err("create"), "create [-s] [-e] [-c] [-t ttl] path [data] [acl]");
-        assert_eq!(err("create -t"), "Missing argument for option: t");
-        assert_eq!(err("create -x /a"), "Unrecognized option: -x");
-        assert_eq!(err("create -sx /a"), "Unrecognized option: -sx");
-        assert_eq!(err("create --long /a"), "Unrecognized option: --long");
+        assert_eq!(err("create -t"), "org.apache.commons.cli.MissingArgumentException: Missing argument for option: t");
+        assert_eq!(err("create -x /a"), "org.apache.commons.cli.UnrecognizedOptionException: Unrecognized option: -x");
+        assert_eq!(
+            err("create -sx /a"),
+            "org.apache.commons.cli.UnrecognizedOptionException: Unrecognized option: -sx"
+        );
+        assert_eq!(
+            err("create --long /a"),
+            "org.apache.commons.cli.UnrecognizedOptionException: Unrecognized option: --long"
+        );
         // -- ends the flags: a data value that starts with '-'.
         assert_eq!(c("create -- /a -e").data.as_deref(), Some("-e"));
     }
@@ -695,16 +793,19 @@ mod tests {
         );
         assert_eq!(err("set /a"), "set [-s] [-v version] path data");
         assert_eq!(err("set -v x /a d"), "-v argument must be an int value");
-        assert_eq!(err("set -v -s /a d"), "Missing argument for option: v");
+        assert_eq!(
+            err("set -v -s /a d"),
+            "org.apache.commons.cli.MissingArgumentException: Missing argument for option: v"
+        );
         // A negative number where no flag waits is an unknown flag, as in commons-cli.
-        assert_eq!(err("set /a -5"), "Unrecognized option: -5");
+        assert_eq!(err("set /a -5"), "org.apache.commons.cli.UnrecognizedOptionException: Unrecognized option: -5");
         assert_eq!(cmd("delete -v 2 /a"), Command::Delete { path: "/a".into(), version: 2 });
         assert_eq!(cmd("delete /a"), Command::Delete { path: "/a".into(), version: -1 });
         assert_eq!(cmd("deleteall /a"), Command::DeleteAll { path: "/a".into(), batch: 1000 });
         assert_eq!(cmd("deleteall /a -b 0"), Command::DeleteAll { path: "/a".into(), batch: usize::MAX });
         assert_eq!(err("deleteall /a -b q"), "-b argument must be an int value");
         assert_eq!(cmd("ls -R -s -w /"), Command::Ls { path: "/".into(), stat: true, watch: true, recursive: true });
-        assert_eq!(err("ls -r /"), "Unrecognized option: -r");
+        assert_eq!(err("ls -r /"), "org.apache.commons.cli.UnrecognizedOptionException: Unrecognized option: -r");
         assert_eq!(err("ls"), "ls [-s] [-w] [-R] path");
         assert_eq!(cmd("stat -w /a"), Command::Stat { path: "/a".into(), watch: true });
         assert_eq!(cmd("sync /a"), Command::Sync { path: "/a".into() });

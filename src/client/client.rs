@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 
 use super::connect_string::{Chroot, ConnectStringError, HostPort};
-use super::session::{SessionConfig, SESSION_TIMEOUT_MS_DEFAULT};
+use super::session::{SaslCredentials, SessionConfig, SESSION_TIMEOUT_MS_DEFAULT};
 use super::types::*;
 use crate::proto::connect::SESSION_PASSWD_LEN;
 use crate::proto::opcode::OpCode;
@@ -59,6 +59,14 @@ impl ClientOptions {
     /// Speaks TLS to every server with this configuration.
     pub fn tls(mut self, config: Arc<rustls::ClientConfig>) -> ClientOptions {
         self.tls = Some(config);
+        self
+    }
+
+    /// Authenticates every connection with SASL DIGEST-MD5 as this user (ZooKeeper's JAAS
+    /// `Client` section): the session is connected only once the server accepted it, and a
+    /// refusal ends the handle with AuthFailed.
+    pub fn sasl_digest_md5(mut self, username: &str, password: &str) -> ClientOptions {
+        self.session.sasl = Some(SaslCredentials { username: username.into(), password: password.into() });
         self
     }
 

@@ -22,5 +22,5 @@ pub mod watches;
 pub use acl::{CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE};
 pub use client::{Client, ClientOptions, ConnectError, OneShotWatch, PersistentWatch, SessionEvents, SessionInfo};
 pub use connect_string::{Chroot, ConnectString, ConnectStringError, HostPort};
-pub use session::SessionConfig;
+pub use session::{SaslCredentials, SessionConfig};
 pub use types::*;

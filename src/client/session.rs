@@ -65,6 +65,21 @@ pub struct SessionConfig {
     pub pending_requests_max: usize,
     /// Resume an existing session (id, password) instead of creating one.
     pub resume: Option<(i64, [u8; SESSION_PASSWD_LEN])>,
+    /// SASL DIGEST-MD5 on every connection (`crate::sasl`): the user name and password.
+    pub sasl: Option<SaslCredentials>,
+}
+
+/// A SASL DIGEST-MD5 user (a JAAS `Client` section's `username` and `password`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaslCredentials {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslCredentials").field("username", &self.username).finish_non_exhaustive()
+    }
 }
 
 impl Default for SessionConfig {
@@ -76,6 +91,7 @@ impl Default for SessionConfig {
             set_watches_packet_bytes_max: SET_WATCHES_PACKET_BYTES_MAX_DEFAULT,
             pending_requests_max: PENDING_REQUESTS_MAX_DEFAULT,
             resume: None,
+            sasl: None,
         }
     }
 }
@@ -141,9 +157,16 @@ enum After {
 
 #[derive(Debug)]
 enum InFlightKind<C> {
-    User { token: C, after: After },
+    User {
+        token: C,
+        after: After,
+    },
     SetWatches,
-    Close { token: C },
+    /// A GetSASLRequest of this connection's exchange.
+    Sasl,
+    Close {
+        token: C,
+    },
 }
 
 #[derive(Debug)]
@@ -193,6 +216,10 @@ pub struct Session<C> {
     last_recv_ms: u64,
     last_send_ms: u64,
     outputs: VecDeque<Output<C>>,
+    /// This connection's SASL exchange while it runs (from the ConnectResponse until the
+    /// server's proof): nothing else is sent meanwhile, not even pings, and SyncConnected
+    /// waits for its end.
+    sasl: Option<crate::sasl::digest_md5::Client>,
 }
 
 impl<C> Session<C> {
@@ -228,6 +255,7 @@ impl<C> Session<C> {
             last_recv_ms: now_ms,
             last_send_ms: now_ms,
             outputs: VecDeque::new(),
+            sasl: None,
         };
         s.schedule_attempt(now_ms, 0);
         s.tick(now_ms);
@@ -352,7 +380,7 @@ impl<C> Session<C> {
             Phase::Connected { .. } => {
                 if now_ms >= self.last_recv_ms + self.read_timeout_ms() {
                     self.lose_connection(now_ms);
-                } else if now_ms >= self.last_send_ms + self.ping_interval_ms() {
+                } else if self.sasl.is_none() && now_ms >= self.last_send_ms + self.ping_interval_ms() {
                     self.write_frame(XID_PING, &Request::Ping, now_ms);
                 }
             }
@@ -376,6 +404,14 @@ impl<C> Session<C> {
             read_only: Some(self.config.can_be_read_only),
         };
         encode_connect_request(&mut self.out, &req);
+        if self.config.sasl.is_none() {
+            self.send_behind_handshake(now_ms);
+        }
+    }
+
+    /// What follows the handshake on a new connection: the auth packets, the setWatches2
+    /// packets and every queued request (with SASL, once the exchange succeeded).
+    fn send_behind_handshake(&mut self, now_ms: u64) {
         for (scheme, auth) in self.auth.clone() {
             let req = Request::Auth { auth_type: 0, scheme, auth };
             self.write_frame(XID_AUTH, &req, now_ms);
@@ -515,7 +551,13 @@ impl<C> Session<C> {
     }
 
     fn sendable(&self) -> bool {
-        matches!(self.phase, Phase::Connected { .. } | Phase::Connecting { tcp_up: true, .. })
+        // With SASL, nothing is pipelined behind the handshake: requests wait for the exchange.
+        self.sasl.is_none()
+            && match self.phase {
+                Phase::Connected { .. } => true,
+                Phase::Connecting { tcp_up: true, .. } => self.config.sasl.is_none(),
+                _ => false,
+            }
     }
 
     /// The xid after the last one sent: 1 to 2^31-1, then 1 again (Java's rule).
@@ -593,6 +635,7 @@ impl<C> Session<C> {
         self.out.clear();
         self.inbuf.clear();
         self.decoder = FrameDecoder::new(self.config.packet_size_max);
+        self.sasl = None;
     }
 
     /// Fails everything in flight or queued with `err` (the close token, if any, with Ok).
@@ -601,7 +644,7 @@ impl<C> Session<C> {
             match f.kind {
                 InFlightKind::User { token, .. } => self.complete(token, Err(err), None),
                 InFlightKind::Close { token } => self.complete(token, Ok(Response::None), None),
-                InFlightKind::SetWatches => {}
+                InFlightKind::SetWatches | InFlightKind::Sasl => {}
             }
         }
         while let Some(q) = self.queued.pop_front() {
@@ -671,8 +714,15 @@ impl<C> Session<C> {
             self.phase = Phase::Connected { server, read_only };
             self.ever_connected = true;
             self.hosts.on_connected();
-            let state = if read_only { KeeperState::ConnectedReadOnly } else { KeeperState::SyncConnected };
-            self.outputs.push_back(Output::Session(WatchedEvent::session(state)));
+            if let Some(creds) = self.config.sasl.clone() {
+                let cnonce = format!("{:016x}{:016x}", self.rng.next_u64(), self.rng.next_u64());
+                let exchange = crate::sasl::digest_md5::Client::zookeeper(&creds.username, &creds.password, cnonce);
+                let first = exchange.initial_token();
+                self.sasl = Some(exchange);
+                self.send_sasl(first, self.last_recv_ms);
+                return Ok(());
+            }
+            self.announce_connected();
             return Ok(());
         }
         let mut r = JuteReader::new(frame);
@@ -710,6 +760,7 @@ impl<C> Session<C> {
                 }
                 match done.kind {
                     InFlightKind::SetWatches => {}
+                    InFlightKind::Sasl => self.sasl_reply(result),
                     InFlightKind::Close { token } => {
                         self.complete(token, Ok(Response::None), None);
                         self.end(SessionState::Closed);
@@ -718,6 +769,41 @@ impl<C> Session<C> {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// SyncConnected (or ConnectedReadOnly) for the connection just established.
+    fn announce_connected(&mut self) {
+        let read_only = matches!(self.phase, Phase::Connected { read_only: true, .. });
+        let state = if read_only { KeeperState::ConnectedReadOnly } else { KeeperState::SyncConnected };
+        self.outputs.push_back(Output::Session(WatchedEvent::session(state)));
+    }
+
+    fn send_sasl(&mut self, token: Vec<u8>, now_ms: u64) {
+        let xid = self.next_xid();
+        self.xid = xid;
+        self.write_frame(xid, &Request::Sasl { token: Some(token.into()) }, now_ms);
+        self.in_flight.push_back(InFlight { xid, opcode: OpCode::Sasl, kind: InFlightKind::Sasl });
+    }
+
+    /// The server's answer to a SASL token: the next token, or done (SyncConnected, and what
+    /// waited goes out). A refusal, a null token (the server has no SASL: the user asked for
+    /// it, so nothing goes on unauthenticated) or a server that fails its proof is AuthFailed,
+    /// which ends the handle, as in the Java client.
+    fn sasl_reply(&mut self, result: Result<Response, KeeperError>) {
+        let now_ms = self.last_recv_ms;
+        let step = match (result, self.sasl.as_mut()) {
+            (Ok(Response::Sasl(Some(token))), Some(exchange)) => exchange.step(&token).ok(),
+            _ => None,
+        };
+        match step {
+            Some(crate::sasl::digest_md5::ClientStep::Send(token)) => self.send_sasl(token, now_ms),
+            Some(crate::sasl::digest_md5::ClientStep::Done) => {
+                self.sasl = None;
+                self.announce_connected();
+                self.send_behind_handshake(now_ms);
+            }
+            None => self.end(SessionState::AuthFailed),
         }
     }
 

@@ -8,6 +8,7 @@ use super::*;
 use crate::proto::connect::{decode_connect_request, encode_connect_response, ConnectResponse};
 use crate::proto::reply::{encode_notification, encode_reply};
 use crate::proto::request::{decode_request, RequestHeader};
+use crate::proto::ErrorCode;
 use crate::proto::Stat;
 
 const SID: i64 = 0x0100_0000_0000_0001;
@@ -678,4 +679,92 @@ fn update_server_list_moves_a_client_whose_server_left() {
     h.take();
     assert!(!h.s.update_server_list(vec![hp(3002), hp(3001)], h.now));
     assert!(h.take().is_empty());
+}
+
+/// The fake server's side of a DIGEST-MD5 exchange (bob / bobpw) on the session's frames.
+fn sasl_users(u: &str) -> Option<String> {
+    (u == "bob").then(|| "bobpw".to_string())
+}
+
+fn sasl_config(password: &str) -> SessionConfig {
+    let sasl = SaslCredentials { username: "bob".into(), password: password.into() };
+    SessionConfig { sasl: Some(sasl), ..SessionConfig::default() }
+}
+
+fn connected_events(outs: &[Output<u32>]) -> usize {
+    outs.iter().filter(|o| matches!(o, Output::Session(e) if e.keeper_state == KeeperState::SyncConnected)).count()
+}
+
+impl Harness {
+    /// Answers the session's DIGEST-MD5 exchange as a server would (bob / bobpw), checking
+    /// that nothing but sasl requests is sent meanwhile; returns what the client sent after it.
+    fn serve_sasl(&mut self) -> Vec<(RequestHeader, Request)> {
+        use crate::sasl::digest_md5::{Server, ServerStep};
+        let mut server = Server::zookeeper("nonce".into());
+        let mut frames = self.requests();
+        assert_eq!(connected_events(&self.take()), 0, "no SyncConnected before the exchange ends");
+        self.advance(self.now + 4_000); // past the ping interval (3.3 s), within the read timeout (6.7 s)
+        for round in 0..2 {
+            assert_eq!(frames.len(), 1, "round {round}: only the sasl request (no ping): {frames:?}");
+            let (hdr, req) = frames.remove(0);
+            let Request::Sasl { token } = req else { panic!("a sasl request, got {req:?}") };
+            let body = match server.step(&token.unwrap_or_default(), sasl_users).unwrap() {
+                ServerStep::Challenge(t) => t,
+                ServerStep::Authenticated { token, username } => {
+                    assert_eq!(username, "bob");
+                    token
+                }
+            };
+            self.reply(hdr.xid, 0, 0, Response::Sasl(Some(body.into())));
+            frames = self.requests();
+        }
+        assert!(server.ended());
+        assert_eq!(connected_events(&self.take()), 1);
+        frames
+    }
+}
+
+#[test]
+fn sasl_runs_after_the_handshake_and_holds_everything_else_until_it_succeeds() {
+    let mut h = Harness::new(sasl_config("bobpw"), 1, "");
+    h.submit(Request::GetData { path: "/a".into(), watch: false }, 1);
+    let (_, behind) = h.connect(10_000);
+    assert!(behind.is_empty(), "nothing pipelined behind the handshake with SASL");
+    let frames = h.serve_sasl();
+    // now the queued read goes out
+    assert!(matches!(frames.as_slice(), [(_, Request::GetData { .. })]), "{frames:?}");
+}
+
+#[test]
+fn sasl_runs_again_on_every_reconnect_before_auth_and_watches_are_replayed() {
+    let mut h = Harness::new(sasl_config("bobpw"), 1, "");
+    h.connect(10_000);
+    assert!(h.serve_sasl().is_empty());
+    h.submit(Request::Auth { auth_type: 0, scheme: "digest".into(), auth: Bytes::from_static(b"u:p") }, 1);
+    h.submit(Request::GetData { path: "/w".into(), watch: true }, 2);
+    let reqs = h.requests();
+    h.reply(XID_AUTH, 0, 0, Response::None);
+    h.reply(reqs[1].0.xid, 1, 0, Response::GetData { data: None, stat: stat(1) });
+    h.take();
+    h.s.transport_closed(h.now);
+    // one server: the next attempt is a new round, after the back-off
+    h.advance(h.now + RECONNECT_BACKOFF_MS + RECONNECT_JITTER_MS_MAX);
+    let (req, behind) = h.connect(10_000);
+    assert_eq!(req.session_id, SID, "the session is resumed");
+    assert!(behind.is_empty());
+    let after = h.serve_sasl();
+    let kinds: Vec<OpCode> = after.iter().map(|(_, r)| r.opcode()).collect();
+    assert_eq!(kinds, [OpCode::Auth, OpCode::SetWatches2], "replays follow the exchange");
+}
+
+#[test]
+fn sasl_refused_or_without_a_server_mechanism_is_auth_failed() {
+    for (err, token) in [(ErrorCode::AuthFailed.code(), None), (0, None), (0, Some(Bytes::from_static(b"rspauth=0")))] {
+        let mut h = Harness::new(sasl_config("wrong"), 1, "");
+        h.connect(10_000);
+        let (hdr, _) = h.requests().remove(0);
+        h.reply(hdr.xid, 0, err, Response::Sasl(token.clone()));
+        assert_eq!(h.s.state(), SessionState::AuthFailed, "err {err} token {token:?}");
+        assert_eq!(connected_events(&h.take()), 0);
+    }
 }

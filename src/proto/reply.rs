@@ -123,7 +123,9 @@ pub fn multi_header_err(_results: &[MultiResult]) -> i32 {
 pub fn encode_reply(out: &mut BytesMut, hdr: &ReplyHeader, body: &Response) {
     let at = begin_frame(out);
     hdr.write(out);
-    if hdr.err == 0 {
+    // An error has no body, except a sasl refusal: ZooKeeper sends its SetSASLResponse (a
+    // null token) behind AuthFailed / SessionClosedRequireSaslAuth.
+    if hdr.err == 0 || matches!(body, Response::Sasl(_)) {
         write_response(out, body);
     }
     end_frame(out, at);
@@ -268,6 +270,8 @@ pub fn decode_response(opcode: OpCode, body: Bytes) -> Result<Response, JuteErro
         OpCode::GetAllChildrenNumber => Response::AllChildrenNumber(r.read_int()?),
         OpCode::WhoAmI => Response::WhoAmI(read_client_infos(&mut r)?),
         OpCode::AddWatch if r.remaining() > 0 => Response::ErrorResponse(r.read_int()?),
+        // SetSASLResponse; a reply without a body (a server that has none) reads as null.
+        OpCode::Sasl if r.remaining() > 0 => Response::Sasl(r.read_buffer()?),
         OpCode::AddWatch
         | OpCode::Delete
         | OpCode::Ping

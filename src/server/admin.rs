@@ -24,8 +24,8 @@ use super::messages::ServerMode;
 use super::stage_latency::{bucket_upper_us, Snapshot, Stage};
 use super::stats::{dir_bytes, CoreStats, Stats};
 use crate::config::Config;
-use crate::json::json_string;
 use crate::proto::Acl;
+use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::net::IpAddr;
@@ -382,7 +382,7 @@ fn route(app: &App, path: &str, authorization: Option<&str>, peer: IpAddr) -> (u
             Some(Err((status, body))) => (status, "application/json", body),
             Some(Ok(json)) => (200, "application/json", json),
             None => {
-                let body = format!("{{\"error\":{}}}\n", json_string(&format!("Unknown path or command: {path}")));
+                let body = format!("{}\n", json!({"error": format!("Unknown path or command: {path}")}));
                 (404, "application/json", body)
             }
         },
@@ -406,9 +406,7 @@ fn admit(
     if !admin_auth::protected(alias) || super::four_letter::whitelisted(config, alias) {
         return Ok(());
     }
-    let refusal = |status: u16, message: &str| {
-        (status, format!("{{\"command\":\"{primary}\",\"error\":{}}}\n", json_string(message)))
-    };
+    let refusal = |status: u16, message: &str| (status, format!("{}\n", json!({"command": primary, "error": message})));
     let denied = |d: admin_auth::Denied| {
         tracing::info!("admin server: {primary} refused to {peer}: {}", d.message());
         refusal(d.status(), d.message())
@@ -436,8 +434,8 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
         Some(what) => match inspector.and_then(|i| i.ask(what)) {
             Some(i) => Some(i),
             None => {
-                let error = json_string("the client cores did not answer in time");
-                return Some(format!("{{\"command\":\"{name}\",\"error\":{error}}}\n"));
+                let reply = json!({"command": name, "error": "the client cores did not answer in time"});
+                return Some(format!("{reply}\n"));
             }
         },
         None => None,
@@ -446,175 +444,153 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
     let ins = inspected.as_deref().unwrap_or(&nothing);
     let mode = ServerMode::from_index(stats.mode.load(Relaxed));
     let t = stats.totals();
-    let mut fields: Vec<(String, String)> = Vec::new();
-    let mut field = |k: &str, v: String| fields.push((k.to_string(), v));
-    let q = json_string;
+    let mut fields = Map::new();
+    let mut field = |k: &str, v: Value| {
+        fields.insert(k.to_string(), v);
+    };
     match *name {
         "ruok" => {}
-        "is_read_only" => field("read_only", "false".into()),
+        "is_read_only" => field("read_only", json!(false)),
         "stat_reset" => stats.reset(),
         "dirs" => {
-            field("datadir_size", dir_bytes(&config.data_dir).to_string());
-            field("logdir_size", dir_bytes(&config.data_log_dir).to_string());
+            field("datadir_size", json!(dir_bytes(&config.data_dir)));
+            field("logdir_size", json!(dir_bytes(&config.data_log_dir)));
         }
         "environment" => {
-            field("zookeeper.version", q(&version()));
-            field("os.arch", q(std::env::consts::ARCH));
-            field("ringkeeper.clientCores", config.client_cores.to_string());
+            field("zookeeper.version", json!(version()));
+            field("os.arch", json!(std::env::consts::ARCH));
+            field("ringkeeper.clientCores", json!(config.client_cores));
         }
         "configuration" => {
-            field("client_port", config.client_port.to_string());
-            field("data_dir", q(&config.data_dir.display().to_string()));
-            field("data_log_dir", q(&config.data_log_dir.display().to_string()));
-            field("tick_time", config.tick_time_ms.to_string());
-            field("max_client_cnxns", config.max_client_cnxns.to_string());
-            field("min_session_timeout", config.min_session_timeout_ms.to_string());
-            field("max_session_timeout", config.max_session_timeout_ms.to_string());
-            field("server_id", config.servers.len().min(1).to_string());
+            field("client_port", json!(config.client_port));
+            field("data_dir", json!(config.data_dir.display().to_string()));
+            field("data_log_dir", json!(config.data_log_dir.display().to_string()));
+            field("tick_time", json!(config.tick_time_ms));
+            field("max_client_cnxns", json!(config.max_client_cnxns));
+            field("min_session_timeout", json!(config.min_session_timeout_ms));
+            field("max_session_timeout", json!(config.max_session_timeout_ms));
+            field("server_id", json!(config.servers.len().min(1)));
         }
         "connection_stat_reset" => {}
         "connections" => {
-            field("connections", json_list(ins.conns().map(|c| conn_json(c, false))));
-            field("secure_connections", "[]".into());
+            field("connections", Value::Array(ins.conns().map(|c| conn_json(c, false)).collect()));
+            field("secure_connections", json!([]));
         }
         "stats" => {
-            field("version", q(&version()));
-            field("read_only", "false".into());
+            field("version", json!(version()));
+            field("read_only", json!(false));
             field("server_stats", server_stats_json(stats, mode));
-            field("node_count", stats.znodes.load(Relaxed).to_string());
-            field("connections", json_list(ins.conns().map(|c| conn_json(c, true))));
-            field("secure_connections", "[]".into());
+            field("node_count", json!(stats.znodes.load(Relaxed)));
+            field("connections", Value::Array(ins.conns().map(|c| conn_json(c, true)).collect()));
+            field("secure_connections", json!([]));
         }
         "dump" => {
             let sets = ins.session_sets.as_deref().unwrap_or_default();
-            field(
-                "expiry_time_to_session_ids",
-                json_map(sets.iter().map(|(at, ids)| (at.to_string(), json_list(ids.iter().map(|i| i.to_string()))))),
-            );
-            field(
-                "session_id_to_ephemeral_paths",
-                json_map(
-                    ins.reports
-                        .iter()
-                        .flat_map(|r| r.ephemerals.iter())
-                        .map(|(id, paths)| (id.to_string(), json_list(paths.iter().map(|p| json_string(p))))),
-                ),
-            );
+            let expiry: Map<String, Value> = sets.iter().map(|(at, ids)| (at.to_string(), json!(ids))).collect();
+            field("expiry_time_to_session_ids", Value::Object(expiry));
+            let ephemerals: Map<String, Value> = ins
+                .reports
+                .iter()
+                .flat_map(|r| r.ephemerals.iter())
+                .map(|(id, paths)| (id.to_string(), json!(paths)))
+                .collect();
+            field("session_id_to_ephemeral_paths", Value::Object(ephemerals));
         }
         "watch_summary" | "watches" | "watches_by_path" => {
             let (by_path, by_session) = super::four_letter::data_watches(ins);
             match *name {
                 "watch_summary" => {
-                    field("num_connections", by_session.len().to_string());
-                    field("num_paths", by_path.len().to_string());
-                    field("num_total_watches", by_session.values().map(|p| p.len()).sum::<usize>().to_string());
+                    field("num_connections", json!(by_session.len()));
+                    field("num_paths", json!(by_path.len()));
+                    field("num_total_watches", json!(by_session.values().map(|p| p.len()).sum::<usize>()));
                 }
                 "watches" => field(
                     "session_id_to_watched_paths",
-                    json_map(
-                        by_session
-                            .iter()
-                            .map(|(s, paths)| (s.to_string(), json_list(paths.iter().map(|p| json_string(p))))),
-                    ),
+                    Value::Object(by_session.iter().map(|(s, paths)| (s.to_string(), json!(paths))).collect()),
                 ),
                 _ => field(
                     "path_to_session_ids",
-                    json_map(
-                        by_path
-                            .iter()
-                            .map(|(p, sessions)| (p.to_string(), json_list(sessions.iter().map(|s| s.to_string())))),
-                    ),
+                    Value::Object(by_path.iter().map(|(p, sessions)| (p.to_string(), json!(sessions))).collect()),
                 ),
             }
         }
         "server_stats" | "monitor" => {
-            field("version", q(&version()));
-            field("server_state", q(mode.name()));
-            field("read_only", "false".into());
-            field("avg_latency", format!("{:.4}", t.latency_avg_ms));
-            field("max_latency", (t.latency_max_ms as u64).to_string());
-            field("min_latency", (t.latency_min_ms as u64).to_string());
-            field("packets_received", t.received.to_string());
-            field("packets_sent", t.sent.to_string());
-            field("num_alive_connections", t.connections.to_string());
-            field("outstanding_requests", t.outstanding.to_string());
-            field("znode_count", stats.znodes.load(Relaxed).to_string());
-            field("watch_count", t.watches.to_string());
-            field("ephemerals_count", stats.ephemerals.load(Relaxed).to_string());
-            field("approximate_data_size", stats.data_bytes.load(Relaxed).to_string());
-            field("last_zxid", stats.zxid.load(Relaxed).to_string());
+            field("version", json!(version()));
+            field("server_state", json!(mode.name()));
+            field("read_only", json!(false));
+            field("avg_latency", latency_json(t.latency_avg_ms));
+            field("max_latency", json!(t.latency_max_ms as u64));
+            field("min_latency", json!(t.latency_min_ms as u64));
+            field("packets_received", json!(t.received));
+            field("packets_sent", json!(t.sent));
+            field("num_alive_connections", json!(t.connections));
+            field("outstanding_requests", json!(t.outstanding));
+            field("znode_count", json!(stats.znodes.load(Relaxed)));
+            field("watch_count", json!(t.watches));
+            field("ephemerals_count", json!(stats.ephemerals.load(Relaxed)));
+            field("global_sessions", json!(stats.sessions.load(Relaxed)));
+            field("approximate_data_size", json!(stats.data_bytes.load(Relaxed)));
+            field("last_zxid", json!(stats.zxid.load(Relaxed)));
             if mode == ServerMode::Leader {
-                field("learners", stats.learners.load(Relaxed).to_string());
-                field("synced_followers", stats.synced_learners.load(Relaxed).to_string());
+                field("learners", json!(stats.learners.load(Relaxed)));
+                field("synced_followers", json!(stats.synced_learners.load(Relaxed)));
             }
         }
         _ => return None,
     }
-    let mut out = String::from("{");
-    for (k, v) in &fields {
-        let _ = write!(out, "\"{k}\":{v},");
-    }
-    let _ = write!(out, "\"command\":\"{name}\",\"error\":null}}");
-    out.push('\n');
-    Some(out)
+    fields.insert("command".into(), json!(name));
+    fields.insert("error".into(), Value::Null);
+    Some(format!("{}\n", Value::Object(fields)))
 }
 
-/// `[a,b]` from JSON values.
-fn json_list(items: impl Iterator<Item = String>) -> String {
-    format!("[{}]", items.collect::<Vec<_>>().join(","))
-}
-
-/// `{"k":v,...}` from keys (quoted here) and JSON values.
-fn json_map(entries: impl Iterator<Item = (String, String)>) -> String {
-    let parts: Vec<String> = entries.map(|(k, v)| format!("{}:{v}", json_string(&k))).collect();
-    format!("{{{}}}", parts.join(","))
+/// A mean latency in ms, to 4 decimals as ZooKeeper's reports round it.
+fn latency_json(ms: f64) -> Value {
+    json!((ms * 10_000.0).round() / 10_000.0)
 }
 
 /// One connection as ZooKeeper's AdminServer lists it (ServerCnxn.getConnectionInfo).
-fn conn_json(c: &ConnInfo, brief: bool) -> String {
-    let mut f = vec![
-        ("remote_socket_address", json_string(&c.remote.to_string())),
-        ("interest_ops", u8::from(c.session_id != 0).to_string()),
-        ("outstanding_requests", c.queued.to_string()),
-        ("packets_received", c.received.to_string()),
-        ("packets_sent", c.sent.to_string()),
-    ];
+fn conn_json(c: &ConnInfo, brief: bool) -> Value {
+    let mut f = Map::new();
+    f.insert("remote_socket_address".into(), json!(c.remote.to_string()));
+    f.insert("interest_ops".into(), json!(u8::from(c.session_id != 0)));
+    f.insert("outstanding_requests".into(), json!(c.queued));
+    f.insert("packets_received".into(), json!(c.received));
+    f.insert("packets_sent".into(), json!(c.sent));
     if !brief {
-        f.extend([
-            ("session_id", c.session_id.to_string()),
-            ("last_operation", json_string(c.last_op)),
-            ("established", c.established_ms.to_string()),
-            ("session_timeout", c.timeout_ms.to_string()),
-            ("last_cxid", c.last_cxid.to_string()),
-            ("last_zxid", c.last_zxid.to_string()),
-            ("last_response_time", c.last_response_ms.to_string()),
-            ("last_latency", c.last_latency_ms.to_string()),
-            ("min_latency", c.min_latency_ms.to_string()),
-            ("avg_latency", c.avg_latency_ms.to_string()),
-            ("max_latency", c.max_latency_ms.to_string()),
-        ]);
+        let more = json!({
+            "session_id": c.session_id,
+            "last_operation": c.last_op,
+            "established": c.established_ms,
+            "session_timeout": c.timeout_ms,
+            "last_cxid": c.last_cxid,
+            "last_zxid": c.last_zxid,
+            "last_response_time": c.last_response_ms,
+            "last_latency": c.last_latency_ms,
+            "min_latency": c.min_latency_ms,
+            "avg_latency": c.avg_latency_ms,
+            "max_latency": c.max_latency_ms,
+        });
+        if let Value::Object(m) = more {
+            f.extend(m);
+        }
     }
-    json_map(f.into_iter().map(|(k, v)| (k.to_string(), v)))
+    Value::Object(f)
 }
 
 /// ZooKeeper's ServerStats as the AdminServer's `stats` nests it.
-fn server_stats_json(stats: &Stats, mode: ServerMode) -> String {
+fn server_stats_json(stats: &Stats, mode: ServerMode) -> Value {
     let t = stats.totals();
-    json_map(
-        [
-            ("packets_sent", t.sent.to_string()),
-            ("packets_received", t.received.to_string()),
-            ("max_latency", (t.latency_max_ms as u64).to_string()),
-            ("min_latency", (t.latency_min_ms as u64).to_string()),
-            ("avg_latency", format!("{:.4}", t.latency_avg_ms)),
-            ("num_alive_client_connections", t.connections.to_string()),
-            ("outstanding_requests", t.outstanding.to_string()),
-            ("server_state", json_string(mode.name())),
-            ("last_processed_zxid", stats.zxid.load(Relaxed).to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v)),
-    )
+    json!({
+        "packets_sent": t.sent,
+        "packets_received": t.received,
+        "max_latency": t.latency_max_ms as u64,
+        "min_latency": t.latency_min_ms as u64,
+        "avg_latency": latency_json(t.latency_avg_ms),
+        "num_alive_client_connections": t.connections,
+        "outstanding_requests": t.outstanding,
+        "server_state": mode.name(),
+        "last_processed_zxid": stats.zxid.load(Relaxed),
+    })
 }
 
 /// A per-core metric: name, Prometheus type, and how to read it from a core's counters.
@@ -658,6 +634,7 @@ pub fn metrics(stats: &Stats, config: &Config) -> String {
         ("znode_count", "gauge", "znodes in the tree", stats.znodes.load(Relaxed).to_string()),
         ("watch_count", "gauge", "watches set", t.watches.to_string()),
         ("ephemerals_count", "gauge", "ephemeral znodes", stats.ephemerals.load(Relaxed).to_string()),
+        ("global_sessions", "gauge", "sessions open in the ensemble", stats.sessions.load(Relaxed).to_string()),
         ("approximate_data_size", "gauge", "bytes of znode data and paths", stats.data_bytes.load(Relaxed).to_string()),
         ("num_alive_connections", "gauge", "client connections", t.connections.to_string()),
         ("outstanding_requests", "gauge", "requests read and not yet answered", t.outstanding.to_string()),

@@ -8,6 +8,7 @@
 //! write that fired them, and before any read answered from a root that shows the change;
 //! nothing here touches another core's state.
 
+use super::audit::{self, users_of, AuditedWrite};
 use super::conn_limits::{ConnLimits, ConnPermit};
 use super::connection;
 use super::inspect::{ConnInfo, ConnStats, CoreReport, Inspect, Inspected, INSPECTIONS_PER_CORE_MAX};
@@ -21,6 +22,7 @@ use crate::proto::reply::{self, MultiResult, ReplyHeader, Response};
 use crate::proto::request::Request;
 use crate::proto::{ErrorCode, Id, OpCode};
 use crate::query::{self, WatchRequest};
+use crate::sasl::digest_md5::{DigestError, ServerStep as Step};
 use crate::session::ConnRef;
 
 use crate::tree::watches::{Notification, WatchError, WatchIndex};
@@ -65,8 +67,9 @@ pub const SERVER_READ_ONLY: bool = false;
 pub enum Pending {
     /// The ConnectRequest: nothing else is answered before the session is established.
     Connect,
-    /// A write at the pipeline core, read at `at`.
-    Write { xid: i32, opcode: OpCode, at: Instant },
+    /// A write at the pipeline core, read at `at` (with what the audit log needs of it,
+    /// while audit is on).
+    Write { xid: i32, opcode: OpCode, at: Instant, audit: Option<Box<AuditedWrite>> },
     /// A sync at the pipeline core, read at `at`.
     Sync { xid: i32, at: Instant },
     /// A request answered on this core once everything before it is answered, with the ids
@@ -74,6 +77,17 @@ pub enum Pending {
     Local { xid: i32, req: Request, auth: Arc<[Id]>, at: Instant },
     /// An error reply owed in order (a request the decoder rejected); `close` after it.
     Error { xid: i32, err: ErrorCode, close: bool },
+}
+
+/// Adds ids to a connection's (each once).
+fn add_ids(conn: &Conn, ids: Vec<Id>) {
+    let mut all: Vec<Id> = conn.auth.borrow().to_vec();
+    for id in ids {
+        if !all.contains(&id) {
+            all.push(id);
+        }
+    }
+    *conn.auth.borrow_mut() = all.into();
 }
 
 /// One client connection, shared by its reader and writer tasks and the apply path.
@@ -92,6 +106,8 @@ pub struct Conn {
     pub session_id: Cell<i64>,
     pub read_only_flag: Cell<Option<bool>>,
     pub auth: RefCell<Arc<[Id]>>,
+    /// This connection's SASL exchange, from its first sasl request (`Core::answer_sasl`).
+    pub sasl: RefCell<Option<crate::sasl::digest_md5::Server>>,
     /// Requests waiting for their turn: changed only through `enqueue` / `dequeue_if` /
     /// `forget_pending`, which keep this core's count of requests in process.
     pending: RefCell<VecDeque<Pending>>,
@@ -126,6 +142,7 @@ impl Conn {
             session_id: Cell::new(0),
             read_only_flag: Cell::new(None),
             auth: RefCell::new(ip_id),
+            sasl: RefCell::new(None),
             pending: RefCell::new(VecDeque::new()),
             out: RefCell::new(BytesMut::new()),
             reply_stamps: RefCell::new(VecDeque::new()),
@@ -419,6 +436,7 @@ impl Core {
             self.stats.zxid.store(tree.last_zxid(), Relaxed);
             self.stats.znodes.store(tree.node_count() as u64, Relaxed);
             self.stats.ephemerals.store(tree.ephemeral_count() as u64, Relaxed);
+            self.stats.sessions.store(tree.session_count() as u64, Relaxed);
             self.stats.data_bytes.store(tree.approximate_data_size(), Relaxed);
             self.stats.mode.store(self.mode.get().index(), Relaxed);
         }
@@ -517,11 +535,36 @@ impl Core {
             conn.writer_wake.signal(1);
             return;
         }
+        if let Request::Sasl { token } = &req {
+            // Like auth, answered on receipt (ZooKeeperServer.processSasl).
+            self.answer_sasl(conn, xid, token.as_deref().unwrap_or(&[]));
+            conn.writer_wake.signal(1);
+            return;
+        }
+        if !self.holds_enforced_scheme(conn) {
+            // AuthenticationHelper.enforceAuthentication: every request but auth and sasl
+            // (pings and closeSession too) of a connection without an id of the enforced
+            // schemes is answered SessionClosedRequireSaslAuth with zxid 0, and the
+            // connection closes (the session lives on until it expires, as in ZooKeeper).
+            tracing::error!(
+                "connection {} ({}): session 0x{:x} holds no id of the enforced scheme(s) {:?}; closing",
+                conn.id,
+                conn.peer,
+                conn.session_id.get(),
+                self.config.enforce_auth_schemes
+            );
+            conn.stop_reading.set(true);
+            let err = ErrorCode::SessionClosedRequireSaslAuth.code();
+            conn.reply(ReplyHeader { xid, zxid: 0, err }, &Response::None);
+            conn.close();
+            return;
+        }
         let write = WriteOp::from_request(&req).map(|op| (req.opcode(), op));
         if let Some((opcode, op)) = write {
             let fence = conn.answer_waits_behind_a_commit();
             let read_at = Instant::now();
-            conn.enqueue(Pending::Write { xid, opcode, at: read_at });
+            let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
+            conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
             let auth = conn.auth.borrow().clone();
             self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth, fence, read_at });
             return;
@@ -557,14 +600,69 @@ impl Core {
             tracing::warn!("auth failed for scheme '{scheme}' from {}", conn.peer);
             return false;
         };
-        let mut all: Vec<Id> = conn.auth.borrow().to_vec();
-        for id in ids {
-            if !all.contains(&id) {
-                all.push(id);
+        add_ids(conn, ids);
+        true
+    }
+
+    /// Whether `conn` may send requests other than auth and sasl: enforce.auth is off, or
+    /// the connection holds an id of one of its schemes.
+    fn holds_enforced_scheme(&self, conn: &Conn) -> bool {
+        let schemes = &self.config.enforce_auth_schemes;
+        schemes.is_empty() || conn.auth.borrow().iter().any(|id| schemes.contains(&id.scheme))
+    }
+
+    /// A sasl request (GetSASLRequest), as ZooKeeperServer.processSasl: without a JAAS
+    /// Server section, a null token (err 0). Otherwise the token goes to the connection's
+    /// DIGEST-MD5 exchange: a challenge back, or, once the client proved its password, the
+    /// `sasl:` id (and `super` for `superUser`) on the connection and rspauth back. A failed
+    /// exchange is answered AuthFailed (SessionClosedRequireSaslAuth when sasl is enforced)
+    /// with a null token, and the connection closes. Replies carry zxid 0.
+    fn answer_sasl(&self, conn: &Rc<Conn>, xid: i32, token: &[u8]) {
+        let ok = |body: Response| conn.reply(ReplyHeader { xid, zxid: 0, err: 0 }, &body);
+        let Some(sasl) = &self.config.sasl else {
+            return ok(Response::Sasl(None));
+        };
+        let step = {
+            let mut slot = conn.sasl.borrow_mut();
+            let exchange = slot.get_or_insert_with(|| sasl.new_exchange());
+            exchange.step(token, |user| sasl.users.password(user))
+        };
+        match step {
+            Ok(Step::Challenge(t)) => ok(Response::Sasl(Some(t.into()))),
+            Ok(Step::Authenticated { token, username }) => {
+                let id = sasl.rules.authorized_id(&username);
+                tracing::info!(
+                    "session 0x{:x} ({}): SASL DIGEST-MD5 authenticated {username:?} as sasl:{id}",
+                    conn.session_id.get(),
+                    conn.peer
+                );
+                let mut ids = vec![Id { scheme: acl::SCHEME_SASL.to_string(), id: id.clone() }];
+                if sasl.super_user.as_deref() == Some(id.as_str()) {
+                    ids.push(Id { scheme: acl::SCHEME_SUPER.to_string(), id: String::new() });
+                }
+                add_ids(conn, ids);
+                ok(Response::Sasl(Some(token.into())))
+            }
+            Err(DigestError::Finished) => {
+                // ZooKeeper's SaslServer throws outside its SaslException handling here:
+                // the connection just closes.
+                tracing::warn!(
+                    "connection {} ({}): a sasl token after the exchange ended; closing",
+                    conn.id,
+                    conn.peer
+                );
+                conn.stop_reading.set(true);
+                conn.close();
+            }
+            Err(e) => {
+                tracing::warn!("client {} failed to SASL authenticate: {e}; closing the connection", conn.remote);
+                let required = self.config.enforce_auth_schemes.iter().any(|s| s == acl::SCHEME_SASL);
+                let err = if required { ErrorCode::SessionClosedRequireSaslAuth } else { ErrorCode::AuthFailed };
+                conn.stop_reading.set(true);
+                conn.reply(ReplyHeader { xid, zxid: 0, err: err.code() }, &Response::Sasl(None));
+                conn.close();
             }
         }
-        *conn.auth.borrow_mut() = all.into();
-        true
     }
 
     /// The reply echoes the auth packet's `xid` (clients send -4) with zxid 0; AuthFailed
@@ -692,7 +790,7 @@ impl Core {
                     Err(WatchError::UnknownWatcherType(_)) => err(ErrorCode::MarshallingError),
                 }
             }
-            // No SASL server here: a null token, as Apache 3.8 answers without one.
+            // Answered on receipt (`on_request`); never queued.
             Request::Sasl { .. } => ok(Response::Sasl(None)),
             Request::WhoAmI => {
                 let infos = auth
@@ -883,16 +981,16 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    if self
-                        .take_head(
-                            &c,
-                            "the rejection of request",
-                            *xid,
-                            |p| matches!(p, Pending::Write { xid: x, .. } if x == xid),
-                        )
-                        .is_none()
-                    {
+                    let Some(Pending::Write { audit, .. }) = self.take_head(
+                        &c,
+                        "the rejection of request",
+                        *xid,
+                        |p| matches!(p, Pending::Write { xid: x, .. } if x == xid),
+                    ) else {
                         continue;
+                    };
+                    if let Some(w) = audit {
+                        audit::record(w.events(None, c.session_id.get(), c.peer, users_of(&c.auth.borrow())));
                     }
                     c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: *err }, &Response::None);
                     answered.push(c);
@@ -939,8 +1037,16 @@ impl Core {
             xid,
             |p| matches!(p, Pending::Write { xid: x, .. } if *x == xid),
         ) {
-            Some(Pending::Write { opcode, at, .. }) => {
+            Some(Pending::Write { opcode, at, audit, .. }) => {
                 conn.answered(opcode, xid, zxid, at);
+                if let Some(w) = audit {
+                    audit::record(w.events(
+                        Some(&result),
+                        conn.session_id.get(),
+                        conn.peer,
+                        users_of(&conn.auth.borrow()),
+                    ));
+                }
                 opcode
             }
             _ => return false,

@@ -15,7 +15,7 @@
 use super::messages::{Commit, CommitBatch, ToPipeline};
 use crate::session::ConnRef;
 use crate::tree::DataTree;
-use crate::txn::{apply, Txn};
+use crate::txn::{apply, Txn, TxnOp};
 use std::collections::{HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -82,6 +82,13 @@ impl CommitQueue {
         }
         let mut changes = Vec::new();
         let result = apply::apply(tree, &txn, &mut changes);
+        if matches!(txn.op, TxnOp::CloseSession) && super::audit::enabled() {
+            let lost = changes.iter().filter_map(|c| match c {
+                apply::Change::Deleted { path, .. } => Some(path.clone()),
+                _ => None,
+            });
+            super::audit::record_ephemerals_deleted(txn.header.session_id, lost);
+        }
         self.open.push(Commit::Txn { txn, origin, result, changes });
     }
 

@@ -351,6 +351,7 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
             zxid: tree.last_zxid(),
             node_count: tree.node_count(),
             ephemerals: tree.ephemeral_count(),
+            sessions: tree.session_count(),
             data_size: tree.approximate_data_size(),
             totals: stats.totals(),
             cores: stats

@@ -502,6 +502,7 @@ impl Member {
                 auth_ids: auth,
                 extended_types_enabled: self.config.extended_types_enabled,
                 txn_bytes_max: self.config.txn_bytes_max(),
+                enforce_quota: self.config.enforce_quota,
             };
             prep(tree, op, &ctx)
         };
@@ -578,6 +579,7 @@ impl Member {
                 auth_ids: &[],
                 extended_types_enabled: true,
                 txn_bytes_max: self.config.txn_bytes_max(),
+                enforce_quota: false,
             };
             let mut ops = Vec::new();
             for p in doomed_nodes(tree, now.wall_ms) {

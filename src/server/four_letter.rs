@@ -27,6 +27,8 @@ pub struct Facts<'a> {
     pub zxid: i64,
     pub node_count: usize,
     pub ephemerals: usize,
+    /// Global sessions open.
+    pub sessions: usize,
     pub data_size: i64,
     pub totals: Totals,
     /// Per core: connections, received, sent, outstanding, watches.
@@ -325,6 +327,7 @@ fn mntr(f: &Facts<'_>) -> String {
     kv("zk_znode_count", f.node_count.to_string());
     kv("zk_watch_count", t.watches.to_string());
     kv("zk_ephemerals_count", f.ephemerals.to_string());
+    kv("zk_global_sessions", f.sessions.to_string());
     kv("zk_approximate_data_size", f.data_size.to_string());
     kv("zk_last_zxid", format!("{:#x}", f.zxid));
     let (open_fds, max_fds) = file_descriptors();
@@ -414,6 +417,7 @@ mod tests {
             zxid: 0x1_0000_0007,
             node_count: 9,
             ephemerals: 2,
+            sessions: 3,
             data_size: 120,
             totals: Totals {
                 received: 10,

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod admin_auth;
+pub mod audit;
 pub mod client_core;
 pub mod clock;
 pub mod commit_queue;
@@ -105,6 +106,17 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
 
+    if let Some(sasl) = &config.sasl {
+        tracing::info!(
+            "client SASL DIGEST-MD5: {} user(s) from the Server section of {}{}",
+            sasl.users.len(),
+            sasl.jaas_path.display(),
+            sasl.super_user.as_deref().map(|u| format!(", super user {u}")).unwrap_or_default()
+        );
+    }
+    if !config.enforce_auth_schemes.is_empty() {
+        tracing::info!("enforce.auth: every session must hold an id of {:?}", config.enforce_auth_schemes);
+    }
     let recovered = recover(&config)?;
     tracing::info!(
         "recovered zxid {:#x} (snapshot at {:#x} + {} log records)",
@@ -156,6 +168,16 @@ pub fn run(mut config: Config) -> Result<(), String> {
         signal_hook::flag::register(sig, shutdown.clone())
             .map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
+
+    let audit_writer = if config.audit_enabled {
+        let dest = config.audit_log_file.clone().map_or(audit::AuditDest::Stderr, audit::AuditDest::File);
+        let writer = audit::install(dest.clone())
+            .map_err(|e| format!("cannot open the audit log ({dest:?}, ringkeeper.auditLogFile): {e}"))?;
+        tracing::info!("ZooKeeper audit is enabled ({dest:?})");
+        Some(writer)
+    } else {
+        None
+    };
 
     let stats = stats::Stats::new(cores);
     // Client connections: maxCnxns, within what the descriptor limit leaves room for.
@@ -326,6 +348,9 @@ pub fn run(mut config: Config) -> Result<(), String> {
     shutdown.store(true, Ordering::Relaxed);
     if let Some(a) = admin {
         let _ = a.join();
+    }
+    if let Some(w) = audit_writer {
+        w.stop();
     }
     match first_error {
         Some(e) => Err(e),

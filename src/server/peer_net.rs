@@ -27,7 +27,9 @@
 //!   `portUnification` the acceptor also takes plain connections (first byte not 0x16).
 //! - Who may talk (issue 15; an address check on top of TLS, or alone without it):
 //!   a connection from an address that is no `server.N` host is closed at accept; at most
-//!   `PEER_INBOUND_CONNS_PER_ADDR_MAX` connections per address are open at once; the hello
+//!   `PEER_INBOUND_CONNS_PER_SERVER_MAX` connections per server that may connect from an
+//!   address are open at once from it (`Gate::conns_max`: the servers whose host it is, or,
+//!   for this member's own address, every other server); the hello
 //!   must come within `PEER_HELLO_TIMEOUT_MS` and name a known server other than this one
 //!   whose `server.N` host is the connection's source address (or this member's own, where
 //!   a relay or a co-located member connects from); nothing but the hello's bytes is buffered
@@ -87,9 +89,12 @@ pub const PEER_RECONNECT_MS: u64 = 200;
 /// How long one connection attempt may take.
 pub const PEER_CONNECT_TIMEOUT_MS: u64 = 1000;
 const READ_CHUNK_BYTES: usize = 64 * 1024;
-/// Inbound peer connections open at once from one address (a server keeps one to each peer;
-/// a reconnect briefly makes two).
-pub const PEER_INBOUND_CONNS_PER_ADDR_MAX: usize = 4;
+/// Inbound peer connections open at once from one address, per server that may connect from
+/// it (a server keeps one to each peer; a reconnect briefly makes two). Several servers share
+/// an address when co-located, and every peer comes from this member's own address through a
+/// relay in front of it: a bound per address alone refused the sixth peer of a 7-member
+/// ensemble behind the chaos rig's relays (issue 18, seed 1841), so it scales.
+pub const PEER_INBOUND_CONNS_PER_SERVER_MAX: usize = 4;
 /// How long a new inbound connection may take to send its hello.
 pub const PEER_HELLO_TIMEOUT_MS: u64 = 5_000;
 /// How long a peer connection's TLS handshake may take (either side), before the hello's own
@@ -145,6 +150,19 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 impl Gate {
     fn known_address(&self, ip: IpAddr) -> bool {
         self.hosts.values().any(|h| *h == ip)
+    }
+
+    /// Inbound connections that may be open at once from `ip`: `PEER_INBOUND_CONNS_PER_SERVER_MAX`
+    /// for each other server that may connect from it — those whose `server.N` host it is, or
+    /// all of them for this member's own address (the hello rule's relay or co-located case).
+    fn conns_max(&self, ip: IpAddr) -> usize {
+        let others = self.hosts.iter().filter(|&(&sid, _)| sid != self.me);
+        let servers = if self.hosts.get(&self.me) == Some(&ip) {
+            others.count()
+        } else {
+            others.filter(|&(_, &h)| h == ip).count()
+        };
+        PEER_INBOUND_CONNS_PER_SERVER_MAX * servers.max(1)
     }
 
     /// Logs a refusal, at most once per `PEER_REFUSAL_LOG_INTERVAL_MS`.
@@ -579,10 +597,9 @@ async fn accept_loop(listener: TcpListener, inbound: Rc<Inbound>) {
                     continue;
                 }
                 let open = gate.open.borrow().get(&ip).copied().unwrap_or(0);
-                if open >= PEER_INBOUND_CONNS_PER_ADDR_MAX {
-                    gate.refused(format_args!(
-                        "{from} already has {open} connections open (at most {PEER_INBOUND_CONNS_PER_ADDR_MAX})"
-                    ));
+                let max = gate.conns_max(ip);
+                if open >= max {
+                    gate.refused(format_args!("{from} already has {open} connections open (at most {max})"));
                     continue;
                 }
                 *gate.open.borrow_mut().entry(ip).or_insert(0) += 1;
@@ -807,6 +824,33 @@ mod tests {
         l.local_addr().unwrap()
     }
 
+    fn gate(me: Sid, hosts: &[(Sid, &str)]) -> Gate {
+        Gate {
+            me,
+            hosts: hosts.iter().map(|&(sid, h)| (sid, h.parse().unwrap())).collect(),
+            open: RefCell::new(HashMap::new()),
+            live: RefCell::new(BTreeMap::new()),
+            last_refusal_log: Cell::new(None),
+            refusals_unlogged: Cell::new(0),
+        }
+    }
+
+    #[test]
+    fn the_bound_per_address_scales_with_the_servers_that_may_connect_from_it() {
+        // Seven members on one host (or behind relays, where every peer comes from this
+        // member's own address): six peers, each may hold a reconnect's two connections. A
+        // flat bound of 4 refused the sixth member for good (issue 18, seed 1841).
+        let one_host: Vec<(Sid, &str)> = (1..=7).map(|sid| (sid, "10.0.0.1")).collect();
+        let g = gate(1, &one_host);
+        assert_eq!(g.conns_max("10.0.0.1".parse().unwrap()), 6 * PEER_INBOUND_CONNS_PER_SERVER_MAX);
+        // Distinct hosts: one server per address; this member's own address may carry every
+        // peer (a relay in front of it); two servers sharing a host get twice the bound.
+        let g = gate(1, &[(1, "10.0.0.1"), (2, "10.0.0.2"), (3, "10.0.0.3"), (4, "10.0.0.3"), (5, "10.0.0.5")]);
+        assert_eq!(g.conns_max("10.0.0.2".parse().unwrap()), PEER_INBOUND_CONNS_PER_SERVER_MAX);
+        assert_eq!(g.conns_max("10.0.0.3".parse().unwrap()), 2 * PEER_INBOUND_CONNS_PER_SERVER_MAX);
+        assert_eq!(g.conns_max("10.0.0.1".parse().unwrap()), 4 * PEER_INBOUND_CONNS_PER_SERVER_MAX);
+    }
+
     fn note(round: u64) -> Message {
         Message::Notification { vote: Vote { leader: 1, zxid: 5, peer_epoch: 1 }, round, state: PeerState::Looking }
     }
@@ -976,7 +1020,7 @@ mod tests {
                 // Connections per address are bounded: idle ones hold the slots, the next is
                 // closed at once.
                 let mut idle: Vec<_> =
-                    (0..PEER_INBOUND_CONNS_PER_ADDR_MAX).map(|_| connect_from_std("127.0.0.3", a)).collect();
+                    (0..PEER_INBOUND_CONNS_PER_SERVER_MAX).map(|_| connect_from_std("127.0.0.3", a)).collect();
                 glommio::timer::sleep(Duration::from_millis(200)).await;
                 let mut extra = connect_from_std("127.0.0.3", a);
                 assert!(closed_by_server(&mut extra), "past the per-address bound, closed at accept");

@@ -210,6 +210,7 @@ impl Pipeline {
                     auth_ids: &auth,
                     extended_types_enabled: self.config.extended_types_enabled,
                     txn_bytes_max: self.config.txn_bytes_max(),
+                    enforce_quota: self.config.enforce_quota,
                 };
                 let txn_op = prep(&self.tree, &op, &ctx);
                 if matches!(txn_op, TxnOp::CloseSession) {
@@ -339,6 +340,7 @@ impl Pipeline {
                 auth_ids: &[],
                 extended_types_enabled: true,
                 txn_bytes_max: self.config.txn_bytes_max(),
+                enforce_quota: false,
             };
             let op = prep(&self.tree, &WriteOp::DeleteContainer { path: p.clone() }, &ctx);
             if matches!(op, TxnOp::Delete { .. }) {

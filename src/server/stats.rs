@@ -108,6 +108,7 @@ pub struct Stats {
     pub zxid: AtomicI64,
     pub znodes: AtomicU64,
     pub ephemerals: AtomicU64,
+    pub sessions: AtomicU64,
     pub data_bytes: AtomicI64,
     /// `ServerMode` as its index in `ServerMode::ALL`.
     pub mode: AtomicU8,
@@ -210,6 +211,7 @@ impl Stats {
             zxid: AtomicI64::new(0),
             znodes: AtomicU64::new(0),
             ephemerals: AtomicU64::new(0),
+            sessions: AtomicU64::new(0),
             data_bytes: AtomicI64::new(0),
             mode: AtomicU8::new(0),
             fsync_count: AtomicU64::new(0),

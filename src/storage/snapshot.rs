@@ -459,6 +459,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<DataTree, SnapshotError> {
     if trailer != found {
         return Err(SnapshotError::NodeCountMismatch { trailer, found });
     }
+    tree.restore_end();
     Ok(tree)
 }
 

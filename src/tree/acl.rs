@@ -16,6 +16,8 @@ pub const SCHEME_IP: &str = "ip";
 pub const SCHEME_SUPER: &str = "super";
 /// A verified TLS client certificate's subject DN (ZooKeeper's X509AuthenticationProvider).
 pub const SCHEME_X509: &str = "x509";
+/// ZooKeeper's SASLAuthenticationProvider: the id a SASL exchange proved (`crate::sasl`).
+pub const SCHEME_SASL: &str = "sasl";
 
 /// `world:anyone` with every permission: ZooKeeper's OPEN_ACL_UNSAFE.
 pub fn open_acl_unsafe() -> Vec<Acl> {
@@ -101,6 +103,7 @@ fn id_is_valid(id: &Id) -> bool {
         SCHEME_DIGEST => id.id.trim_end_matches(':').split(':').count() == 2,
         SCHEME_IP => parse_ip_cidr(&id.id).is_some(),
         SCHEME_X509 => !id.id.is_empty(),
+        SCHEME_SASL => crate::sasl::id_is_valid(&id.id),
         _ => false,
     }
 }
@@ -116,7 +119,13 @@ pub fn check(acl: &[Acl], perm: i32, ids: &[Id]) -> bool {
         }
         ids.iter().any(|caller| {
             caller.scheme == a.id.scheme
-                && if a.id.scheme == SCHEME_IP { ip_matches(&a.id.id, &caller.id) } else { caller.id == a.id.id }
+                && match a.id.scheme.as_str() {
+                    SCHEME_IP => ip_matches(&a.id.id, &caller.id),
+                    // SASLAuthenticationProvider.matches: a SASL user named "super" matches
+                    // every sasl entry.
+                    SCHEME_SASL => caller.id == a.id.id || caller.id == "super",
+                    _ => caller.id == a.id.id,
+                }
         })
     })
 }
@@ -145,9 +154,10 @@ pub fn fixup(acl: Option<&[Acl]>, ids: &[Id], mut fits: impl FnMut(&Acl) -> bool
     for a in acl {
         if a.id.scheme == SCHEME_AUTH {
             let mut any = false;
-            // The ids of providers that authenticate (ZooKeeper's isAuthenticated): digest
-            // and x509, not ip.
-            for caller in ids.iter().filter(|i| i.scheme == SCHEME_DIGEST || i.scheme == SCHEME_X509) {
+            // The ids of providers that authenticate (ZooKeeper's isAuthenticated): digest,
+            // x509 and sasl, not ip.
+            for caller in ids.iter().filter(|i| [SCHEME_DIGEST, SCHEME_X509, SCHEME_SASL].contains(&i.scheme.as_str()))
+            {
                 any = true;
                 push(Acl { perms: a.perms, id: caller.clone() }, &mut out)?;
             }
@@ -183,6 +193,24 @@ mod tests {
 
     fn id(s: &str, i: &str) -> Id {
         Id { scheme: s.into(), id: i.into() }
+    }
+
+    /// sasl ids (issue 15): exact match, "super" matches every sasl entry (Apache's
+    /// SASLAuthenticationProvider.matches), `auth` expands to them, KerberosName validity.
+    #[test]
+    fn sasl_ids_match_expand_and_validate() {
+        let acl = vec![Acl { perms: perms::ALL, id: id("sasl", "bob") }];
+        assert!(check(&acl, perms::WRITE, &[id("ip", "127.0.0.1"), id("sasl", "bob")]));
+        assert!(!check(&acl, perms::READ, &[id("sasl", "alice")]));
+        assert!(!check(&acl, perms::READ, &[id("digest", "bob")]));
+        assert!(check(&acl, perms::READ, &[id("sasl", "super")]));
+        let auth = [Acl { perms: perms::READ, id: id("auth", "") }];
+        let out = fixup(Some(&auth), &[id("ip", "127.0.0.1"), id("sasl", "bob")], |_| true).unwrap();
+        assert_eq!(out, [Acl { perms: perms::READ, id: id("sasl", "bob") }]);
+        let ok = [Acl { perms: perms::READ, id: id("sasl", "zk/host@EXAMPLE.COM") }];
+        assert!(fixup(Some(&ok), &[], |_| true).is_ok());
+        let bad = [Acl { perms: perms::READ, id: id("sasl", "a@b@c") }];
+        assert_eq!(fixup(Some(&bad), &[], |_| true), Err(ErrorCode::InvalidAcl));
     }
 
     #[test]

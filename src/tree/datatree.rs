@@ -7,6 +7,7 @@
 
 use super::node_map::NodeMap;
 use super::path;
+use super::quota;
 use crate::proto::{Acl, Stat};
 use crate::session::SessionSecret;
 use bytes::Bytes;
@@ -175,6 +176,21 @@ impl AclTable {
     }
 }
 
+/// The counters of a node that ZooKeeper's replay sets from its txns (`set_stored_counters`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredCounters {
+    pub version: i32,
+    pub child_creates: i32,
+    pub aversion: i32,
+    pub pzxid: i64,
+}
+
+impl StoredCounters {
+    pub fn of(n: &Znode) -> StoredCounters {
+        StoredCounters { version: n.version, child_creates: n.child_creates, aversion: n.aversion, pzxid: n.pzxid }
+    }
+}
+
 /// A live session as the replicated state knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionEntry {
@@ -198,6 +214,9 @@ pub struct DataTree {
     /// The key of session passwords (`session::password_of`): set once by a txn, kept in
     /// snapshots; None in a data dir from before there was one, until the first start makes it.
     session_secret: Option<SessionSecret>,
+    /// Real paths with a quota (a `zookeeper_limits` node under /zookeeper/quota): ZooKeeper's
+    /// quota trie. Empty, a write pays one `is_empty` for quotas.
+    quotas: OrdSet<Arc<str>>,
 }
 
 impl Default for DataTree {
@@ -224,6 +243,7 @@ impl DataTree {
             data_size: 0,
             ephemeral_count: 0,
             session_secret: None,
+            quotas: OrdSet::new(),
         };
         let open: Arc<[Acl]> = super::acl::open_acl_unsafe().into();
         let root_acl = t.acls.take(&open);
@@ -326,6 +346,11 @@ impl DataTree {
         self.sessions.iter().map(|(k, v)| (*k, *v))
     }
 
+    /// Global sessions open (ZooKeeper's `global_sessions` gauge).
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
     pub fn session(&self, id: i64) -> Option<SessionEntry> {
         self.sessions.get(&id).copied()
     }
@@ -384,7 +409,19 @@ impl DataTree {
                 parent_node.pzxid = zxid;
             }
         }
-        self.insert_node_raw(p, Znode::new(own_data(data), acl, zxid, time_ms, owner));
+        let data = own_data(data);
+        let bytes = data_len(&data);
+        self.insert_node_raw(p, Znode::new(data, acl, zxid, time_ms, owner));
+        if let Some(real) = path::parent(p).and_then(quota::real_path_of_quota_dir) {
+            match path::name(p) {
+                quota::LIMIT_NODE => {
+                    self.quotas.insert(Arc::from(real));
+                }
+                quota::STAT_NODE => self.recount_quota(real),
+                _ => {}
+            }
+        }
+        self.add_to_quota(p, 1, bytes);
     }
 
     pub fn delete_node(&mut self, p: &str, zxid: i64) {
@@ -412,12 +449,19 @@ impl DataTree {
             }
             NodeKind::Persistent => {}
         }
+        let bytes = data_len(&node.data);
         let parent = path::parent(p).unwrap_or_else(|| panic!("delete of the root at zxid {zxid:#x}"));
         let parent_node = self.node_mut(parent).unwrap_or_else(|| panic!("delete {p}: parent missing"));
         parent_node.children.0.remove(p);
         if zxid > parent_node.pzxid {
             parent_node.pzxid = zxid;
         }
+        if path::name(p) == quota::LIMIT_NODE {
+            if let Some(real) = quota::real_path_of_quota_dir(parent) {
+                self.quotas.remove(real);
+            }
+        }
+        self.add_to_quota(p, -1, -bytes);
     }
 
     pub fn set_data(&mut self, p: &str, data: Option<Bytes>, zxid: i64, time_ms: i64) {
@@ -430,6 +474,87 @@ impl DataTree {
         node.mzxid = zxid;
         node.mtime = time_ms;
         self.data_size += new - old;
+        self.add_to_quota(p, 0, new - old);
+    }
+
+    // ---- quotas (see `quota`) ----
+
+    /// The longest path with a quota that is `p` or an ancestor of it (never `/`), as
+    /// ZooKeeper's `getMaxPrefixWithQuota`.
+    pub fn quota_prefix(&self, p: &str) -> Option<Arc<str>> {
+        if self.quotas.is_empty() {
+            return None;
+        }
+        let mut at = p;
+        while at != "/" {
+            if let Some(q) = self.quotas.get(at) {
+                return Some(q.clone());
+            }
+            at = path::parent(at)?;
+        }
+        None
+    }
+
+    /// The limits and the usage of the quota on `real`, if both nodes exist.
+    pub fn quota_of(&self, real: &str) -> Option<(quota::StatsTrack, quota::StatsTrack)> {
+        let text = |p: String| self.get(&p).map(|n| quota::StatsTrack::parse(n.data.as_deref().unwrap_or_default()));
+        Some((text(quota::limit_path(real))?, text(quota::stat_path(real))?))
+    }
+
+    /// Counts a change under a quota into its stats node's data (no Stat change, as
+    /// ZooKeeper); a quota whose stats node is missing is skipped, as ZooKeeper skips it.
+    fn add_to_quota(&mut self, p: &str, count_diff: i64, bytes_diff: i64) {
+        let Some(prefix) = self.quota_prefix(p) else { return };
+        let stat_path = quota::stat_path(&prefix);
+        let Some(node) = self.get(&stat_path) else { return };
+        let mut usage = quota::StatsTrack::parse(node.data.as_deref().unwrap_or_default());
+        usage.add(count_diff, bytes_diff);
+        self.set_stat_node_data(&stat_path, usage);
+    }
+
+    /// Sets a quota's usage to a count of its subtree (the path itself included), iteratively;
+    /// a path that does not exist counts 0.
+    fn recount_quota(&mut self, real: &str) {
+        let (mut count, mut bytes) = (0i64, 0i64);
+        let mut stack: Vec<&Znode> = self.get(real).into_iter().collect();
+        while let Some(node) = stack.pop() {
+            count += 1;
+            bytes += data_len(&node.data);
+            stack.extend(node.children.paths().filter_map(|c| self.get(c)));
+        }
+        self.set_stat_node_data(&quota::stat_path(real), quota::StatsTrack::usage(count, bytes));
+    }
+
+    fn set_stat_node_data(&mut self, stat_path: &str, usage: quota::StatsTrack) {
+        let data = Bytes::from(usage.to_text());
+        let new = data.len() as i64;
+        let Some(node) = self.node_mut(stat_path) else { return };
+        let old = data_len(&node.data);
+        node.data = Some(data);
+        self.data_size += new - old;
+    }
+
+    /// After a snapshot restore: the quota paths from the `zookeeper_limits` leaves under
+    /// /zookeeper/quota, each recounted (ZooKeeper's `setupQuota`).
+    fn restore_quotas(&mut self) {
+        let mut found = Vec::new();
+        let mut stack: Vec<&Znode> = self.get(quota::QUOTA_ROOT).into_iter().collect();
+        while let Some(node) = stack.pop() {
+            for c in node.children.paths() {
+                if let Some(child) = self.get(c) {
+                    if child.children.is_empty() && path::name(c) == quota::LIMIT_NODE {
+                        if let Some(real) = path::parent(c).and_then(quota::real_path_of_quota_dir) {
+                            found.push(Arc::<str>::from(real));
+                        }
+                    }
+                    stack.push(child);
+                }
+            }
+        }
+        for real in found {
+            self.recount_quota(&real);
+            self.quotas.insert(real);
+        }
     }
 
     pub fn set_acl(&mut self, p: &str, acl: Arc<[Acl]>, zxid: i64) {
@@ -438,6 +563,21 @@ impl DataTree {
         let old = std::mem::replace(&mut node.acl, interned);
         node.aversion = node.aversion.wrapping_add(1);
         self.acls.give_back(&old);
+    }
+
+    /// Sets a node's stored counters as ZooKeeper's own replay of its txn log does: it takes
+    /// a setData's version, a setACL's aversion and a create's parent cversion from the txn
+    /// instead of counting, so replaying txns its fuzzy snapshot already holds leaves them
+    /// right. Only the ZooKeeper importer (`zkformat::replay`) uses it; false if `p` is absent.
+    pub fn set_stored_counters(&mut self, p: &str, c: StoredCounters) -> bool {
+        let Some(node) = self.node_mut(p) else {
+            return false;
+        };
+        node.version = c.version;
+        node.child_creates = c.child_creates;
+        node.aversion = c.aversion;
+        node.pzxid = c.pzxid;
+        true
     }
 
     /// Every node, parents before children, children in name order (for snapshots).
@@ -475,6 +615,12 @@ impl DataTree {
 
     /// A fresh tree (its built-in nodes are replaced as the snapshot restores them), for
     /// snapshot restore.
+    /// Ends a snapshot restore: what the snapshot does not hold is rebuilt from the nodes
+    /// (the quota paths and their usage).
+    pub fn restore_end(&mut self) {
+        self.restore_quotas();
+    }
+
     pub fn restore_begin(last_zxid: i64) -> DataTree {
         let mut t = DataTree::new();
         t.last_zxid = last_zxid;

@@ -8,6 +8,9 @@ pub mod datatree;
 pub mod java_order;
 pub mod node_map;
 pub mod path;
+pub mod quota;
+#[cfg(test)]
+mod quota_tests;
 pub mod watches;
 
 pub use datatree::{Children, DataTree, NodeKind, Znode};

@@ -79,6 +79,14 @@ pub fn apply(tree: &mut DataTree, txn: &Txn, changes: &mut Vec<Change>) -> OpRes
     result
 }
 
+/// Applies `op` as part of `txn` without advancing the tree's last zxid: for a caller that
+/// applies one txn as several ops (the ZooKeeper importer, `zkformat::replay`, which decides
+/// each of a multi's ops against the tree the previous ones left) and then calls
+/// `set_last_zxid` once.
+pub fn apply_part(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change>) -> OpResult {
+    apply_op(tree, txn, op, changes)
+}
+
 fn stat_of(tree: &DataTree, path: &str) -> Stat {
     tree.get(path).map(|n| n.stat()).unwrap_or_default()
 }

@@ -11,6 +11,7 @@ use super::{apply, TxnOp, WriteOp};
 use crate::proto::opcode::{create_flags, perms};
 use crate::proto::{ErrorCode, Id};
 use crate::tree::datatree::{EPHEMERAL_OWNER_CONTAINER, EPHEMERAL_OWNER_TTL_MASK, TTL_MS_MAX};
+use crate::tree::quota::{self, QuotaCheck};
 use crate::tree::{acl, path, DataTree, NodeKind};
 
 /// Who is writing, and the server settings that change validation.
@@ -20,6 +21,8 @@ pub struct PrepContext<'a> {
     pub extended_types_enabled: bool,
     /// The largest txn record allowed (`codec::txn_record_bytes_max` of jute.maxbuffer).
     pub txn_bytes_max: usize,
+    /// zookeeper.enforceQuota: a create or setData past a quota's hard limit is QuotaExceeded.
+    pub enforce_quota: bool,
 }
 
 impl PrepContext<'_> {
@@ -140,6 +143,9 @@ fn prep_single(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>, bytes_max: 
             if !acl::check(&node.acl, perms::WRITE, ctx.auth_ids) {
                 return Err(ErrorCode::NoAuth);
             }
+            let bytes_diff =
+                data.as_ref().map_or(0, |d| d.len() as i64) - node.data.as_ref().map_or(0, |d| d.len() as i64);
+            check_quota(tree, p, 0, bytes_diff, ctx)?;
             check_version(*version, node.version)?;
             Ok(TxnOp::SetData { path: p.clone(), data: data.clone() })
         }
@@ -242,6 +248,8 @@ fn prep_create(
     if matches!(parent.kind(), NodeKind::Ephemeral(_)) {
         return Err(ErrorCode::NoChildrenForEphemerals);
     }
+    // 9. quota.
+    check_quota(tree, &full, 1, data.as_ref().map_or(0, |d| d.len() as i64), ctx)?;
     let ephemeral_owner = if ephemeral {
         ctx.session_id
     } else if container {
@@ -255,6 +263,38 @@ fn prep_create(
     Ok(TxnOp::Create { path: full, data: data.clone(), acl: fixed_acl, ephemeral_owner, response_type })
 }
 
+/// ZooKeeper's quota check (`ZooKeeperServer.checkQuota`), against the prep tree: nothing
+/// unless enforceQuota; past a hard limit QuotaExceeded, past a soft one only a log line.
+fn check_quota(tree: &DataTree, p: &str, count_diff: i64, bytes_diff: i64, ctx: &PrepContext<'_>) -> PrepResult<()> {
+    if !ctx.enforce_quota {
+        return Ok(());
+    }
+    let Some(prefix) = tree.quota_prefix(p) else { return Ok(()) };
+    let Some((limits, usage)) = tree.quota_of(&prefix) else { return Ok(()) };
+    match quota::check(&prefix, &limits, &usage, count_diff, bytes_diff) {
+        QuotaCheck::Within => Ok(()),
+        QuotaCheck::SoftExceeded(why) => {
+            log_quota_exceeded(&why);
+            Ok(())
+        }
+        QuotaCheck::HardExceeded(why) => {
+            log_quota_exceeded(&why);
+            Err(ErrorCode::QuotaExceeded)
+        }
+    }
+}
+
+/// Logs the first quota excess and then one in `QUOTA_LOG_EVERY` (a busy writer past its
+/// quota must not flood the log; counting keeps prep free of clocks).
+fn log_quota_exceeded(why: &str) {
+    const QUOTA_LOG_EVERY: u64 = 1024;
+    static EXCEEDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = EXCEEDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if n % QUOTA_LOG_EVERY == 0 {
+        tracing::warn!("{why} ({} quota excesses so far; one in {QUOTA_LOG_EVERY} is logged)", n + 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +306,7 @@ mod tests {
             auth_ids: ids,
             extended_types_enabled: false,
             txn_bytes_max: crate::txn::codec::txn_record_bytes_max(crate::config::JUTE_MAX_BUFFER_BYTES_DEFAULT),
+            enforce_quota: true,
         }
     }
 

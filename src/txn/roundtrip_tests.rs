@@ -93,6 +93,7 @@ impl Replica {
             auth_ids: &self.auth,
             extended_types_enabled: true,
             txn_bytes_max: self.txn_bytes_max,
+            enforce_quota: true,
         };
         prep(&self.tree, op, &ctx)
     }

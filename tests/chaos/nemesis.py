@@ -1,6 +1,8 @@
 """The chaos rig's nemesis (issue 18): a seeded schedule of faults against an ensemble run by
-scripts/netns.sh (one member per network namespace). One fault at a time: quiet, fault, hold,
-heal; every fault is healed before the next and at the end (`heal_all`).
+scripts/netns.sh (one member per network namespace, observers included: every fault may hit
+them). One fault at a time: quiet, fault, hold, heal; or, with `overlap`, two at once: fault A,
+fault B a moment later, hold, heal B, heal A (pairs that share a heal, such as two kinds of nft
+rule, are not combined). Every fault is healed before the next and at the end (`heal_all`).
 
 Faults (names for --nemesis):
   partition  majority/minority split, a lone leader cut off, asymmetric one-way (the leader
@@ -8,6 +10,11 @@ Faults (names for --nemesis):
              B and C do not see each other): nft drops in the members' namespaces
   delay      one-way delay + jitter on every path (netem, or the delay relays: restarting
              them resets every connection)
+  loss       1/5/20% of the packets arriving at a member (or every member) dropped at random (nft)
+  dup        5/20/50% of the packets a member (or every member) sends are sent twice (nft netdev
+             egress `dup to` its own device; no netem here)
+  reorder    5/10/20% of the packets a member (or every member) sends wait in a slow htb class
+             while the others overtake them (nft sets the class at random)
   kill       kill -9 of a member (the leader half the time), restart after the hold
   stop       SIGSTOP of a member (the leader half the time), SIGCONT after the hold
   clock      a member's wall clock stepped by up to +-10 min, or running 2x / 0.5x
@@ -30,7 +37,13 @@ import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NETNS_SH = os.path.join(REPO, "scripts", "netns.sh")
-ALL = ["partition", "kill", "stop", "delay", "loss", "clock", "disk", "bitflip", "ioerror"]
+ALL = ["partition", "kill", "stop", "delay", "loss", "dup", "reorder", "clock", "disk", "bitflip", "ioerror"]
+# Faults healed by the same `netns.sh heal` (it removes every nft rule and qdisc): never overlapped.
+SHARED_HEAL = {"partition", "loss", "dup", "reorder"}
+OVERLAP_GAP_S = (1.0, 4.0)  # from the first fault to the second, and from healing B to healing A
+# TCP counters read in every member's namespace and the clients' around dup/reorder faults:
+# what the receivers saw (duplicate segments answered with a D-SACK; segments queued out of order).
+TCP_COUNTERS = ("TcpExtTCPDSACKOldSent", "TcpExtTCPOFOQueue")
 QUIET_S = (2.0, 5.0)
 HOLD_S = (3.0, 10.0)
 SERVE_WAIT_S = 60.0
@@ -52,10 +65,13 @@ def _switch(path, fault, healed):
 
 
 class Nemesis:
-    def __init__(self, seed, kinds, kind, ens_dir, n, log):
+    def __init__(self, seed, kinds, kind, ens_dir, n, log, overlap=False):
         self.rng = random.Random(f"nemesis-{seed}")
         self.kinds, self.kind, self.dir, self.n, self.log = kinds, kind, ens_dir, n, log
+        self.overlap = overlap
         self.counts = {}
+        self.overlaps = {}  # "A+B" -> times both were active at once
+        self.tcp = dict.fromkeys(TCP_COUNTERS, 0)  # increments seen during dup/reorder faults
         self.findings = []  # problems the faults themselves revealed (e.g. a silent bit flip)
         self.stopped = set()
         self.rig_errors = []
@@ -106,6 +122,9 @@ class Nemesis:
         return self.rng.randrange(1, self.n + 1)
 
     def start_member(self, i):
+        if self.alive(i):  # overlapping faults: e.g. a bitflip restarted a member a kill stopped
+            self.note(f"member {i} is already running; not started again")
+            return
         r = self.sh("member-start", self.kind, self.dir, str(i))
         if r.returncode != 0:
             self.note(f"member-start {i} failed: {r.stderr.strip()}")
@@ -221,6 +240,44 @@ class Nemesis:
             self.sh("loss", str(i), str(pct))
         return f"loss {pct}% of packets arriving at {targets}", lambda: self.sh("heal")
 
+    def tcp_counters(self):
+        """The sums of TCP_COUNTERS over every member's namespace and the clients' (absolute,
+        nstat's history untouched)."""
+        tot = dict.fromkeys(TCP_COUNTERS, 0)
+        for ns in [f"m{i}" for i in range(1, self.n + 1)] + ["c"]:
+            out = self.sh("exec", ns, "nstat", "-as", *TCP_COUNTERS, timeout=10).stdout
+            for line in out.splitlines():
+                f = line.split()
+                if len(f) >= 2 and f[0] in tot and f[1].isdigit():
+                    tot[f[0]] += int(f[1])
+        return tot
+
+    def packet_fault(self, verb, what, pcts):
+        """dup/reorder: PCT% of the packets sent by the leader, or by every member."""
+        pct = self.rng.choice(pcts)
+        leader = self.leader()
+        targets = [leader] if leader and self.rng.random() < 0.5 else list(range(1, self.n + 1))
+        before = self.tcp_counters()
+        for i in targets:
+            r = self.sh(verb, str(i), str(pct))
+            if r.returncode != 0:
+                self.rig_errors.append(f"{verb} {i} {pct}: {r.stderr.strip()}")
+
+        def heal():
+            self.sh("heal")
+            after = self.tcp_counters()
+            seen = {k: after[k] - before[k] for k in TCP_COUNTERS}
+            for k, v in seen.items():
+                self.tcp[k] += max(v, 0)
+            self.note(f"{verb} healed; TCP counters over the members: {seen}")
+        return f"{what} {pct}% of the packets sent by {targets}", heal
+
+    def dup(self):
+        return self.packet_fault("dup", "duplicate", [5, 20, 50])
+
+    def reorder(self):
+        return self.packet_fault("reorder", "reorder (slow class)", [5, 10, 20])
+
     def kill(self):
         i = self.victim()
         self.kill9(i)
@@ -228,10 +285,13 @@ class Nemesis:
 
     def stop(self):
         i = self.victim()
-        p = self.pid(i)
+        p = self.pid(i) if self.alive(i) else None  # overlapping faults: it may be dead
         if p:
-            os.kill(p, signal.SIGSTOP)
-            self.stopped.add(i)
+            try:
+                os.kill(p, signal.SIGSTOP)
+                self.stopped.add(i)
+            except ProcessLookupError:
+                p = None
 
         def heal():
             if p:
@@ -313,17 +373,22 @@ class Nemesis:
             if not named:
                 self.findings.append(f"member {i} did not serve after a bit flip in {rel} (byte {off}) and its "
                                      f"log does not name the file: {tail[-300:]!r}")
-            self.kill9(i)
-            for root, dirs, names in os.walk(self.member_dir(i), topdown=False):
-                for nm in names:
-                    if root == self.member_dir(i) and nm in MEMBER_FILES:
-                        continue
-                    os.unlink(os.path.join(root, nm))
-                for d in dirs:
-                    if d != "lost+found":
-                        os.rmdir(os.path.join(root, d))
-            self.start_member(i)
+            self.wipe(i)
         return f"bitflip in member {i}'s {rel}", heal
+
+    def wipe(self, i):
+        """kill -9 member i, delete its data (not its config, log or pid), restart it: it
+        rejoins with an empty dir (an operator's repair)."""
+        self.kill9(i)
+        for root, dirs, names in os.walk(self.member_dir(i), topdown=False):
+            for nm in names:
+                if root == self.member_dir(i) and nm in MEMBER_FILES:
+                    continue
+                os.unlink(os.path.join(root, nm))
+            for d in dirs:
+                if d != "lost+found":
+                    os.rmdir(os.path.join(root, d))
+        self.start_member(i)
 
     # -- schedule --------------------------------------------------------------------------
 
@@ -334,15 +399,31 @@ class Nemesis:
             self.rig_errors.append(f"nemesis: {type(e).__name__}: {e}")
             self.note(f"rig error: {type(e).__name__}: {e}")
 
+    def inject(self, kind):
+        what, heal = getattr(self, kind)()
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.note(f"{kind}: {what}")
+        return heal
+
     def schedule(self, stop):
         while not stop.is_set():
             if stop.wait(self.rng.uniform(*QUIET_S)):
                 break
             kind = self.rng.choice(self.kinds)
-            what, heal = getattr(self, kind)()
-            self.counts[kind] = self.counts.get(kind, 0) + 1
-            self.note(f"{kind}: {what}")
+            heal = self.inject(kind)
+            second = None
+            partners = [k for k in self.kinds if k != kind and not {k, kind} <= SHARED_HEAL]
+            if self.overlap and partners:
+                stop.wait(self.rng.uniform(*OVERLAP_GAP_S))
+                second = self.rng.choice(partners)
+                heal2 = self.inject(second)
+                pair = "+".join(sorted([kind, second]))
+                self.overlaps[pair] = self.overlaps.get(pair, 0) + 1
             stop.wait(self.rng.uniform(*HOLD_S))
+            if second:
+                heal2()
+                self.note(f"healed {second} ({kind} still active)")
+                stop.wait(self.rng.uniform(*OVERLAP_GAP_S))
             heal()
             self.note(f"healed {kind}")
             self.revive()

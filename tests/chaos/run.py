@@ -43,7 +43,9 @@ def main():
     ap.add_argument("--kind", choices=["rk", "zk"], default="rk")
     ap.add_argument("--dir", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--members", type=int, default=3)
+    ap.add_argument("--members", type=int, default=3, help="voting members")
+    ap.add_argument("--observers", type=int, default=0, help="observers (members N+1..N+K)")
+    ap.add_argument("--overlap", action="store_true", help="two faults active at once")
     ap.add_argument("--mutant", action="store_true", help="the server is the mutant build (recorded)")
     a = ap.parse_args()
     kinds = [k for k in a.nemesis.split(",") if k]
@@ -62,8 +64,11 @@ def main():
 
     ens = os.path.join(a.dir, "ensemble")
     os.makedirs(ens, exist_ok=True)
-    nem = Nemesis(a.seed, kinds, a.kind, ens, a.members, log)
-    summary = {"kind": a.kind, "mutant": a.mutant, "seed": a.seed, "minutes": a.minutes, "nemesis": kinds, "workloads": names}
+    a.voters = a.members
+    a.members += a.observers  # every member below: voters and observers alike
+    nem = Nemesis(a.seed, kinds, a.kind, ens, a.members, log, overlap=a.overlap)
+    summary = {"kind": a.kind, "mutant": a.mutant, "seed": a.seed, "minutes": a.minutes, "nemesis": kinds, "workloads": names,
+               "voters": a.voters, "observers": a.observers, "overlap": a.overlap}
     try:
         if "disk" in kinds or "ioerror" in kinds:
             nem.make_volumes("disk" in kinds, "ioerror" in kinds)
@@ -215,6 +220,7 @@ def run_checkers(history, ctx, nem, final_children, final_data, final_eph, dumps
         d["ops"] += 1
         d[o.type] += 1
     out["ops"] = len(ops)
+    out["ops_by_member"] = {str(m): sum(1 for o in ops if o.member == m) for m in sorted({o.member for o in ops})}
     out["ops_by_kind"] = per
     out["acked_writes"] = sum(1 for o in ops if o.f in WRITES and o.type == OK)
     out["unknown_outcome"] = sum(1 for o in ops if o.type == INFO)
@@ -222,6 +228,10 @@ def run_checkers(history, ctx, nem, final_children, final_data, final_eph, dumps
     out["watch_events"] = sum(1 for _, _, lg in ctx.streams for it in lg if it[0] == "event")
     out["ephemeral_sessions"] = ctx.ephemeral_sessions
     out["faults"] = nem.counts
+    if nem.overlap:
+        out["overlapping_faults"] = nem.overlaps
+    if any(nem.tcp.values()):
+        out["tcp_counters_during_packet_faults"] = nem.tcp
     out["nodes"] = max((len(d) for d in dumps.values()), default=0)
     if ctx.errors or nem.rig_errors:
         out["rig_errors"] = (nem.rig_errors + ctx.errors)[:10]
@@ -232,6 +242,10 @@ def print_summary(s):
     print("\n==== chaos summary ====")
     print(f"server {s['kind']}, seed {s['seed']}, {s['minutes']} min (wall {s.get('wall_minutes')}), "
           f"nemesis {','.join(s['nemesis'])}, faults {s.get('faults')}")
+    print(f"members: {s.get('voters', 3)} voters + {s.get('observers', 0)} observers; "
+          f"overlapping faults: {s.get('overlapping_faults') if s.get('overlap') else 'off'}")
+    if s.get("tcp_counters_during_packet_faults"):
+        print(f"TCP counters during dup/reorder faults: {s['tcp_counters_during_packet_faults']}")
     if "rig_error" in s:
         print(f"RIG ERROR: {s['rig_error']}")
         return

@@ -3,7 +3,8 @@
 
     target/venv/bin/python tests/chaos/table.py target/chaos/*/summary.json
 
-One row per run: server, seed, nemesis (faults injected), minutes, then per workload the ops /
+One row per run: server (with its observers and overlapping fault pairs, if any), seed,
+nemesis (faults injected), minutes, then per workload the ops /
 acknowledged writes, and the violations per checker (0 = all passed).
 Rules: reads the summaries only; prints, never edits the docs."""
 
@@ -34,6 +35,11 @@ def row(s, path):
     else:
         verdict = f"rig error: {s.get('rig_error')}"
     server = {"rk": "ringkeeper", "zk": "ZooKeeper 3.8"}[s["kind"]] + (" **mutant**" if is_mutant(s, path) else "")
+    if s.get("observers"):
+        server += f", **{s.get('voters', 3)} + {s['observers']} observers**"
+    if s.get("overlap"):
+        pairs = ", ".join(f"{k} {v}" for k, v in sorted(s.get("overlapping_faults", {}).items()))
+        server += f", **overlapping** ({pairs})"
     return (f"| {server} | {s['seed']} | {','.join(s['nemesis'])} ({faults}) | {s['minutes']:g} | "
             f"{s.get('ops', 0)} | {s.get('acked_writes', 0)} | " + " | ".join(cells) + f" | {verdict} |")
 

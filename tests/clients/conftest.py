@@ -7,6 +7,7 @@ per server kind selected by RK_SERVERS (default "ringkeeper,apache"), with ids
 (set RK_ONLY_TESTS_ON_APACHE=1 to also run them against Apache, to validate the tests).
 """
 
+import functools
 import itertools
 import os
 import re
@@ -78,14 +79,14 @@ def server(kind, _shared_servers):
 
 
 @pytest.fixture
-def make_server(kind):
-    """Factory for dedicated servers: make_server(config=None, start=True, **keys).
-    Extra keyword arguments are zoo.cfg keys (use config={} for a bare config).
-    All servers made are stopped and their dirs removed at teardown."""
-    _skip_unless_available(kind)
+def server_factory():
+    """Factory for dedicated servers of either kind: server_factory(kind, config=None,
+    start=True, **keys). Extra keyword arguments are zoo.cfg keys (use config={} for a bare
+    config). All servers made are stopped and their dirs removed at teardown."""
     made = []
 
-    def make(config=None, start=True, **keys):
+    def make(kind, config=None, start=True, **keys):
+        _skip_unless_available(kind)
         cfg = helpers.default_config() if config is None else dict(config)
         for k, v in keys.items():
             cfg[k.replace("__", ".")] = str(v)
@@ -100,6 +101,14 @@ def make_server(kind):
         if s.proc is not None and s.starts:
             print(f"--- {s!r} log tail:\n{s.log_tail(20)}")
         s.cleanup()
+
+
+@pytest.fixture
+def make_server(kind, server_factory):
+    """Factory for dedicated servers of this test's kind: make_server(config=None, start=True,
+    **keys), as server_factory."""
+    _skip_unless_available(kind)
+    return functools.partial(server_factory, kind)
 
 
 _counter = itertools.count()

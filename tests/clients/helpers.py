@@ -45,6 +45,8 @@ SYSTEM_PROPERTY_KEYS = (
     "zookeeper.nio.sessionlessCnxnTimeout",
     "zookeeper.maxCnxns",
     "zookeeper.globalOutstandingLimit",
+    # the JAAS file (SASL): a JVM property for Apache, a zoo.cfg key of the same name for ringkeeper
+    "java.security.auth.login.config",
 )
 
 TICK_MS = 500

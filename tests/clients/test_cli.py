@@ -91,8 +91,8 @@ def test_usage_parse_and_path_errors(server, base):
     assert rc == 127 and err[-1] == "Command not found: bogus"
     assert "\tcreate [-s] [-e] [-c] [-t ttl] path [data] [acl]" in err
     assert cli(server, "get") == (1, [], ["get [-s] [-w] path"])
-    assert cli(server, "ls", "-x", "/") == (1, [], ["Unrecognized option: -x"])
-    assert cli(server, "set", "-v") == (1, [], ["Missing argument for option: v"])
+    assert cli(server, "ls", "-x", "/") == (1, [], ["org.apache.commons.cli.UnrecognizedOptionException: Unrecognized option: -x"])
+    assert cli(server, "set", "-v") == (1, [], ["org.apache.commons.cli.MissingArgumentException: Missing argument for option: v"])
     assert cli(server, "create", "-c", "-e", f"{base}/c")[2] == [
         "-c cannot be combined with -s or -e. Containers cannot be ephemeral or sequential."]
     assert cli(server, "create", "-t", "0", f"{base}/t")[2] == [

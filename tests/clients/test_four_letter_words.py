@@ -67,6 +67,7 @@ def test_mntr_envi_conf_dirs_isro_srst_follow_the_servers_state(make_server, kaz
                        what="the watches to show in mntr")
     assert int(after["zk_znode_count"]) - int(before["zk_znode_count"]) == 9
     assert int(after["zk_ephemerals_count"]) == 1
+    assert int(after["zk_global_sessions"]) >= 1, "the kazoo session is open"
     assert int(after["zk_num_alive_connections"]) >= 1
     assert int(after["zk_packets_received"]) >= int(before["zk_packets_received"]) + 11
     assert int(after["zk_approximate_data_size"]) >= int(before["zk_approximate_data_size"]) + 70

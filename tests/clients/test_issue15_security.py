@@ -396,10 +396,10 @@ def test_an_ensemble_session_resumes_on_any_member_and_after_a_full_restart_neve
     # (the client port's TLS keys are honoured: tests/clients/test_tls.py; quorum TLS:
     # tests/clients/test_quorum_tls.py; admin HTTPS: tests/clients/test_admin_http.py)
     ("quorum.auth.enableSasl", "true"),                               # quorum SASL
-    ("authProvider.1", "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"),
-    ("enforce.auth.enabled", "true"),
-    ("sessionRequireClientSASLAuth", "true"),
-    ("kerberos.removeHostFromPrincipal", "true"),
+    # (client SASL and enforce.auth are honoured: tests/clients/test_sasl.py)
+    ("authProvider.1", "org.example.CustomAuthenticationProvider"),
+    ("kerberos.principal", "zookeeper/host@EXAMPLE.COM"),            # Kerberos
+    ("sasl.serverconfig", "OtherSection"),
 ])
 def test_a_security_key_ringkeeper_cannot_honour_stops_the_start(kind, make_server, key, value):
     """ringkeeper only (Apache honours these): the process exits non-zero at start with a
