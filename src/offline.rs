@@ -45,17 +45,8 @@ pub fn civil_date(days: i64) -> (i64, i64, i64) {
 
 fn acl_text(acl: &[Acl]) -> String {
     let parts: Vec<String> =
-        acl.iter().map(|a| format!("{}:{}:{}", a.id.scheme, a.id.id, perms_text(a.perms))).collect();
+        acl.iter().map(|a| format!("{}:{}:{}", a.id.scheme, a.id.id, crate::tree::acl::perm_string(a.perms))).collect();
     format!("[{}]", parts.join(", "))
-}
-
-/// ZooKeeper's permission letters (cdrwa), as zkCli prints them.
-fn perms_text(perms: i32) -> String {
-    [(4, 'c'), (8, 'd'), (1, 'r'), (2, 'w'), (16, 'a')]
-        .iter()
-        .filter(|(bit, _)| perms & bit != 0)
-        .map(|(_, c)| *c)
-        .collect()
 }
 
 fn data_text(data: &Option<Bytes>) -> String {

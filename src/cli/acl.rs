@@ -5,7 +5,6 @@
 //! Rules: pure; a malformed entry is skipped with zkCli's warning, an unknown permission
 //! letter is ignored with zkCli's warning (the server decides what an empty list means).
 
-use crate::client::acl::perms;
 use crate::client::types::{Acl, Id};
 
 /// A parsed ACL argument: the entries, and a warning line for each part that was skipped.
@@ -14,9 +13,6 @@ pub struct AclSpec {
     pub acl: Vec<Acl>,
     pub warnings: Vec<String>,
 }
-
-const LETTERS: [(char, i32); 5] =
-    [('c', perms::CREATE), ('d', perms::DELETE), ('r', perms::READ), ('w', perms::WRITE), ('a', perms::ADMIN)];
 
 /// Parses zkCli's ACL syntax.
 pub fn parse_acl(s: &str) -> AclSpec {
@@ -32,7 +28,7 @@ pub fn parse_acl(s: &str) -> AclSpec {
         }
         let mut bits = 0;
         for c in entry[last + 1..].chars() {
-            match LETTERS.iter().find(|(l, _)| *l == c) {
+            match PERM_LETTERS.iter().find(|(l, _)| *l == c) {
                 Some((_, b)) => bits |= b,
                 None => out.warnings.push(format!("Unknown perm type: {c}")),
             }
@@ -45,10 +41,8 @@ pub fn parse_acl(s: &str) -> AclSpec {
     out
 }
 
-/// Permission bits as letters, in zkCli's order: `cdrwa`.
-pub fn perm_string(bits: i32) -> String {
-    LETTERS.iter().filter(|(_, b)| bits & b != 0).map(|(c, _)| *c).collect()
-}
+pub use crate::tree::acl::perm_string;
+use crate::tree::acl::PERM_LETTERS;
 
 /// Jute's CSV escaping of a string, which getAcl's output shows.
 fn csv_escape(s: &str) -> String {
@@ -75,6 +69,7 @@ pub fn acl_lines(acl: &Acl) -> [String; 2] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::acl::perms;
 
     fn acl(scheme: &str, id: &str, perms: i32) -> Acl {
         Acl { perms, id: Id { scheme: scheme.into(), id: id.into() } }

@@ -159,7 +159,7 @@ fn keep(watches: Option<&Watches>, kind: WatchKind, path: &str, w: Option<OneSho
     }
 }
 
-fn keeper(path: &str) -> impl Fn(KeeperError) -> CmdError + '_ {
+pub(super) fn keeper(path: &str) -> impl Fn(KeeperError) -> CmdError + '_ {
     move |e| CmdError::Keeper(e, Some(path.to_string()))
 }
 

@@ -12,13 +12,9 @@ use crate::client::{Client, OPEN_ACL_UNSAFE};
 use crate::tree::path::join;
 use crate::tree::quota::{limit_path, stat_path, StatsTrack, LIMIT_NODE, QUOTA_ROOT};
 
-use super::exec::{err, out, CmdError};
+use super::exec::{err, keeper, out, CmdError};
 use super::format::check_path;
 use super::parse::QuotaField;
-
-fn keeper(path: &str) -> impl Fn(KeeperError) -> CmdError + '_ {
-    move |e| CmdError::Keeper(e, Some(path.to_string()))
-}
 
 fn field_name(field: QuotaField) -> &'static str {
     match field {

@@ -550,12 +550,13 @@ fn latency_json(ms: f64) -> Value {
 
 /// One connection as ZooKeeper's AdminServer lists it (ServerCnxn.getConnectionInfo).
 fn conn_json(c: &ConnInfo, brief: bool) -> Value {
-    let mut f = Map::new();
-    f.insert("remote_socket_address".into(), json!(c.remote.to_string()));
-    f.insert("interest_ops".into(), json!(u8::from(c.session_id != 0)));
-    f.insert("outstanding_requests".into(), json!(c.queued));
-    f.insert("packets_received".into(), json!(c.received));
-    f.insert("packets_sent".into(), json!(c.sent));
+    let mut f = json!({
+        "remote_socket_address": c.remote.to_string(),
+        "interest_ops": u8::from(c.session_id != 0),
+        "outstanding_requests": c.queued,
+        "packets_received": c.received,
+        "packets_sent": c.sent,
+    });
     if !brief {
         let more = json!({
             "session_id": c.session_id,
@@ -570,11 +571,11 @@ fn conn_json(c: &ConnInfo, brief: bool) -> Value {
             "avg_latency": c.avg_latency_ms,
             "max_latency": c.max_latency_ms,
         });
-        if let Value::Object(m) = more {
+        if let (Some(f), Value::Object(m)) = (f.as_object_mut(), more) {
             f.extend(m);
         }
     }
-    Value::Object(f)
+    f
 }
 
 /// ZooKeeper's ServerStats as the AdminServer's `stats` nests it.

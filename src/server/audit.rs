@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::proto::opcode::create_flags;
 use crate::proto::{Acl, Id};
-use crate::tree::acl::{SCHEME_DIGEST, SCHEME_IP, SCHEME_X509};
+use crate::tree::acl::{perm_string, SCHEME_DIGEST, SCHEME_IP, SCHEME_X509};
 use crate::txn::apply::OpResult;
 use crate::txn::WriteOp;
 
@@ -106,17 +106,7 @@ fn create_mode(flags: i32) -> Option<&'static str> {
 /// `scheme:id:perms` per entry (ZooKeeper's `ZKUtil.aclToString`, entries separated by
 /// commas where ZooKeeper runs them together).
 fn acl_text(acl: &[Acl]) -> String {
-    acl.iter()
-        .map(|a| {
-            let perms: String = [(4, 'c'), (8, 'd'), (1, 'r'), (2, 'w'), (16, 'a')]
-                .iter()
-                .filter(|(bit, _)| a.perms & bit != 0)
-                .map(|(_, c)| *c)
-                .collect();
-            format!("{}:{}:{perms}", a.id.scheme, a.id.id)
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+    acl.iter().map(|a| format!("{}:{}:{}", a.id.scheme, a.id.id, perm_string(a.perms))).collect::<Vec<_>>().join(",")
 }
 
 /// The connection's users as ZooKeeper's `AuthUtil.getUsers` names them: each id's user
@@ -337,7 +327,6 @@ const STOP: &str = "serverStop";
 fn write_lines(rx: &Receiver<AuditEvent>, dropped: &AtomicU64, out: &mut dyn Write) {
     let mut reported = 0;
     while let Ok(ev) = rx.recv() {
-        let stop = ev.operation == STOP;
         let mut batch = vec![ev];
         batch.extend(rx.try_iter().take(AUDIT_QUEUE_EVENTS_MAX));
         let now = crate::server::clock::wall_clock_ms_for_dates();
@@ -359,7 +348,7 @@ fn write_lines(rx: &Receiver<AuditEvent>, dropped: &AtomicU64, out: &mut dyn Wri
             // Nowhere left to say it; the count still grows for a later successful write.
             dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
         }
-        if stop || batch.iter().any(|e| e.operation == STOP) {
+        if batch.iter().any(|e| e.operation == STOP) {
             return;
         }
     }

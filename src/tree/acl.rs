@@ -20,6 +20,15 @@ pub const SCHEME_X509: &str = "x509";
 pub const SCHEME_SASL: &str = "sasl";
 
 /// `world:anyone` with every permission: ZooKeeper's OPEN_ACL_UNSAFE.
+/// Permission letters in ZooKeeper's order (`cdrwa`: zkCli, `getPermString`, the audit log).
+pub const PERM_LETTERS: [(char, i32); 5] =
+    [('c', perms::CREATE), ('d', perms::DELETE), ('r', perms::READ), ('w', perms::WRITE), ('a', perms::ADMIN)];
+
+/// Permission bits as letters, in ZooKeeper's order: `cdrwa`.
+pub fn perm_string(bits: i32) -> String {
+    PERM_LETTERS.iter().filter(|(_, b)| bits & b != 0).map(|(c, _)| *c).collect()
+}
+
 pub fn open_acl_unsafe() -> Vec<Acl> {
     vec![Acl { perms: perms::ALL, id: world_anyone() }]
 }
