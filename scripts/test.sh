@@ -5,6 +5,8 @@
 #      Python venv at target/venv with kazoo, pure-sasl, pytest, pytest-timeout, pytest-xdist); needs cargo;
 #   2. cargo build --release --workspace (the server, ringkeeper-bench, the examples);
 #   3. unit tests: cargo nextest run --release --workspace (cargo test without nextest);
+#      then the client crates' doc examples (cargo test --doc, release, both runtime
+#      features) and their rustdoc with warnings as errors (missing docs included);
 #   4. integration tests: pytest tests/clients against the real binary and against
 #      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default). The client tests run in
 #      PYTEST_WORKERS (default 2) processes (pytest-xdist); PYTEST_WORKERS=0 runs them in one.
@@ -105,6 +107,12 @@ if [ "${SKIP_UNIT:-0}" != 1 ]; then
         log "cargo test --release --workspace (cargo-nextest not installed)"
         cargo test --release --workspace || unit_rc=$?
     fi
+    # The client crates' doc examples (nextest does not run doctests) and their docs: release,
+    # so the dependencies built above are reused; `cargo doc` checks deps once, docs only ours.
+    log "client crates: doc examples and cargo doc (warnings are errors)"
+    cargo test --release --doc --all-features -p ringkeeper-proto -p ringkeeper-client || unit_rc=$?
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features -p ringkeeper-proto -p ringkeeper-client \
+        || unit_rc=$?
 fi
 UNIT_S=$(elapsed "$T_UNIT")
 
