@@ -5,6 +5,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod host;
+pub mod local_session;
 pub mod offline;
 pub mod proto;
 pub mod query;

@@ -450,7 +450,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
     };
     match *name {
         "ruok" => {}
-        "is_read_only" => field("read_only", json!(false)),
+        "is_read_only" => field("read_only", json!(mode == ServerMode::ReadOnly)),
         "stat_reset" => stats.reset(),
         "dirs" => {
             field("datadir_size", json!(dir_bytes(&config.data_dir)));
@@ -478,7 +478,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
         }
         "stats" => {
             field("version", json!(version()));
-            field("read_only", json!(false));
+            field("read_only", json!(mode == ServerMode::ReadOnly));
             field("server_stats", server_stats_json(stats, mode));
             field("node_count", json!(stats.znodes.load(Relaxed)));
             field("connections", Value::Array(ins.conns().map(|c| conn_json(c, true)).collect()));
@@ -517,7 +517,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
         "server_stats" | "monitor" => {
             field("version", json!(version()));
             field("server_state", json!(mode.name()));
-            field("read_only", json!(false));
+            field("read_only", json!(mode == ServerMode::ReadOnly));
             field("avg_latency", latency_json(t.latency_avg_ms));
             field("max_latency", json!(t.latency_max_ms as u64));
             field("min_latency", json!(t.latency_min_ms as u64));

@@ -265,6 +265,7 @@ async fn reader<R: AsyncRead + Unpin>(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: 
                             passwd: req.passwd,
                             timeout_ms: req.timeout_ms,
                             last_zxid_seen: req.last_zxid_seen,
+                            read_only: req.read_only,
                         });
                     }
                     Err(e) => {

@@ -17,6 +17,8 @@
 //!   that does not own its session fails with SessionMoved.
 //! - A member serves clients only while its peer is an established leader or a synced
 //!   follower; on losing that it closes every client connection (clients move elsewhere).
+//!   With `readonlymode.enabled`, a member LOOKING for the grace period serves read-only
+//!   sessions until its peer leaves LOOKING (`read_only.rs`).
 //! - Snapshots are of the committed tree, never of the leader's prep tree. A SNAP to a
 //!   follower streams from an O(1) clone of it in bounded chunks (`snap_stream`), never one
 //!   message; the follower hands its peer the SNAP only once it is whole and durable in a temp
@@ -33,6 +35,9 @@
 //!   not yet proposed pass `FORWARDED_BYTES_MAX`. One pass takes at most
 //!   `PASS_INTAKE_BYTES_MAX` of proposals and forwards. A leader expires no session while it
 //!   holds requests back (their touches are among them).
+
+#[path = "read_only.rs"]
+mod read_only;
 
 use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
@@ -179,6 +184,10 @@ struct Member {
     /// Since when this member has not served (start-up, or losing its leader): the next
     /// time it serves, the difference is the election time.
     unserved_since: Option<std::time::Instant>,
+    /// Serving read-only (`read_only.rs`): its local sessions. `serving` is None meanwhile.
+    read_only: Option<crate::local_session::LocalSessions>,
+    /// Since when the peer has been LOOKING (for the read-only grace period).
+    looking_since: Option<std::time::Instant>,
     /// Delivered txns (applied to `committed`) and answers, on their way to the client cores.
     commits: CommitQueue,
     /// Client requests held for the next round of this pass (`commit_queue::Rounds`).
@@ -308,6 +317,10 @@ impl Member {
             }
             return;
         }
+        if self.read_only.is_some() {
+            self.on_read_only_client(msg, now);
+            return;
+        }
         if self.serving.is_none() {
             // The cores close everything when told; these crossed that message.
             match msg {
@@ -320,7 +333,7 @@ impl Member {
             return;
         }
         match msg {
-            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
+            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen, .. } => {
                 if let Some(refusal) = refuse_if_ahead(conn, last_zxid_seen, self.committed.last_zxid()) {
                     self.answer(refusal);
                     return;
@@ -721,6 +734,7 @@ impl Member {
 
     /// After each round of outputs: start or stop serving clients as the peer's role says.
     fn check_role(&mut self, now: Now) {
+        self.leave_read_only_unless_looking();
         let role = self.peer.role();
         let serving_now = match role {
             Role::Leading { serving: true } | Role::Following { serving: true, .. } => Some(role),
@@ -1187,6 +1201,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         serving: None,
         observer: config.servers.iter().any(|s| s.id == my_id && s.observer),
         unserved_since: Some(std::time::Instant::now()),
+        read_only: None,
+        looking_since: None,
         commits: CommitQueue::new(),
         rounds: Rounds::default(),
         to_cores: Vec::new(),
@@ -1321,6 +1337,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         if ticked.replace(false) && now.mono_ms - last_peer_tick_ms >= config.tick_time_ms as i64 {
             last_peer_tick_ms = now.mono_ms;
             m.step(Input::Tick);
+            m.check_read_only();
+            m.expire_read_only(now);
             // A leader holding requests back holds their touches too: no expiry meanwhile.
             if m.leading() && m.held.is_empty() && m.intake_open(&net) {
                 let reap = now.mono_ms - last_reap_ms >= config.container_check_interval_ms as i64;

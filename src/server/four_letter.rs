@@ -54,7 +54,8 @@ pub fn version() -> String {
 }
 
 pub fn whitelisted(config: &Config, cmd: &str) -> bool {
-    config.four_letter_words.iter().any(|w| w == cmd || w == "*")
+    // As ZooKeeper: `isro` is always allowed where read-only mode is on (clients probe it).
+    (cmd == "isro" && config.read_only_mode_enabled) || config.four_letter_words.iter().any(|w| w == cmd || w == "*")
 }
 
 /// Words ringkeeper answers (the rest of ZooKeeper's list are refused as not supported).
@@ -80,6 +81,7 @@ pub fn answer(cmd: &str, f: &Facts<'_>, stats: &Stats) -> String {
     let serving = f.mode.serving();
     match cmd {
         "ruok" => "imok".into(),
+        "isro" if f.mode == ServerMode::ReadOnly => "ro".into(),
         "isro" => "rw".into(),
         "conf" => conf(f.config),
         "envi" => envi(f.config),
@@ -130,6 +132,9 @@ fn srvr(f: &Facts<'_>, clients: Option<Vec<&ConnInfo>>) -> String {
             list.push('\n');
         }
         list.push('\n');
+    }
+    if f.mode == ServerMode::ReadOnly {
+        list.insert_str(0, "READ-ONLY mode; serving only read-only clients\n");
     }
     let mut out = format!(
         "Zookeeper version: {}\n{list}Latency min/avg/max: {}/{}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
