@@ -194,18 +194,18 @@ def test_rust_cli_read_only(trio, kind, tmp_path):
     if not os.access(RK_BIN, os.X_OK):
         pytest.skip("ringkeeper binary not built (the CLI)")
     hosts = ",".join(trio.hostport(i) for i in MEMBERS)
-    cli = [RK_BIN, "cli", "-server", hosts]
+    cli = [RK_BIN, "cli", "--server", hosts]
     out = subprocess.run(cli + ["create", "/cli", "v0"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     trio.kill(2)
     trio.kill(3)
     wait_until(lambda: isro(trio.hostport(1)) == "ro", timeout=60.0, interval=0.2, what="read-only survivor")
     # Without -r the lone read-only member refuses the session: the command fails.
-    out = subprocess.run(cli + ["-timeout", "3000", "get", "/cli"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(cli + ["--timeout", "3000", "get", "/cli"], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0, out.stdout
-    out = subprocess.run([RK_BIN, "cli", "-r", "-server", hosts, "get", "/cli"], capture_output=True, text=True,
+    out = subprocess.run(cli + ["-r", "get", "/cli"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "v0", (out.stdout, out.stderr)
-    out = subprocess.run([RK_BIN, "cli", "-r", "-server", hosts, "set", "/cli", "v1"], capture_output=True,
+    out = subprocess.run(cli + ["-r", "set", "/cli", "v1"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 1 and "Not a read-only call: /cli" in out.stderr, (out.stdout, out.stderr)
