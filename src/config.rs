@@ -157,6 +157,11 @@ pub struct Config {
     /// `-Dreadonlymode.enabled=true` in SERVER_JVMFLAGS counts too: `load`): an ensemble member
     /// without a quorum serves read-only sessions (`server::read_only`).
     pub read_only_mode_enabled: bool,
+    /// localSessionsEnabled: an ensemble member makes and closes new sessions itself, without
+    /// a txn (`local_session`); localSessionsUpgradingEnabled: such a session that creates an
+    /// ephemeral becomes global first (else the create fails with EphemeralOnLocalSession).
+    pub local_sessions_enabled: bool,
+    pub local_sessions_upgrading_enabled: bool,
     /// audit.enable: ZooKeeper's audit log (`server::audit`).
     pub audit_enabled: bool,
     /// ringkeeper.auditLogFile: where audit lines go (appended); None: stderr.
@@ -396,8 +401,6 @@ const ZOOCFG_KEYS_UNUSED: &[&str] = &[
     "clientPortListenBacklog",
     "syncEnabled",
     "dynamicConfigFile",
-    "localSessionsEnabled",
-    "localSessionsUpgradingEnabled",
     "connectToLearnerMasterLimit",
     "observerMasterPort",
 ];
@@ -815,6 +818,8 @@ impl Config {
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
         let mut read_only_mode_enabled = false;
+        let mut local_sessions_enabled = false;
+        let mut local_sessions_upgrading_enabled = false;
         let mut enforce_quota = false;
         let mut audit_enabled = false;
         let mut audit_log_file: Option<PathBuf> = None;
@@ -992,6 +997,8 @@ impl Config {
                 }
                 "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
                 "readonlymode.enabled" => read_only_mode_enabled = e.boolean()?,
+                "localSessionsEnabled" => local_sessions_enabled = e.boolean()?,
+                "localSessionsUpgradingEnabled" => local_sessions_upgrading_enabled = e.boolean()?,
                 "enforceQuota" => enforce_quota = e.boolean()?,
                 "audit.enable" => audit_enabled = e.boolean()?,
                 "ringkeeper.auditLogFile" => audit_log_file = Some(PathBuf::from(value)),
@@ -1211,6 +1218,8 @@ impl Config {
             admin_addr: SocketAddr::new(admin_ip, admin_port),
             extended_types_enabled,
             read_only_mode_enabled,
+            local_sessions_enabled,
+            local_sessions_upgrading_enabled,
             enforce_quota,
             audit_enabled,
             audit_log_file,
@@ -1336,7 +1345,7 @@ mod tests {
     }
 
     #[test]
-    fn read_only_mode_from_the_file_or_the_jvm_flags() {
+    fn read_only_mode_and_local_sessions_keys() {
         let base = "dataDir=/tmp/x\nclientPort=2181\n";
         assert!(!ok(base).0.read_only_mode_enabled);
         assert!(ok(&format!("{base}readonlymode.enabled=true\n")).0.read_only_mode_enabled);
@@ -1344,6 +1353,9 @@ mod tests {
         assert!(jvm_flags_enable_read_only("-Xmx1g -Dreadonlymode.enabled=true"));
         assert!(!jvm_flags_enable_read_only("-Dreadonlymode.enabled=true -Dreadonlymode.enabled=false"));
         assert!(!jvm_flags_enable_read_only("-Dzookeeper.readonlymode.enabled=true"));
+        let c = ok(&format!("{base}localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\n")).0;
+        assert!(c.local_sessions_enabled && c.local_sessions_upgrading_enabled);
+        assert!(!ok(base).0.local_sessions_enabled && !ok(base).0.local_sessions_upgrading_enabled);
     }
 
     fn ok(text: &str) -> (Config, Vec<String>) {

@@ -1,6 +1,9 @@
 //! Sessions local to one ensemble member, made and closed without a txn: the sessions of a
 //! member serving read-only while it has no quorum (ZooKeeper's `ReadOnlyZooKeeperServer`, whose
-//! sessions live in a `LocalSessionTracker`), and the rules a read-only member answers by.
+//! sessions live in a `LocalSessionTracker`), and the rules a read-only member answers by; and
+//! with `localSessionsEnabled` every new session of a serving member, until it creates an
+//! ephemeral (`upgrade_needed`: it then becomes global through a createSession txn, or the
+//! create fails with EphemeralOnLocalSession without `localSessionsUpgradingEnabled`).
 //! Rules:
 //! - Sans-IO: the caller passes the time (monotonic ms), ids, passwords and connections; this
 //!   module only decides. `server::ensemble` carries the decisions out.
@@ -8,7 +11,9 @@
 //!   it has no ephemerals, and it ends when that member stops serving in this mode.
 //! - Passwords are compared in constant time (`session::password_matches`'s rule).
 
+use crate::proto::opcode::{create_flags, OpCode};
 use crate::session::{ConnRef, SessionTracker, SESSION_PASSWD_LEN};
+use crate::txn::WriteOp;
 use std::collections::HashMap;
 
 /// ZooKeeper's lower bound on the grace a LOOKING member waits before it serves read-only
@@ -80,6 +85,19 @@ pub fn read_only_connect(
     }
 }
 
+/// Whether a local session must become global before `op` (ZooKeeper's
+/// `checkUpgradeSession`): a create or create2 of an ephemeral node, alone or in a multi.
+pub fn upgrade_needed(op: &WriteOp) -> bool {
+    match op {
+        WriteOp::Create { opcode, flags, .. } => {
+            (*opcode == OpCode::Create.code() || *opcode == OpCode::Create2.code())
+                && (*flags == create_flags::EPHEMERAL || *flags == create_flags::EPHEMERAL_SEQUENTIAL)
+        }
+        WriteOp::Multi(ops) => ops.iter().any(upgrade_needed),
+        _ => false,
+    }
+}
+
 /// The local sessions of one member: deadlines (the shared `SessionTracker`'s buckets) and the
 /// password each was given.
 #[derive(Debug)]
@@ -141,6 +159,14 @@ impl LocalSessions {
         self.tracker.detach(id, conn);
     }
 
+    /// The session becomes global: forgotten here; returns its timeout (for the createSession
+    /// txn), None if it is not a local session.
+    pub fn upgrade(&mut self, id: i64) -> Option<i32> {
+        let timeout_ms = self.tracker.timeout_ms(id)?;
+        self.close(id);
+        Some(timeout_ms)
+    }
+
     /// closeSession: forgets the session; returns its connection.
     pub fn close(&mut self, id: i64) -> Option<ConnRef> {
         self.passwds.remove(&id);
@@ -186,6 +212,33 @@ mod tests {
         assert_eq!(v(Some(true), 7, &[2; 16], false), ConnectVerdict::Expired);
         assert_eq!(v(Some(true), 7, &[1; 15], false), ConnectVerdict::Expired);
         assert_eq!(v(Some(true), 8, &[1; 16], false), ConnectVerdict::Expired);
+    }
+
+    #[test]
+    fn ephemeral_creates_need_an_upgrade() {
+        let create = |opcode: OpCode, flags| WriteOp::Create {
+            opcode: opcode.code(),
+            path: "/e".into(),
+            data: Default::default(),
+            acl: None,
+            flags,
+            ttl_ms: 0,
+        };
+        assert!(upgrade_needed(&create(OpCode::Create, create_flags::EPHEMERAL)));
+        assert!(upgrade_needed(&create(OpCode::Create2, create_flags::EPHEMERAL_SEQUENTIAL)));
+        assert!(!upgrade_needed(&create(OpCode::Create, create_flags::PERSISTENT)));
+        assert!(!upgrade_needed(&create(OpCode::CreateContainer, create_flags::CONTAINER)));
+        let multi = |ops| WriteOp::Multi(ops);
+        assert!(upgrade_needed(&multi(vec![
+            WriteOp::Delete { path: "/x".into(), version: -1 },
+            create(OpCode::Create, create_flags::EPHEMERAL)
+        ])));
+        assert!(!upgrade_needed(&multi(vec![create(OpCode::Create2, create_flags::PERSISTENT_SEQUENTIAL)])));
+        assert!(!upgrade_needed(&WriteOp::CloseSession));
+        let mut l = LocalSessions::new(100);
+        l.create(5, 3000, [1; SESSION_PASSWD_LEN], conn(1), 0);
+        assert_eq!(l.upgrade(5), Some(3000));
+        assert_eq!((l.upgrade(5), l.contains(5)), (None, false));
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //!   txn's origin when it proposes (its own request, or a follower's numbered request, which it
 //!   names back in a Proposed reply before the commit); connections that closed in between
 //!   just get nothing.
-//! - Sessions are global: created, closed and expired by txns; the leader alone keeps their
+//! - Sessions are global: created, closed and expired by txns (except, with
+//!   `localSessionsEnabled`, a session local to this member until it creates an ephemeral,
+//!   and a read-only member's sessions: `local_sessions.rs`, `read_only.rs`); the leader alone keeps their
 //!   deadlines (refreshed by touches from every member, which a follower forwards as soon as
 //!   its client cores report them) and knows which member owns each; a write from a member
 //!   that does not own its session fails with SessionMoved.
@@ -36,6 +38,8 @@
 //!   `PASS_INTAKE_BYTES_MAX` of proposals and forwards. A leader expires no session while it
 //!   holds requests back (their touches are among them).
 
+#[path = "local_sessions.rs"]
+mod local_sessions;
 #[path = "read_only.rs"]
 mod read_only;
 
@@ -188,6 +192,9 @@ struct Member {
     read_only: Option<crate::local_session::LocalSessions>,
     /// Since when the peer has been LOOKING (for the read-only grace period).
     looking_since: Option<std::time::Instant>,
+    /// While serving, with `localSessionsEnabled`: the sessions made here without a txn
+    /// (`local_sessions.rs`).
+    local: crate::local_session::LocalSessions,
     /// Delivered txns (applied to `committed`) and answers, on their way to the client cores.
     commits: CommitQueue,
     /// Client requests held for the next round of this pass (`commit_queue::Rounds`).
@@ -339,6 +346,9 @@ impl Member {
                     return;
                 }
                 let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
+                if self.local_connect(conn, session_id, &passwd, timeout_ms, now) {
+                    return;
+                }
                 if session_id == 0 {
                     let id = self.sessions.next_session_id();
                     self.connecting.insert(id, (conn, timeout_ms));
@@ -373,6 +383,9 @@ impl Member {
                 let taken = Instant::now();
                 self.stats.pipeline_stages.get(Stage::CoreToPipeline).record(taken.saturating_duration_since(read_at));
                 let Some(&session_id) = self.conn_sessions.get(&conn) else { return };
+                if self.local.contains(session_id) && !self.local_write(conn, xid, session_id, &op, now) {
+                    return;
+                }
                 if self.leading() {
                     if let Some(zxid) = self.prep_write(self.me, session_id, xid, &auth, &op, now) {
                         self.answers.insert(zxid, ((conn, xid), fence));
@@ -411,6 +424,7 @@ impl Member {
                 }
             }
             ToPipeline::Touch { sessions } => {
+                let sessions = self.touch_local(sessions, now);
                 if self.leading() {
                     for s in sessions {
                         self.sessions.touch(s, now.mono_ms);
@@ -419,7 +433,12 @@ impl Member {
                     self.touched.extend(sessions);
                 }
             }
-            ToPipeline::Detached { conn } => self.forget_conn(conn),
+            ToPipeline::Detached { conn } => {
+                if let Some(&s) = self.conn_sessions.get(&conn) {
+                    self.local.detach(s, conn);
+                }
+                self.forget_conn(conn)
+            }
             ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
         }
     }
@@ -505,7 +524,7 @@ impl Member {
         now: Now,
     ) -> Option<Zxid> {
         let tree = self.prep.as_ref()?;
-        let txn_op = if !self.sessions.touch(session_id, now.mono_ms) {
+        let txn_op = if !self.sessions.touch(session_id, now.mono_ms) && !self.local_write_allowed(session_id) {
             TxnOp::Error { err: ErrorCode::SessionExpired.code() }
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
@@ -775,6 +794,7 @@ impl Member {
             self.sync_tokens.clear();
             self.syncs.clear();
             self.touched.clear();
+            self.drop_local_sessions();
             self.prep = None;
             self.snap_out.clear();
             self.control(ToClientCore::Serving(ServerMode::NotServing));
@@ -1203,6 +1223,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         unserved_since: Some(std::time::Instant::now()),
         read_only: None,
         looking_since: None,
+        local: crate::local_session::LocalSessions::new(config.tick_time_ms),
         commits: CommitQueue::new(),
         rounds: Rounds::default(),
         to_cores: Vec::new(),
@@ -1339,6 +1360,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
             m.step(Input::Tick);
             m.check_read_only();
             m.expire_read_only(now);
+            if m.serving.is_some() {
+                m.expire_local(now);
+            }
             // A leader holding requests back holds their touches too: no expiry meanwhile.
             if m.leading() && m.held.is_empty() && m.intake_open(&net) {
                 let reap = now.mono_ms - last_reap_ms >= config.container_check_interval_ms as i64;

@@ -17,7 +17,6 @@ use crate::proto::ErrorCode;
 use crate::server::clock::Now;
 use crate::server::messages::{Commit, ServerMode, ToClientCore, ToPipeline};
 use crate::server::pipeline::{new_passwd, refuse_if_ahead};
-use crate::txn::apply::OpResult;
 use crate::txn::WriteOp;
 use crate::zab::peer::Role;
 use std::time::Instant;
@@ -72,14 +71,8 @@ impl Member {
     /// delete: they could make none); their connections close.
     pub(super) fn expire_read_only(&mut self, now: Now) {
         let Some(local) = self.read_only.as_mut() else { return };
-        for (id, conn) in local.expired(now.mono_ms) {
-            tracing::info!("read-only session {id:#x} expired");
-            self.session_conns.remove(&id);
-            if let Some(conn) = conn {
-                self.conn_sessions.remove(&conn);
-                self.answer(Commit::Close { conn });
-            }
-        }
+        let gone = local.expired(now.mono_ms);
+        self.close_expired_locals(gone);
     }
 
     /// A client message while serving read-only.
@@ -134,8 +127,7 @@ impl Member {
                 let Some(&session_id) = self.conn_sessions.get(&conn) else { return };
                 if matches!(op, WriteOp::CloseSession) {
                     local.close(session_id);
-                    self.forget_conn(conn);
-                    self.answer(Commit::Local { conn, xid, result: OpResult::SessionClosed });
+                    self.closed_locally(conn, xid);
                 } else {
                     self.answer(Commit::Rejected { conn, xid, err: ErrorCode::NotReadOnly.code() });
                 }
