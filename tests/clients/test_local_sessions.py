@@ -39,9 +39,13 @@ def zxid_of(hostport):
 
 
 class RkTrio:
-    def __init__(self, tmp_path, keys):
+    """A ringkeeper ensemble through scripts/ensemble.sh with these zoo.cfg keys (and
+    environment, e.g. SERVER_JVMFLAGS)."""
+
+    def __init__(self, tmp_path, keys, env=None):
         self.e = Ensemble(3, tmp_path)
         self.e.env["RK_EXTRA_CONFIG"] = "\n".join(f"{k}={v}" for k, v in keys.items())
+        self.e.env.update(env or {})
 
     def start(self):
         self.e.start()
@@ -50,6 +54,15 @@ class RkTrio:
 
     def hostport(self, i):
         return self.e.hostport(i)
+
+    def kill(self, i):
+        self.e.kill9(i)
+
+    def restart(self, i):
+        self.e.restart(i)
+
+    def log(self, i):
+        return self.e.log(i)
 
     def proposals(self, i):
         """The member's proposal count as its /metrics says."""

@@ -19,8 +19,8 @@ import pytest
 
 import helpers
 from helpers import APACHE_CLASSPATH, JAVA, RK_BIN, wait_until
-from test_ensemble import Ensemble
 from test_four_letter_words import four_letter_word
+from test_local_sessions import RkTrio
 from test_quorum_tls import MEMBERS, ApacheEnsemble
 
 RO_FLAGS = "-Dreadonlymode.enabled=true"
@@ -31,35 +31,6 @@ def isro(hostport):
         return four_letter_word(hostport, "isro", timeout=5.0)
     except OSError:
         return ""
-
-
-class RkTrio:
-    """A ringkeeper ensemble through scripts/ensemble.sh, read-only mode on from SERVER_JVMFLAGS."""
-
-    def __init__(self, tmp_path):
-        self.e = Ensemble(3, tmp_path)
-        self.e.env["SERVER_JVMFLAGS"] = RO_FLAGS
-        self.e.env["RK_EXTRA_CONFIG"] = "localSessionsEnabled=true"
-
-    def start(self):
-        self.e.start()
-        self.e.wait_serving(MEMBERS)
-        return self
-
-    def hostport(self, i):
-        return self.e.hostport(i)
-
-    def kill(self, i):
-        self.e.kill9(i)
-
-    def restart(self, i):
-        self.e.restart(i)
-
-    def log(self, i):
-        return self.e.log(i)
-
-    def stop(self):
-        self.e.stop()
 
 
 class ApacheTrio(ApacheEnsemble):
@@ -101,7 +72,10 @@ def trio(kind, tmp_path):
         pytest.skip("ringkeeper binary not built")
     if kind not in helpers.selected_kinds():
         pytest.skip(f"{kind} not selected by RK_SERVERS")
-    t = (RkTrio if kind == "ringkeeper" else ApacheTrio)(tmp_path)
+    if kind == "ringkeeper":
+        t = RkTrio(tmp_path, {"localSessionsEnabled": "true"}, env={"SERVER_JVMFLAGS": RO_FLAGS})
+    else:
+        t = ApacheTrio(tmp_path)
     try:
         yield t.start()
     finally:
