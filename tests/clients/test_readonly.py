@@ -14,6 +14,7 @@ import os
 import socket
 import struct
 import subprocess
+import threading
 
 import pytest
 
@@ -183,3 +184,26 @@ def test_rust_cli_read_only(trio, kind, tmp_path):
     out = subprocess.run(cli + ["-r", "set", "/cli", "v1"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 1 and "Not a read-only call: /cli" in out.stderr, (out.stdout, out.stderr)
+    # A shell session with -r: ConnectedReadOnly now, SyncConnected once the members are back
+    # (the client probes them with isro and moves), then writes.
+    shell = CliPipe(cli + ["-r"])
+    try:
+        shell.wait_for(r"state:ConnectedReadOnly type:None", timeout=30.0)
+        shell.run("get /cli", r"^v0$", timeout=30.0)
+        trio.restart(2)
+        trio.restart(3)
+        shell.wait_for(r"state:SyncConnected type:None", timeout=120.0)
+        shell.run("create /cli/moved rw", r"Created /cli/moved", timeout=30.0)
+    finally:
+        shell.close()
+
+
+class CliPipe(helpers.CliMt):
+    """`ringkeeper cli` driven through a pipe, as helpers.CliMt drives cli_mt."""
+
+    def __init__(self, args):
+        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.out = bytearray()
+        self.lock = threading.Lock()
+        self.t = threading.Thread(target=self._reader, daemon=True)
+        self.t.start()
