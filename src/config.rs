@@ -357,7 +357,7 @@ fn jvm_flags_enable_read_only(jvm_flags: &str) -> bool {
     jvm_flags
         .split_whitespace()
         .filter_map(|f| f.strip_prefix("-Dreadonlymode.enabled="))
-        .last()
+        .next_back()
         .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 

@@ -106,8 +106,7 @@ impl Member {
     /// Leader: whether a write of `session_id`, which it does not track, is a local session's
     /// (another member's, by the server id in its top byte, or its own).
     pub(super) fn local_write_allowed(&self, session_id: i64) -> bool {
-        self.config.local_sessions_enabled
-            && ((session_id as u64 >> 56) != self.me as u64 || self.local.contains(session_id))
+        self.config.local_sessions_enabled && ((session_id as u64 >> 56) != self.me || self.local.contains(session_id))
     }
 
     /// Each tick while serving: local sessions past their deadline end; their connections close.
