@@ -353,6 +353,7 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
             node_count: tree.node_count(),
             ephemerals: tree.ephemeral_count(),
             sessions: tree.session_count(),
+            local_sessions: stats.local_sessions.load(Relaxed),
             data_size: tree.approximate_data_size(),
             totals: stats.totals(),
             cores: stats

@@ -1363,6 +1363,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
             if m.serving.is_some() {
                 m.expire_local(now);
             }
+            let local = m.local.len() + m.read_only.as_ref().map_or(0, |l| l.len());
+            m.stats.local_sessions.store(local as u64, Ordering::Relaxed);
             // A leader holding requests back holds their touches too: no expiry meanwhile.
             if m.leading() && m.held.is_empty() && m.intake_open(&net) {
                 let reap = now.mono_ms - last_reap_ms >= config.container_check_interval_ms as i64;

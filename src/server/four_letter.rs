@@ -29,6 +29,8 @@ pub struct Facts<'a> {
     pub ephemerals: usize,
     /// Global sessions open.
     pub sessions: usize,
+    /// Sessions local to this member.
+    pub local_sessions: u64,
     pub data_size: i64,
     pub totals: Totals,
     /// Per core: connections, received, sent, outstanding, watches.
@@ -333,6 +335,7 @@ fn mntr(f: &Facts<'_>) -> String {
     kv("zk_watch_count", t.watches.to_string());
     kv("zk_ephemerals_count", f.ephemerals.to_string());
     kv("zk_global_sessions", f.sessions.to_string());
+    kv("zk_local_sessions", f.local_sessions.to_string());
     kv("zk_approximate_data_size", f.data_size.to_string());
     kv("zk_last_zxid", format!("{:#x}", f.zxid));
     let (open_fds, max_fds) = file_descriptors();
@@ -423,6 +426,7 @@ mod tests {
             node_count: 9,
             ephemerals: 2,
             sessions: 3,
+            local_sessions: 4,
             data_size: 120,
             totals: Totals {
                 received: 10,

@@ -6,7 +6,8 @@ creates an ephemeral is upgraded first (`localSessionsUpgradingEnabled=true`): t
 is owned by that session id, survives the session's move to another member and goes when the
 session closes there. A local session that never upgraded is unknown to the other members
 (SessionExpired on a resume there). Without upgrading the ephemeral create answers
-EphemeralOnLocalSession (-120) and the session lives on."""
+EphemeralOnLocalSession (-120) and the session lives on. mntr's zk_local_sessions counts a
+follower's local session, and no more once it is upgraded."""
 
 import os
 import re
@@ -119,6 +120,12 @@ def roles(t):
     return leader, [i for i in MEMBERS if i != leader]
 
 
+def local_sessions(hostport):
+    """The member's zk_local_sessions (mntr)."""
+    out = four_letter_word(hostport, "mntr")
+    return int(re.search(r"^zk_local_sessions\t(\d+)", out, re.M).group(1))
+
+
 def create_ephemeral(conn, path):
     hdr, _ = conn.read_reply(conn.send_request(rawzk.OP_CREATE, rawzk.encode_create(path, b"e", flags=1)))
     return hdr.err
@@ -160,6 +167,7 @@ def test_ephemeral_of_a_local_session_survives_upgrade_and_move(trio_factory):
     sid, pw = a.session.session_id, a.session.passwd
     assert sid >> 56 == f1
     assert zxid_of(t.hostport(leader)) == zxid, "a local session costs no txn"
+    wait_until(lambda: local_sessions(t.hostport(f1)) == 1, what="mntr to count the local session")
     # A local session that never upgraded is unknown elsewhere.
     with rawzk.RawConn(t.hostport(f1), timeout_ms=6000) as local:
         with rawzk.RawConn(t.hostport(f2), session_id=local.session.session_id,
@@ -168,6 +176,7 @@ def test_ephemeral_of_a_local_session_survives_upgrade_and_move(trio_factory):
     assert create_ephemeral(a, "/eph") == 0
     assert zxid_of(t.hostport(leader)) >= zxid + 2, "createSession then create"
     assert owner_of(a, "/eph") == sid
+    wait_until(lambda: local_sessions(t.hostport(f1)) == 0, what="the upgraded session to be local no more")
     # The session, global now, moves to the other follower (the first connection, on
     # another member, is left to the client to close, as ZooKeeper leaves it).
     b = rawzk.RawConn(t.hostport(f2), session_id=sid, passwd=pw, timeout_ms=6000)
