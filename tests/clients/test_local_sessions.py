@@ -7,7 +7,8 @@ is owned by that session id, survives the session's move to another member and g
 session closes there. A local session that never upgraded is unknown to the other members
 (SessionExpired on a resume there). Without upgrading the ephemeral create answers
 EphemeralOnLocalSession (-120) and the session lives on. mntr's zk_local_sessions counts a
-follower's local session, and no more once it is upgraded."""
+follower's local session (ringkeeper: and no more once it is upgraded; Apache 3.8 keeps
+counting it)."""
 
 import os
 import re
@@ -159,7 +160,7 @@ def test_read_clients_through_followers_cost_the_leader_nothing(trio_factory):
     assert t.proposals(leader) == proposals
 
 
-def test_ephemeral_of_a_local_session_survives_upgrade_and_move(trio_factory):
+def test_ephemeral_of_a_local_session_survives_upgrade_and_move(trio_factory, kind):
     t = trio_factory(localSessionsUpgradingEnabled="true")
     leader, (f1, f2) = roles(t)
     zxid = zxid_of(t.hostport(leader))
@@ -176,7 +177,9 @@ def test_ephemeral_of_a_local_session_survives_upgrade_and_move(trio_factory):
     assert create_ephemeral(a, "/eph") == 0
     assert zxid_of(t.hostport(leader)) >= zxid + 2, "createSession then create"
     assert owner_of(a, "/eph") == sid
-    wait_until(lambda: local_sessions(t.hostport(f1)) == 0, what="the upgraded session to be local no more")
+    if kind == "ringkeeper":
+        # Apache 3.8 keeps an upgraded session in its local tracker too (until it ends there).
+        wait_until(lambda: local_sessions(t.hostport(f1)) == 0, what="the upgraded session to be local no more")
     # The session, global now, moves to the other follower (the first connection, on
     # another member, is left to the client to close, as ZooKeeper leaves it).
     b = rawzk.RawConn(t.hostport(f2), session_id=sid, passwd=pw, timeout_ms=6000)
