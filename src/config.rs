@@ -153,6 +153,15 @@ pub struct Config {
     pub fsync_warning_threshold_ms: u64,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
     pub extended_types_enabled: bool,
+    /// readonlymode.enabled (ZooKeeper reads it as a Java property only, so
+    /// `-Dreadonlymode.enabled=true` in SERVER_JVMFLAGS counts too: `load`): an ensemble member
+    /// without a quorum serves read-only sessions (`server::read_only`).
+    pub read_only_mode_enabled: bool,
+    /// localSessionsEnabled: an ensemble member makes and closes new sessions itself, without
+    /// a txn (`local_session`); localSessionsUpgradingEnabled: such a session that creates an
+    /// ephemeral becomes global first (else the create fails with EphemeralOnLocalSession).
+    pub local_sessions_enabled: bool,
+    pub local_sessions_upgrading_enabled: bool,
     /// audit.enable: ZooKeeper's audit log (`server::audit`).
     pub audit_enabled: bool,
     /// ringkeeper.auditLogFile: where audit lines go (appended); None: stderr.
@@ -342,6 +351,16 @@ impl std::error::Error for ConfigError {
     }
 }
 
+/// Whether zkEnv's SERVER_JVMFLAGS turn read-only mode on (`-Dreadonlymode.enabled=true`, the
+/// only place ZooKeeper reads it from; the last such flag wins, as the JVM's).
+fn jvm_flags_enable_read_only(jvm_flags: &str) -> bool {
+    jvm_flags
+        .split_whitespace()
+        .filter_map(|f| f.strip_prefix("-Dreadonlymode.enabled="))
+        .next_back()
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
 /// Keys ZooKeeper reads as Java system properties that ringkeeper uses. zoo.cfg may give
 /// them bare or prefixed `zookeeper.`; they are matched by these (unprefixed) names.
 const SYSPROP_KEYS_USED: &[&str] = &[
@@ -368,6 +387,7 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "kerberos.removeRealmFromPrincipal",
     "jute.maxbuffer",
     "znode.container.checkIntervalMs",
+    "readonlymode.enabled",
 ];
 
 /// zoo.cfg keys ZooKeeper knows that a standalone ringkeeper accepts without using them.
@@ -381,8 +401,6 @@ const ZOOCFG_KEYS_UNUSED: &[&str] = &[
     "clientPortListenBacklog",
     "syncEnabled",
     "dynamicConfigFile",
-    "localSessionsEnabled",
-    "localSessionsUpgradingEnabled",
     "connectToLearnerMasterLimit",
     "observerMasterPort",
 ];
@@ -799,6 +817,9 @@ impl Config {
         let mut admin_ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
+        let mut read_only_mode_enabled = false;
+        let mut local_sessions_enabled = false;
+        let mut local_sessions_upgrading_enabled = false;
         let mut enforce_quota = false;
         let mut audit_enabled = false;
         let mut audit_log_file: Option<PathBuf> = None;
@@ -975,6 +996,9 @@ impl Config {
                     fsync_warning_threshold_ms = e.int(0, FSYNC_WARNING_THRESHOLD_MS_MAX as i64, " ms")? as u64
                 }
                 "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
+                "readonlymode.enabled" => read_only_mode_enabled = e.boolean()?,
+                "localSessionsEnabled" => local_sessions_enabled = e.boolean()?,
+                "localSessionsUpgradingEnabled" => local_sessions_upgrading_enabled = e.boolean()?,
                 "enforceQuota" => enforce_quota = e.boolean()?,
                 "audit.enable" => audit_enabled = e.boolean()?,
                 "ringkeeper.auditLogFile" => audit_log_file = Some(PathBuf::from(value)),
@@ -1193,6 +1217,9 @@ impl Config {
             log_level,
             admin_addr: SocketAddr::new(admin_ip, admin_port),
             extended_types_enabled,
+            read_only_mode_enabled,
+            local_sessions_enabled,
+            local_sessions_upgrading_enabled,
             enforce_quota,
             audit_enabled,
             audit_log_file,
@@ -1228,6 +1255,9 @@ impl Config {
         let (mut config, mut warnings) = Config::parse(&text, &origin)?;
         let jvm_flags = std::env::var("SERVER_JVMFLAGS").unwrap_or_default();
         config.load_sasl(&origin, &jvm_flags, &mut warnings)?;
+        if jvm_flags_enable_read_only(&jvm_flags) {
+            config.read_only_mode_enabled = true;
+        }
         Ok((config, warnings))
     }
 
@@ -1312,6 +1342,20 @@ mod tests {
 
     fn parse(text: &str) -> Result<(Config, Vec<String>), ConfigError> {
         Config::parse(text, "test.cfg")
+    }
+
+    #[test]
+    fn read_only_mode_and_local_sessions_keys() {
+        let base = "dataDir=/tmp/x\nclientPort=2181\n";
+        assert!(!ok(base).0.read_only_mode_enabled);
+        assert!(ok(&format!("{base}readonlymode.enabled=true\n")).0.read_only_mode_enabled);
+        assert!(parse(&format!("{base}readonlymode.enabled=maybe\n")).is_err());
+        assert!(jvm_flags_enable_read_only("-Xmx1g -Dreadonlymode.enabled=true"));
+        assert!(!jvm_flags_enable_read_only("-Dreadonlymode.enabled=true -Dreadonlymode.enabled=false"));
+        assert!(!jvm_flags_enable_read_only("-Dzookeeper.readonlymode.enabled=true"));
+        let c = ok(&format!("{base}localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\n")).0;
+        assert!(c.local_sessions_enabled && c.local_sessions_upgrading_enabled);
+        assert!(!ok(base).0.local_sessions_enabled && !ok(base).0.local_sessions_upgrading_enabled);
     }
 
     fn ok(text: &str) -> (Config, Vec<String>) {

@@ -60,9 +60,6 @@ pub const SHUTDOWN_FLUSH_MS_MAX: u64 = 2000;
 /// time (so it is counted, with an upper bound of its time).
 pub const REPLY_STAMPS_MAX: usize = 1024;
 
-/// Whether this server is in read-only mode (sent back to clients that sent the flag).
-pub const SERVER_READ_ONLY: bool = false;
-
 /// A request waiting for its turn on a connection.
 pub enum Pending {
     /// The ConnectRequest: nothing else is answered before the session is established.
@@ -928,7 +925,7 @@ impl Core {
                         timeout_ms: *timeout_ms,
                         session_id: *session_id,
                         passwd: *passwd,
-                        read_only: c.read_only_flag.get().map(|_| SERVER_READ_ONLY),
+                        read_only: c.read_only_flag.get().map(|_| self.mode.get() == ServerMode::ReadOnly),
                     };
                     crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
                     c.count_sent();
@@ -947,7 +944,10 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    let resp = ConnectResponse::expired(0, c.read_only_flag.get().map(|_| SERVER_READ_ONLY));
+                    let resp = ConnectResponse::expired(
+                        0,
+                        c.read_only_flag.get().map(|_| self.mode.get() == ServerMode::ReadOnly),
+                    );
                     crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
                     c.count_sent();
                     tracing::info!("connection {} from {}: session expired or unknown", c.id, c.peer);
@@ -981,19 +981,27 @@ impl Core {
                     let Some(c) = self.my_conn(conn) else {
                         continue;
                     };
-                    let Some(Pending::Write { audit, .. }) = self.take_head(
+                    // A write, or (read-only: NotReadOnly) a sync.
+                    let Some(pending) = self.take_head(
                         &c,
                         "the rejection of request",
                         *xid,
-                        |p| matches!(p, Pending::Write { xid: x, .. } if x == xid),
+                        |p| matches!(p, Pending::Write { xid: x, .. } | Pending::Sync { xid: x, .. } if x == xid),
                     ) else {
                         continue;
                     };
-                    if let Some(w) = audit {
+                    if let Pending::Write { audit: Some(w), .. } = pending {
                         audit::record(w.events(None, c.session_id.get(), c.peer, users_of(&c.auth.borrow())));
                     }
                     c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: *err }, &Response::None);
                     answered.push(c);
+                }
+                Commit::Local { conn, xid, result } => {
+                    if let Some(c) = self.my_conn(conn) {
+                        if self.reply_write(&c, *xid, self.last_zxid(), result.clone()) {
+                            answered.push(c);
+                        }
+                    }
                 }
             }
         }

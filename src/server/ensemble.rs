@@ -11,12 +11,16 @@
 //!   txn's origin when it proposes (its own request, or a follower's numbered request, which it
 //!   names back in a Proposed reply before the commit); connections that closed in between
 //!   just get nothing.
-//! - Sessions are global: created, closed and expired by txns; the leader alone keeps their
+//! - Sessions are global: created, closed and expired by txns (except, with
+//!   `localSessionsEnabled`, a session local to this member until it creates an ephemeral,
+//!   and a read-only member's sessions: `local_sessions.rs`, `read_only.rs`); the leader alone keeps their
 //!   deadlines (refreshed by touches from every member, which a follower forwards as soon as
 //!   its client cores report them) and knows which member owns each; a write from a member
 //!   that does not own its session fails with SessionMoved.
 //! - A member serves clients only while its peer is an established leader or a synced
 //!   follower; on losing that it closes every client connection (clients move elsewhere).
+//!   With `readonlymode.enabled`, a member LOOKING for the grace period serves read-only
+//!   sessions until its peer leaves LOOKING (`read_only.rs`).
 //! - Snapshots are of the committed tree, never of the leader's prep tree. A SNAP to a
 //!   follower streams from an O(1) clone of it in bounded chunks (`snap_stream`), never one
 //!   message; the follower hands its peer the SNAP only once it is whole and durable in a temp
@@ -33,6 +37,11 @@
 //!   not yet proposed pass `FORWARDED_BYTES_MAX`. One pass takes at most
 //!   `PASS_INTAKE_BYTES_MAX` of proposals and forwards. A leader expires no session while it
 //!   holds requests back (their touches are among them).
+
+#[path = "local_sessions.rs"]
+mod local_sessions;
+#[path = "read_only.rs"]
+mod read_only;
 
 use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
@@ -179,6 +188,13 @@ struct Member {
     /// Since when this member has not served (start-up, or losing its leader): the next
     /// time it serves, the difference is the election time.
     unserved_since: Option<std::time::Instant>,
+    /// Serving read-only (`read_only.rs`): its local sessions. `serving` is None meanwhile.
+    read_only: Option<crate::local_session::LocalSessions>,
+    /// Since when the peer has been LOOKING (for the read-only grace period).
+    looking_since: Option<std::time::Instant>,
+    /// While serving, with `localSessionsEnabled`: the sessions made here without a txn
+    /// (`local_sessions.rs`).
+    local: crate::local_session::LocalSessions,
     /// Delivered txns (applied to `committed`) and answers, on their way to the client cores.
     commits: CommitQueue,
     /// Client requests held for the next round of this pass (`commit_queue::Rounds`).
@@ -308,6 +324,10 @@ impl Member {
             }
             return;
         }
+        if self.read_only.is_some() {
+            self.on_read_only_client(msg, now);
+            return;
+        }
         if self.serving.is_none() {
             // The cores close everything when told; these crossed that message.
             match msg {
@@ -320,12 +340,15 @@ impl Member {
             return;
         }
         match msg {
-            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
+            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen, .. } => {
                 if let Some(refusal) = refuse_if_ahead(conn, last_zxid_seen, self.committed.last_zxid()) {
                     self.answer(refusal);
                     return;
                 }
                 let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
+                if self.local_connect(conn, session_id, &passwd, timeout_ms, now) {
+                    return;
+                }
                 if session_id == 0 {
                     let id = self.sessions.next_session_id();
                     self.connecting.insert(id, (conn, timeout_ms));
@@ -360,6 +383,9 @@ impl Member {
                 let taken = Instant::now();
                 self.stats.pipeline_stages.get(Stage::CoreToPipeline).record(taken.saturating_duration_since(read_at));
                 let Some(&session_id) = self.conn_sessions.get(&conn) else { return };
+                if self.local.contains(session_id) && !self.local_write(conn, xid, session_id, &op, now) {
+                    return;
+                }
                 if self.leading() {
                     if let Some(zxid) = self.prep_write(self.me, session_id, xid, &auth, &op, now) {
                         self.answers.insert(zxid, ((conn, xid), fence));
@@ -398,6 +424,7 @@ impl Member {
                 }
             }
             ToPipeline::Touch { sessions } => {
+                let sessions = self.touch_local(sessions, now);
                 if self.leading() {
                     for s in sessions {
                         self.sessions.touch(s, now.mono_ms);
@@ -406,7 +433,12 @@ impl Member {
                     self.touched.extend(sessions);
                 }
             }
-            ToPipeline::Detached { conn } => self.forget_conn(conn),
+            ToPipeline::Detached { conn } => {
+                if let Some(&s) = self.conn_sessions.get(&conn) {
+                    self.local.detach(s, conn);
+                }
+                self.forget_conn(conn)
+            }
             ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
         }
     }
@@ -492,7 +524,7 @@ impl Member {
         now: Now,
     ) -> Option<Zxid> {
         let tree = self.prep.as_ref()?;
-        let txn_op = if !self.sessions.touch(session_id, now.mono_ms) {
+        let txn_op = if !self.sessions.touch(session_id, now.mono_ms) && !self.local_write_allowed(session_id) {
             TxnOp::Error { err: ErrorCode::SessionExpired.code() }
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
@@ -721,6 +753,7 @@ impl Member {
 
     /// After each round of outputs: start or stop serving clients as the peer's role says.
     fn check_role(&mut self, now: Now) {
+        self.leave_read_only_unless_looking();
         let role = self.peer.role();
         let serving_now = match role {
             Role::Leading { serving: true } | Role::Following { serving: true, .. } => Some(role),
@@ -761,6 +794,7 @@ impl Member {
             self.sync_tokens.clear();
             self.syncs.clear();
             self.touched.clear();
+            self.drop_local_sessions();
             self.prep = None;
             self.snap_out.clear();
             self.control(ToClientCore::Serving(ServerMode::NotServing));
@@ -1187,6 +1221,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         serving: None,
         observer: config.servers.iter().any(|s| s.id == my_id && s.observer),
         unserved_since: Some(std::time::Instant::now()),
+        read_only: None,
+        looking_since: None,
+        local: crate::local_session::LocalSessions::new(config.tick_time_ms),
         commits: CommitQueue::new(),
         rounds: Rounds::default(),
         to_cores: Vec::new(),
@@ -1321,6 +1358,13 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         if ticked.replace(false) && now.mono_ms - last_peer_tick_ms >= config.tick_time_ms as i64 {
             last_peer_tick_ms = now.mono_ms;
             m.step(Input::Tick);
+            m.check_read_only();
+            m.expire_read_only(now);
+            if m.serving.is_some() {
+                m.expire_local(now);
+            }
+            let local = m.local.len() + m.read_only.as_ref().map_or(0, |l| l.len());
+            m.stats.local_sessions.store(local as u64, Ordering::Relaxed);
             // A leader holding requests back holds their touches too: no expiry meanwhile.
             if m.leading() && m.held.is_empty() && m.intake_open(&net) {
                 let reap = now.mono_ms - last_reap_ms >= config.container_check_interval_ms as i64;
