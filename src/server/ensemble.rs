@@ -1079,7 +1079,7 @@ async fn quorum_tls(config: &Config) -> Result<Option<Rc<PeerTls>>, String> {
              the server.N address check stands for it"
         );
     }
-    let hosts = config.servers.iter().map(|s| (s.id, s.host.clone())).collect();
+    let hosts = config.servers.iter().map(|s| (s.id, s.addrs.iter().map(|a| a.host.clone()).collect())).collect();
     Ok(Some(Rc::new(PeerTls { ctx: Arc::new(ctx), hosts })))
 }
 
@@ -1089,20 +1089,22 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let mut voters = Vec::new();
     let mut observers = Vec::new();
     let mut peers = BTreeMap::new();
-    let mut listen = None;
     for s in &config.servers {
-        let addr = resolve(&s.host, s.quorum_port)?;
-        if s.id == my_id {
-            listen = Some(addr);
-        }
-        peers.insert(s.id, addr);
+        let addrs = s.addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>()?;
+        peers.insert(s.id, addrs);
         if s.observer {
             observers.push(s.id);
         } else {
             voters.push(s.id);
         }
     }
-    let listen = listen.ok_or_else(|| format!("myid {my_id} names no server.{my_id} line"))?;
+    let listen: Vec<String> = peers
+        .get(&my_id)
+        .ok_or_else(|| format!("myid {my_id} names no server.{my_id} line"))?
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let listen = listen.join(", ");
     let zab_cfg = ZabConfig {
         my_id,
         voters,
@@ -1146,8 +1148,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
     drop(recovered);
     let tls = quorum_tls(&config).await?;
-    let (net, peer_rx) = PeerNet::start_with_tls(my_id, listen, &peers, tls)
-        .map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
+    let (net, peer_rx) = PeerNet::start_with_tls(my_id, &peers, tls).map_err(|e| e.to_string())?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()
