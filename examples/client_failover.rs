@@ -9,8 +9,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ringkeeper::client::driver::tokio::connect;
-use ringkeeper::client::{ClientOptions, CreateMode, KeeperState, OPEN_ACL_UNSAFE};
+use ringkeeper_client::driver::tokio::connect;
+use ringkeeper_client::{ClientOptions, CreateMode, KeeperState, OPEN_ACL_UNSAFE};
 
 const WAIT_MAX: Duration = Duration::from_secs(60);
 

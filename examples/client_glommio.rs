@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use glommio::LocalExecutorBuilder;
-use ringkeeper::client::driver::glommio::connect;
-use ringkeeper::client::ClientOptions;
+use ringkeeper_client::driver::glommio::connect;
+use ringkeeper_client::ClientOptions;
 
 fn main() -> ExitCode {
     let connect_string = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:2181".to_string());

@@ -8,8 +8,8 @@ mod basic_ops;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ringkeeper::client::driver::tokio::connect;
-use ringkeeper::client::ClientOptions;
+use ringkeeper_client::driver::tokio::connect;
+use ringkeeper_client::ClientOptions;
 
 fn main() -> ExitCode {
     let connect_string = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:2181".to_string());

@@ -8,9 +8,9 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ringkeeper::client::driver::tokio::connect;
-use ringkeeper::client::recipes::leader_election::LeaderElection;
-use ringkeeper::client::{ClientOptions, EventType};
+use ringkeeper_client::driver::tokio::connect;
+use ringkeeper_client::recipes::leader_election::LeaderElection;
+use ringkeeper_client::{ClientOptions, EventType};
 
 /// Session timeout when none is given.
 const SESSION_TIMEOUT_MS_DEFAULT: u64 = 4_000;

@@ -2,15 +2,18 @@
 # ringkeeper's test entry point (called by .ci/run).
 #
 #   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
-#      Python venv at target/venv with kazoo, pure-sasl, pytest, pytest-timeout); needs cargo;
+#      Python venv at target/venv with kazoo, pure-sasl, pytest, pytest-timeout, pytest-xdist); needs cargo;
 #   2. cargo build --release --workspace (the server, ringkeeper-bench, the examples);
 #   3. unit tests: cargo nextest run --release --workspace (cargo test without nextest);
+#      then the client crates' doc examples (cargo test --doc, release, both runtime
+#      features) and their rustdoc with warnings as errors (missing docs included);
 #   4. integration tests: pytest tests/clients against the real binary and against
-#      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default).
+#      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default). The client tests run in
+#      PYTEST_WORKERS (default 2) processes (pytest-xdist); PYTEST_WORKERS=0 runs them in one.
 #
 # Idempotent, runnable from any directory, as root on a fresh Debian bookworm.
 # Environment: RK_SERVERS (which servers the client tests use), PYTEST_ARGS (extra
-# pytest arguments, e.g. "-k watches -x"), SKIP_UNIT=1, SKIP_BUILD=1.
+# pytest arguments, e.g. "-k watches -x"), PYTEST_WORKERS, SKIP_UNIT=1, SKIP_BUILD=1.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -71,11 +74,15 @@ else
     python3 -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check kazoo pytest pytest-timeout
 fi
-# pure-sasl: kazoo's SASL (tests/clients/test_sasl.py); added to a venv made before it was needed.
-# Through the venv's python (a copied venv's pip script may point at the venv it was copied from).
-if ! "$VENV/bin/python" -c 'import puresasl' >/dev/null 2>&1; then
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check pure-sasl
-fi
+# pure-sasl: kazoo's SASL (tests/clients/test_sasl.py); pytest-xdist: the client tests run in
+# PYTEST_WORKERS processes (most of a test's time is waiting on servers, JVMs and timeouts).
+# Each is added to a venv made before it was needed, through the venv's python (a copied venv's
+# pip script may point at the venv it was copied from).
+for mod_pkg in puresasl:pure-sasl xdist:pytest-xdist; do
+    if ! "$VENV/bin/python" -c "import ${mod_pkg%%:*}" >/dev/null 2>&1; then
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${mod_pkg##*:}"
+    fi
+done
 KAZOO_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("kazoo"))')
 
 # --- 3. build ----------------------------------------------------------------------------
@@ -100,6 +107,12 @@ if [ "${SKIP_UNIT:-0}" != 1 ]; then
         log "cargo test --release --workspace (cargo-nextest not installed)"
         cargo test --release --workspace || unit_rc=$?
     fi
+    # The client crates' doc examples (nextest does not run doctests) and their docs: release,
+    # so the dependencies built above are reused; `cargo doc` checks deps once, docs only ours.
+    log "client crates: doc examples and cargo doc (warnings are errors)"
+    cargo test --release --doc --all-features -p ringkeeper-proto -p ringkeeper-client || unit_rc=$?
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features -p ringkeeper-proto -p ringkeeper-client \
+        || unit_rc=$?
 fi
 UNIT_S=$(elapsed "$T_UNIT")
 
@@ -112,7 +125,7 @@ IT_LOG="$ROOT/target/pytest-clients.log"
 set +e
 # shellcheck disable=SC2086
 timeout --kill-after=30 1200 "$VENV/bin/pytest" -q -rfEs -p no:cacheprovider \
-    --rootdir "$ROOT/tests/clients" -c "$ROOT/tests/clients/pytest.ini" \
+    -n "${PYTEST_WORKERS:-2}" --durations=25 --rootdir "$ROOT/tests/clients" -c "$ROOT/tests/clients/pytest.ini" \
     ${PYTEST_ARGS:-} "$ROOT/tests/clients" 2>&1 | tee "$IT_LOG"
 it_rc=${PIPESTATUS[0]}
 set -e

@@ -6,7 +6,7 @@
 //! timers.
 
 use futures_lite::future::poll_once;
-use ringkeeper::client::{
+use ringkeeper_client::{
     AddWatchMode, Client, CreateMode, EventType, KeeperError, Op, OpResult, ReadOp, ReadOpResult, ANY_VERSION,
     OPEN_ACL_UNSAFE,
 };
@@ -74,7 +74,7 @@ pub async fn run(client: &Client, base: &str) -> Result<(), String> {
             == Some((EventType::NodeDataChanged, Some(a.as_str()))),
         "recursive watch: {event:?}"
     );
-    ok("remove recursive watch", client.remove_watches(base, ringkeeper::client::WatcherType::Any).await)?;
+    ok("remove recursive watch", client.remove_watches(base, ringkeeper_client::WatcherType::Any).await)?;
     let event = poll_once(recursive.next()).await.flatten();
     check!(event.map(|e| e.event_type) == Some(EventType::PersistentWatchRemoved), "persistent watch removal");
     println!("data watch and persistent recursive watch fired; watch removed");

@@ -1,23 +1,10 @@
-//! The wire protocols: the client protocol (frames, jute records, opcodes and error codes) and
-//! the peer protocol between servers (`peer`).
+//! The wire protocols: the client protocol lives in the `ringkeeper-proto` crate
+//! (`crates/ringkeeper-proto`: frames, jute records, opcodes, error codes), re-exported here so
+//! `crate::proto::...` paths keep working; the peer protocol between servers (`peer`) stays in
+//! the server because it carries the server's ZAB messages and txns.
 //! Rules: no I/O here, only bytes in and bytes out; nothing decoded from the network panics or
-//! allocates beyond the frame it came in; the only module that knows wire layouts.
+//! allocates beyond the frame it came in; the only modules that know wire layouts.
 
-pub mod connect;
-pub mod error;
-pub mod frame;
-pub mod jute;
-pub mod opcode;
+pub use ringkeeper_proto::*;
+
 pub mod peer;
-pub mod records;
-pub mod reply;
-pub mod request;
-
-pub use connect::{ConnectRequest, ConnectResponse};
-pub use error::ErrorCode;
-pub use frame::{FrameDecoder, FrameError};
-pub use jute::{JuteError, JuteReader};
-pub use opcode::OpCode;
-pub use records::{Acl, ClientInfo, Id, MultiHeader, Stat, WatcherEvent};
-pub use reply::{MultiReadResult, MultiResult, ReplyHeader, Response};
-pub use request::{Request, RequestError, RequestHeader};

@@ -5,7 +5,8 @@
 //! Rules: no I/O except `ServerSasl::load` (at start, never on a client core); GSSAPI/Kerberos
 //! is not here (a JAAS Server section without a DigestLoginModule refuses the start).
 
-pub mod digest_md5;
+// The mechanism itself (both sides) lives in the protocol crate, shared with the client.
+pub use ringkeeper_proto::digest_md5;
 pub mod jaas;
 
 use std::path::{Path, PathBuf};

@@ -7,7 +7,8 @@ mod counts_tests;
 pub mod datatree;
 pub mod java_order;
 pub mod node_map;
-pub mod path;
+// Paths are shared with the client: they live in the protocol crate.
+pub use ringkeeper_proto::path;
 pub mod quota;
 #[cfg(test)]
 mod quota_tests;

@@ -1,4 +1,4 @@
-"""The project's own Rust client library (src/client/) through its example binaries, built by
+"""The project's own Rust client library (crates/ringkeeper-client) through its example binaries, built by
 `cargo build --release --examples`: the basic-ops run on glommio and on tokio against both
 servers, with and without a chroot; and failover on a 3-member ringkeeper ensemble (the
 member the client is on is killed; the client resumes its session elsewhere, keeps its

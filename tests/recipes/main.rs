@@ -1,4 +1,4 @@
-//! The recipes of `src/client/recipes/` against a real ringkeeper server (one per test, see
+//! The recipes of `crates/ringkeeper-client/src/recipes/` against a real ringkeeper server (one per test, see
 //! `harness.rs`): each recipe's normal behaviour and the failure cases seed 001 designs for —
 //! a lock holder's session expiring, a release waking one waiter only (counted), a leader
 //! process killed, a create whose reply was lost, participants racing.
