@@ -594,6 +594,15 @@ impl Member {
         }
     }
 
+    /// A reconfiguration committed: the voters whose pace the flow control follows, the
+    /// quorum size, and whether this member observes, from the new membership.
+    fn reconfigured(&mut self, zxid: Zxid, voters: &[Sid], observers: &[Sid]) {
+        tracing::info!("peer {}: membership {zxid:#x}: voters {voters:?}, observers {observers:?}", self.me);
+        self.other_voters = voters.iter().copied().filter(|&v| v != self.me).collect();
+        self.quorum = voters.len() / 2 + 1;
+        self.observer = observers.contains(&self.me);
+    }
+
     // ---- a follower's side ----
 
     fn on_leader_reply(&mut self, data: Bytes) {
@@ -930,6 +939,12 @@ async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<()
                     .await
                     .map_err(|e| format!("clearing the rejoin mark: {e}"))?;
             }
+            PersistOp::Membership { zxid, voters, observers } => {
+                let membership = storage::peer_state::Membership { version: zxid, voters, observers };
+                super::offcore::write_membership(m.config.data_dir.clone(), membership)
+                    .await
+                    .map_err(|e| format!("writing the membership: {e}"))?;
+            }
             PersistOp::InstallSnapshot { zxid, .. } => {
                 // The streamed SNAP was received whole, checked and fsynced before the peer saw it.
                 tracing::info!("peer {}: installing the leader's snapshot at {zxid:#x} (SNAP)", m.me);
@@ -1038,6 +1053,7 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet
                     }
                 }
                 Output::FromLeader { data } => m.on_leader_reply(data),
+                Output::Reconfigured { zxid, voters, observers } => m.reconfigured(zxid, &voters, &observers),
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     m.read_log(to, link, after, upto, check_after)
                 }
@@ -1114,6 +1130,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         zxid_counter_max: ZXID_COUNTER_MAX,
         sync_chunk_bytes_max: SYNC_CHUNK_BYTES_MAX,
         commit_log_count: usize::try_from(config.commit_log_count).unwrap_or(usize::MAX),
+        // No client request makes a reconfiguration txn yet (opcode 16 is issue 16's step 3),
+        // so no txn here changes the membership.
+        membership_of: zab::no_reconfig,
     };
     let (accepted_epoch, current_epoch) =
         storage::peer_state::read_epochs(&config.data_dir).map_err(|e| format!("reading the epochs: {e}"))?;
@@ -1130,8 +1149,17 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
              established leader"
         );
     }
-    let durable =
-        zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns, lost_log };
+    let membership = storage::peer_state::read_membership(&config.data_dir)
+        .map_err(|e| format!("reading the membership: {e}"))?
+        .map(|m| (m.version, m.voters, m.observers));
+    let durable = zab::Durable {
+        accepted_epoch,
+        current_epoch,
+        snapshot_zxid: recovered.snapshot_zxid,
+        log: log_txns,
+        lost_log,
+        membership,
+    };
     // The state machine starts at the snapshot; ZAB delivers the log once it is committed.
     if committed.last_zxid() != recovered.snapshot_zxid {
         return Err(format!(

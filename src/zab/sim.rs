@@ -5,7 +5,9 @@
 //! (a) every acknowledged write is delivered on every replica once the ensemble has healed;
 //! (b) no two replicas hold different txns at the same zxid (logs and deliveries);
 //! (c) what a replica delivers is a prefix of one global committed history, so committed
-//!     history only grows.
+//!     history only grows;
+//! (d) once healed, every peer holds the membership of the last reconfiguration committed
+//!     (issue 16; a txn `RECONFIG…` here, `sim_membership_of`), or the starting one.
 //! Rules: all randomness comes from the seed; a failing seed replays exactly with
 //! `ZAB_SEED=<seed> cargo test --release zab::sim::tests::replay -- --nocapture`.
 
@@ -148,6 +150,8 @@ struct Node {
     waiting: BTreeSet<u64>,
     /// Writes this incarnation forwarded to a leader (a leader's reply must name one).
     forwarded: BTreeSet<u64>,
+    /// Reconfigurations this incarnation forwarded to a leader.
+    forwarded_reconfigs: BTreeSet<Bytes>,
 }
 
 pub struct Sim {
@@ -222,6 +226,7 @@ impl Sim {
             zxid_counter_max: counter_max,
             sync_chunk_bytes_max: SYNC_CHUNK_BYTES,
             commit_log_count: COMMIT_LOG_COUNT,
+            membership_of: sim_membership_of,
         };
         let mut sim = Sim {
             seed,
@@ -266,6 +271,7 @@ impl Sim {
                     snapshot: Vec::new(),
                     waiting: BTreeSet::new(),
                     forwarded: BTreeSet::new(),
+                    forwarded_reconfigs: BTreeSet::new(),
                 },
             );
             sim.restart(v);
@@ -314,6 +320,7 @@ impl Sim {
         }
         node.waiting.clear();
         node.forwarded.clear();
+        node.forwarded_reconfigs.clear();
         let mut peer = Peer::new(cfg, node.durable.clone(), node.incarnation);
         let mut out = Vec::new();
         peer.start(&mut out);
@@ -365,6 +372,8 @@ impl Sim {
         } else {
             if let Some(w) = write_id(&data) {
                 self.nodes.get_mut(&id).expect("node").forwarded.insert(w);
+            } else if sim_membership_of(&data).is_some() {
+                self.nodes.get_mut(&id).expect("node").forwarded_reconfigs.insert(data.clone());
             }
             self.step(id, Input::Forward { data });
         }
@@ -384,13 +393,24 @@ impl Sim {
                     self.schedule(due - self.now_ms, Event::PersistDone { node: id, incarnation: inc });
                 }
                 Output::Deliver(txn) => self.delivered(id, txn),
+                Output::Reconfigured { zxid, voters, observers } => {
+                    if self.trace {
+                        println!(
+                            "t={} peer {id}: membership {zxid:#x} voters {voters:?} observers {observers:?}",
+                            self.now_ms
+                        );
+                    }
+                }
                 // The leader's shell proposes what a follower forwarded, and tells it so.
                 Output::Forwarded { from, data } => {
                     self.submit(id, data.clone());
                     self.step(id, Input::Reply { to: from, data });
                 }
                 Output::FromLeader { data } => {
-                    if !write_id(&data).is_some_and(|w| self.nodes[&id].forwarded.contains(&w)) {
+                    let node = &self.nodes[&id];
+                    if !write_id(&data).is_some_and(|w| node.forwarded.contains(&w))
+                        && !node.forwarded_reconfigs.contains(&data)
+                    {
                         self.fail(format!("peer {id} got a reply {data:?} to nothing it forwarded"));
                     }
                 }
@@ -517,6 +537,9 @@ impl Sim {
             PersistOp::Epochs { accepted, current } => {
                 node.durable.accepted_epoch = *accepted;
                 node.durable.current_epoch = *current;
+            }
+            PersistOp::Membership { zxid, voters, observers } => {
+                node.durable.membership = Some((*zxid, voters.clone(), observers.clone()));
             }
             PersistOp::InstallSnapshot { zxid, state } => {
                 node.snapshot = decode_state(state);
@@ -794,6 +817,32 @@ impl Sim {
         w
     }
 
+    /// A reconfiguration to `voters` and `observers` submitted through `id`, as a client's
+    /// write would be.
+    pub fn reconfig_via(&mut self, id: Sid, voters: &[Sid], observers: &[Sid]) {
+        self.submit(id, encode_reconfig(voters, observers));
+    }
+
+    /// Each live peer's active membership.
+    pub fn memberships(&self) -> BTreeMap<Sid, (Vec<Sid>, Vec<Sid>)> {
+        self.nodes
+            .iter()
+            .filter_map(|(&id, n)| {
+                n.peer.as_ref().map(|p| (id, (p.membership().0.to_vec(), p.membership().1.to_vec())))
+            })
+            .collect()
+    }
+
+    /// Makes peer `id` (running) carry a deliberate reconfiguration bug.
+    pub fn mutate(&mut self, id: Sid, m: super::peer::ReconfigMutation) {
+        self.nodes.get_mut(&id).and_then(|n| n.peer.as_mut()).expect("peer running").set_mutation(m);
+    }
+
+    /// The role of peer `id`, None when it is down.
+    pub fn role(&self, id: Sid) -> Option<Role> {
+        self.nodes[&id].peer.as_ref().map(|p| p.role())
+    }
+
     pub fn isolate(&mut self, id: Sid) {
         for &other in self.nodes.keys() {
             if other != id {
@@ -805,6 +854,17 @@ impl Sim {
 
     pub fn rejoin(&mut self, id: Sid) {
         self.cut.retain(|(a, b)| *a != id && *b != id);
+    }
+
+    /// Cuts only the link between `a` and `b` (both ways).
+    pub fn cut_link(&mut self, a: Sid, b: Sid) {
+        self.cut.insert((a, b));
+        self.cut.insert((b, a));
+    }
+
+    /// The serving leader among `ids`, if one of them leads.
+    pub fn leader_among(&self, ids: &[Sid]) -> Option<Sid> {
+        ids.iter().copied().find(|id| self.role(*id) == Some(Role::Leading { serving: true }))
     }
 
     /// Heals only the link between `a` and `b`.
@@ -906,6 +966,19 @@ impl Sim {
         if leaders != 1 {
             self.fail(format!("{leaders} leaders after healing"));
         }
+        // Every member converges to one membership: the last reconfiguration committed, or the
+        // starting one.
+        let expected = self
+            .history
+            .iter()
+            .rev()
+            .find_map(|t| sim_membership_of(&t.data))
+            .unwrap_or_else(|| (self.cfg.voters.clone(), self.cfg.observers.clone()));
+        for (id, (v, o)) in self.memberships() {
+            if (&v, &o) != (&expected.0, &expected.1) {
+                self.fail(format!("peer {id} has membership {v:?}/{o:?}, the committed one is {expected:?}"));
+            }
+        }
         let in_history: BTreeSet<u64> = self.history.iter().filter_map(|t| write_id(&t.data)).collect();
         if let Some(lost) = self.acked.iter().find(|w| !in_history.contains(w)) {
             self.fail(format!("acknowledged write {lost} is not in the committed history"));
@@ -933,6 +1006,33 @@ fn decode_state(mut b: &[u8]) -> Vec<Txn> {
         b = &b[12 + len..];
     }
     out
+}
+
+/// The sim's reconfiguration txn: `RECONFIG`, the voters (count u8, ids u8), the observers.
+/// Never 8 bytes long, so never taken for a write.
+const RECONFIG_TAG: &[u8] = b"RECONFIG";
+
+fn encode_reconfig(voters: &[Sid], observers: &[Sid]) -> Bytes {
+    let mut out = RECONFIG_TAG.to_vec();
+    for list in [voters, observers] {
+        out.push(list.len() as u8);
+        out.extend(list.iter().map(|&s| s as u8));
+    }
+    Bytes::from(out)
+}
+
+/// `ZabConfig::membership_of` for the sim's txns.
+fn sim_membership_of(data: &[u8]) -> Option<(Vec<Sid>, Vec<Sid>)> {
+    let mut rest = data.strip_prefix(RECONFIG_TAG)?;
+    let mut lists = Vec::new();
+    for _ in 0..2 {
+        let (&n, tail) = rest.split_first()?;
+        let ids = tail.get(..n as usize)?;
+        lists.push(ids.iter().map(|&b| b as Sid).collect::<Vec<Sid>>());
+        rest = &tail[n as usize..];
+    }
+    let observers = lists.pop()?;
+    Some((lists.pop()?, observers))
 }
 
 fn write_id(data: &[u8]) -> Option<u64> {
