@@ -109,6 +109,13 @@ pub enum Input {
     Heard {
         from: Sid,
     },
+    /// The shell restored a leader's snapshot (`Output::Restore`) whose state holds a committed
+    /// reconfiguration at `zxid`, the last in it: that membership is active now.
+    SnapshotMembership {
+        zxid: Zxid,
+        voters: Vec<Sid>,
+        observers: Vec<Sid>,
+    },
     /// The shell's answer to `Output::ReadLog` for follower `to` on `link`.
     LogRead {
         to: Sid,
@@ -454,6 +461,22 @@ impl Peer {
         out.push(Output::Reconfigured { zxid, voters: n.voters, observers: n.observers });
     }
 
+    /// Looking: a member (not this peer) that claims to lead and that a majority of the active
+    /// voters, or of the voters of a membership pending in this log, answer they follow or lead
+    /// (ZooKeeper's peers adopt a newer membership from the election instead; following is
+    /// safe either way: the leader needs its own quorums for everything it commits).
+    fn backed_leader(&self) -> Option<Sid> {
+        let RoleState::Looking(e) = &self.state else { return None };
+        let me = self.cfg.my_id;
+        let claims = e.settled.iter().filter(|(s, (v, st, _))| *st == PeerState::Leading && v.leader == **s);
+        claims.map(|(s, _)| *s).find(|&l| {
+            l != me
+                && self.cfg.is_member(l)
+                && (backed_by_voters(e, l, &self.cfg.voters) >= self.cfg.quorum()
+                    || self.next_configs.iter().any(|n| backed_by_voters(e, l, &n.voters) >= majority(&n.voters)))
+        })
+    }
+
     /// After a reconfiguration: a leader that no longer votes, or a member that is no longer
     /// one, steps down (its followers elect under the new membership).
     fn check_membership(&mut self, out: &mut Vec<Output>) {
@@ -535,6 +558,13 @@ impl Peer {
             Input::Reply { to, data } => self.on_reply(to, data, out),
             Input::SnapshotTaken { zxid } => self.on_snapshot_taken(zxid),
             Input::LogRead { to, link, txns } => self.on_log_read(to, link, txns, out),
+            Input::SnapshotMembership { zxid, voters, observers } => {
+                if zxid <= self.delivered {
+                    self.next_configs.retain(|n| n.zxid > zxid);
+                    self.next_configs.insert(0, NextConfig { zxid, voters, observers });
+                    self.activate(zxid, out);
+                }
+            }
             Input::Heard { from } => {
                 let tick = self.tick;
                 match &mut self.state {
@@ -579,7 +609,15 @@ impl Peer {
 
     /// Whether this peer may vote, lead, and count toward quorums.
     fn counts(&self) -> bool {
-        self.cfg.is_voter(self.cfg.my_id) && !self.lost_log
+        self.votes_now_or_next(self.cfg.my_id) && !self.lost_log
+    }
+
+    /// Whether `set` holds a majority of the active voters and of every pending membership's
+    /// (what discovery, sync and establishment need while a reconfiguration is pending).
+    fn has_quorums<'a>(&self, set: impl Iterator<Item = &'a Sid> + Clone) -> bool {
+        let held = |voters: &[Sid]| set.clone().filter(|s| voters.contains(s)).count();
+        held(&self.cfg.voters) >= self.cfg.quorum()
+            && self.next_configs.iter().all(|n| held(&n.voters) >= majority(&n.voters))
     }
 
     /// Whether `z` is in this peer's history as far as memory shows (the window's start or a
@@ -677,7 +715,9 @@ impl Peer {
     fn broadcast_vote(&self, out: &mut Vec<Output>) {
         if let RoleState::Looking(e) = &self.state {
             let note = self.notification(e.vote, e.round, PeerState::Looking);
-            for &v in &self.cfg.voters {
+            // Observers too: one may lead (or follow) in a membership newer than this peer's,
+            // and answers with its claim (`backed_leader`).
+            for &v in self.cfg.voters.iter().chain(&self.cfg.observers) {
                 if v != self.cfg.my_id {
                     self.send(v, note.clone(), out);
                 }
@@ -690,8 +730,20 @@ impl Peer {
         let quorum = self.cfg.quorum();
         let from_voter = self.cfg.is_voter(from);
         match &mut self.state {
-            // An observer's notification only asks who leads; it is no vote.
-            RoleState::Looking(_) if !from_voter => {}
+            // A member that only observes here may lead, or follow, in a newer membership this
+            // peer has not caught up with: a leader's own claim, and the answers of the voters
+            // of a membership pending in this peer's log, are kept (`backed_leader` decides).
+            // Any other notification of a non-voter only asks who leads; it is no vote.
+            RoleState::Looking(e) if !from_voter => {
+                let pending_voter = self.next_configs.iter().any(|n| n.voters.contains(&from));
+                let claim = state == PeerState::Leading && vote.leader == from;
+                if claim || (pending_voter && state != PeerState::Looking) {
+                    e.receive(me, from, vote, round, state);
+                }
+                if let Some(leader) = self.backed_leader() {
+                    self.become_follower(leader, out);
+                }
+            }
             RoleState::Looking(e) => {
                 let changed = e.receive(me, from, vote, round, state);
                 self.round = e.round;
@@ -709,11 +761,13 @@ impl Peer {
                         if self.counts() {
                             self.become_leader(out);
                         }
-                    } else if self.cfg.is_member(leader) {
-                        // A quorum of this peer's voters names it: a member that only observes
-                        // here votes in a membership this peer has not caught up with yet.
+                    } else if self.cfg.is_voter(leader) {
+                        self.become_follower(leader, out);
+                    } else if let Some(leader) = self.backed_leader() {
                         self.become_follower(leader, out);
                     }
+                } else if let Some(leader) = self.backed_leader() {
+                    self.become_follower(leader, out);
                 }
             }
             RoleState::Following(f) => {
@@ -981,7 +1035,7 @@ impl Peer {
         l.epoch_acks.remove(&from);
         l.newleader_acks.remove(&from);
         l.acked.remove(&from);
-        if !self.cfg.is_voter(from) {
+        if !self.votes_now_or_next(from) {
             // An observer neither chooses the epoch nor holds a promise that could block it.
             let l = self.leading();
             if let (Some(epoch), true) = (l.epoch, l.epoch_persisted) {
@@ -1012,11 +1066,11 @@ impl Peer {
     }
 
     fn check_epoch_quorum(&mut self, out: &mut Vec<Output>) {
-        let quorum = self.cfg.quorum();
-        let l = self.leading();
-        if l.epoch.is_some() || l.accepted_seen.len() < quorum {
+        let RoleState::Leading(l) = &self.state else { return };
+        if l.epoch.is_some() || !self.has_quorums(l.accepted_seen.keys()) {
             return;
         }
+        let l = self.leading();
         let epoch = l.accepted_seen.values().copied().max().unwrap_or(0) + 1;
         l.epoch = Some(epoch);
         self.accepted_epoch = epoch;
@@ -1038,7 +1092,7 @@ impl Peer {
     }
 
     fn on_ack_epoch(&mut self, from: Sid, current_epoch: u32, last_zxid: Zxid, fresh: bool, out: &mut Vec<Output>) {
-        let voter = self.cfg.is_voter(from);
+        let voter = self.votes_now_or_next(from);
         // An observer ahead of the leader only holds txns no quorum logged: TRUNC sorts it out.
         if voter && (current_epoch, last_zxid) > (self.current_epoch, self.last_zxid()) {
             tracing::warn!(
@@ -1064,11 +1118,11 @@ impl Peer {
     }
 
     fn check_sync_start(&mut self, out: &mut Vec<Output>) {
-        let quorum = self.cfg.quorum();
-        let l = self.leading();
-        if l.sync_started || !l.epoch_persisted || l.epoch_acks.len() < quorum {
+        let RoleState::Leading(l) = &self.state else { return };
+        if l.sync_started || !l.epoch_persisted || !self.has_quorums(l.epoch_acks.iter()) {
             return;
         }
+        let l = self.leading();
         l.sync_started = true;
         let epoch = l.epoch.expect("sync before the epoch was chosen");
         let ready: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.ack_epoch.is_some()).map(|(s, _)| *s).collect();
@@ -1235,19 +1289,12 @@ impl Peer {
 
     fn check_established(&mut self, out: &mut Vec<Output>) {
         let me = self.cfg.my_id;
-        let quorum = self.cfg.quorum();
         // A history holding a pending reconfiguration needs its voters' majority too.
-        let next_voters: Vec<Vec<Sid>> = self.next_configs.iter().map(|n| n.voters.clone()).collect();
-        let voters = self.cfg.voters.clone();
-        let l = self.leading();
-        let held_by = |vs: &[Sid]| vs.iter().filter(|v| l.newleader_acks.contains(v)).count();
-        if l.established
-            || !l.newleader_acks.contains(&me)
-            || held_by(&voters) < quorum
-            || next_voters.iter().any(|n| held_by(n) < majority(n))
-        {
+        let RoleState::Leading(l) = &self.state else { return };
+        if l.established || !l.newleader_acks.contains(&me) || !self.has_quorums(l.newleader_acks.iter()) {
             return;
         }
+        let l = self.leading();
         l.established = true;
         let acked: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.newleader_acked).map(|(s, _)| *s).collect();
         // A quorum holds this leader's whole history: all of it is committed.
@@ -1543,4 +1590,9 @@ impl Peer {
             }
         }
     }
+}
+
+/// How many of `voters` answered this election FOLLOWING or LEADING with `leader` as theirs.
+fn backed_by_voters(e: &Election, leader: Sid, voters: &[Sid]) -> usize {
+    e.settled.iter().filter(|(s, (v, ..))| voters.contains(s) && v.leader == leader).count()
 }

@@ -67,6 +67,9 @@ pub struct Faults {
     /// Per election notification: it arrives up to 3 s late (a stale answer from a peer that
     /// has moved on since).
     pub stale_vote_per_mille: u64,
+    /// Per tick and peer: a client asks this peer for a reconfiguration to a random membership
+    /// of every node (3 or 5 voters if there are that many, the rest observing; issue 16).
+    pub reconfig_per_mille: u64,
     /// Per tick and peer: the process stalls (GC, SIGSTOP, a stuck disk) for up to 3 s; its
     /// ticks, messages and fsync completions wait until it runs again.
     pub pause_per_mille: u64,
@@ -84,7 +87,11 @@ pub const CHAOS: Faults = Faults {
     snapshot_per_mille: 10,
     pause_per_mille: 2,
     stale_vote_per_mille: 100,
+    reconfig_per_mille: 0,
 };
+
+/// CHAOS with membership changes: a reconfiguration every few hundred ms somewhere.
+pub const CHAOS_RECONFIG: Faults = Faults { reconfig_per_mille: 4, ..CHAOS };
 
 const TICK_MS: u64 = 20;
 const PERSIST_MS_MAX: u64 = 15;
@@ -105,6 +112,7 @@ const HEALED: Faults = Faults {
     snapshot_per_mille: 0,
     pause_per_mille: 0,
     stale_vote_per_mille: 0,
+    reconfig_per_mille: 0,
 };
 
 #[derive(Debug)]
@@ -422,7 +430,12 @@ impl Sim {
                     if self.trace {
                         println!("t={} RESTORE peer {id} to {zxid:#x} ({} txns)", self.now_ms, txns.len());
                     }
+                    let membership = txns.iter().rev().find_map(|t| sim_membership_of(&t.data).map(|m| (t.zxid, m)));
                     self.nodes.get_mut(&id).expect("node").delivered = txns;
+                    // The restored state holds its membership: the shell tells the peer.
+                    if let Some((zxid, (voters, observers))) = membership {
+                        self.step(id, Input::SnapshotMembership { zxid, voters, observers });
+                    }
                 }
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     // The durable log only (what a disk holds); answered later, sometimes as
@@ -591,6 +604,9 @@ impl Sim {
             if self.rng.chance(self.faults.snapshot_per_mille) {
                 self.take_snapshot(id);
             }
+            if self.rng.chance(self.faults.reconfig_per_mille) {
+                self.random_reconfig(id);
+            }
             if self.rng.chance(self.faults.clock_jump_per_mille) {
                 // A clock jump: several ticks at once.
                 for _ in 0..(2 + self.rng.below(8)) {
@@ -599,6 +615,22 @@ impl Sim {
             }
         }
         self.step(id, Input::Tick);
+    }
+
+    /// A reconfiguration through `id` to a random membership of all nodes: 3 voters (5 when
+    /// there are 5 or more nodes, half the time), the others observing.
+    fn random_reconfig(&mut self, id: Sid) {
+        let mut ids: Vec<Sid> = self.nodes.keys().copied().collect();
+        for i in (1..ids.len()).rev() {
+            let j = self.rng.below(i as u64 + 1) as usize;
+            ids.swap(i, j);
+        }
+        let n = if ids.len() >= 5 && self.rng.chance(500) { 5 } else { 3.min(ids.len()) };
+        let mut voters = ids[..n].to_vec();
+        let mut observers = ids[n..].to_vec();
+        voters.sort();
+        observers.sort();
+        self.submit(id, encode_reconfig(&voters, &observers));
     }
 
     /// The shell snapshots its committed state and drops the log it covers.
@@ -1052,8 +1084,12 @@ mod tests {
 
     /// Runs one seed; any panic (a peer's own assertion included) names the seed to replay.
     fn run_seed(seed: u64, voters: usize, observers: usize, counter_max: u32) -> Report {
+        run_seed_with(seed, voters, observers, counter_max, CHAOS)
+    }
+
+    fn run_seed_with(seed: u64, voters: usize, observers: usize, counter_max: u32, faults: Faults) -> Report {
         let run =
-            std::panic::AssertUnwindSafe(|| Sim::with_observers(seed, voters, observers, counter_max, CHAOS).run());
+            std::panic::AssertUnwindSafe(|| Sim::with_observers(seed, voters, observers, counter_max, faults).run());
         match std::panic::catch_unwind(run) {
             Ok(r) => r,
             Err(e) => {
@@ -1106,6 +1142,22 @@ mod tests {
         }
     }
 
+    /// Issue 16: reconfigurations at random moments under every other fault (3 or 5 of the 5
+    /// nodes vote, the rest observe); a replay names the seed (`ZAB_SEED`, 4_000_000 on).
+    /// Ignored until a known liveness failure is fixed (no safety check has failed in them):
+    /// members whose active memberships differ (one missed a commit while down) can churn in
+    /// election without end: of seeds 4000000..4000130, 129 pass and 4000058 fails ("peer 1 is
+    /// not serving after healing").
+    /// ZooKeeper's remedy is to carry the membership in election notifications and adopt a
+    /// newer one (`docs/peer-protocol.md`, Reconfiguration). Run with `--ignored`.
+    #[test]
+    #[ignore = "known liveness failure under random reconfigurations: seed 4000058"]
+    fn reconfiguration_seeds() {
+        for seed in 0..seeds() / 2 {
+            run_seed_with(4_000_000 + seed, 3, 2, u32::MAX, CHAOS_RECONFIG);
+        }
+    }
+
     #[test]
     fn zxid_counter_rollover_forces_new_epochs() {
         // A tiny counter limit: each epoch ends after 50 proposals and a new leader (or the
@@ -1132,7 +1184,8 @@ mod tests {
             .unwrap_or(if (1_000_000..2_000_000).contains(&seed) { 5 } else { 3 });
         let counter_max = if (2_000_000..3_000_000).contains(&seed) { 50 } else { u32::MAX };
         let observers = if seed >= 3_000_000 { 2 } else { 0 };
-        let r = Sim::with_observers(seed, size, observers, counter_max, CHAOS).run();
+        let faults = if seed >= 4_000_000 { CHAOS_RECONFIG } else { CHAOS };
+        let r = Sim::with_observers(seed, size, observers, counter_max, faults).run();
         println!(
             "seed {seed}: {} txns committed, {} writes acknowledged, {} follower connects, {} SNAP syncs",
             r.committed, r.acked, r.elections, r.snaps
