@@ -115,6 +115,9 @@ pub struct Config {
     pub data_log_dir: PathBuf,
     pub client_port: u16,
     pub client_port_address: IpAddr,
+    /// Whether `clientPort` was set (a member's server line may give the client address
+    /// instead: `member_client_addr`).
+    pub client_port_given: bool,
     /// maxClientCnxns: connections per client IP, across all client cores; 0 = unlimited.
     pub max_client_cnxns: u32,
     /// maxCnxns: client connections of the whole server; 0 = unlimited.
@@ -220,16 +223,59 @@ pub struct Config {
     pub testing_panic_on_path: Option<String>,
 }
 
-/// One `server.N=host:quorumPort:electionPort[:participant|observer][;[clientHost:]clientPort]`.
+/// One quorum address of a server: `host:quorumPort:electionPort`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerAddr {
+    pub host: String,
+    pub quorum_port: u16,
+    /// Checked (distinct from the quorum port) and shown, never listened on: ringkeeper runs
+    /// election on the quorum connection (`docs/peer-protocol.md`, "One port").
+    pub election_port: u16,
+}
+
+/// One `server.N=addr[|addr…][:participant|observer][;[clientHost:]clientPort]`, where an addr is
+/// `host:quorumPort:electionPort` and the role may follow any address (all must agree).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSpec {
     pub id: u64,
-    pub host: String,
-    pub quorum_port: u16,
-    pub election_port: u16,
+    /// The server's quorum addresses, at least one: dialed in this order, the next one when a
+    /// connection fails; the server listens on all of its own.
+    pub addrs: Vec<ServerAddr>,
     pub observer: bool,
     /// The client address, if given: host ("" for all addresses) and port.
     pub client: Option<(String, u16)>,
+}
+
+impl ServerSpec {
+    /// The first quorum address (every spec has one).
+    pub fn first(&self) -> &ServerAddr {
+        &self.addrs[0]
+    }
+
+    /// The line's value as ZooKeeper writes it (`QuorumServer.toString`): every address, the
+    /// role, and the client address with `0.0.0.0` for "all addresses".
+    pub fn value(&self) -> String {
+        let addrs: Vec<String> = self
+            .addrs
+            .iter()
+            .map(|a| format!("{}:{}:{}", bracketed(&a.host), a.quorum_port, a.election_port))
+            .collect();
+        let role = if self.observer { "observer" } else { "participant" };
+        let client = match &self.client {
+            None => String::new(),
+            Some((h, p)) => format!(";{}:{p}", if h.is_empty() { "0.0.0.0".into() } else { bracketed(h) }),
+        };
+        format!("{}:{role}{client}", addrs.join("|"))
+    }
+}
+
+/// An IPv6 literal in brackets, as it must be written before a `:port`.
+fn bracketed(host: &str) -> std::borrow::Cow<'_, str> {
+    if host.contains(':') {
+        format!("[{host}]").into()
+    } else {
+        host.into()
+    }
 }
 
 /// admin.serverPort default (ZooKeeper's).
@@ -260,37 +306,37 @@ fn parse_port(s: &str, what: &str) -> Result<u16, String> {
     }
 }
 
-/// Parses the value of `server.<id>` as ZooKeeper does (one address; no `|` lists).
+/// Quorum addresses one `server.N` line may list (`|`-separated).
+pub const SERVER_ADDRESSES_MAX: usize = 16;
+
+/// Parses the value of `server.<id>` as ZooKeeper's `QuorumServer` does: one or more
+/// `host:quorumPort:electionPort[:role]` separated by `|` (the roles given must agree), then
+/// `;` and the client address (`port` or `host:port`).
 pub fn parse_server_spec(id: u64, value: &str) -> Result<ServerSpec, String> {
     if !(1..=SERVER_ID_MAX).contains(&id) {
         return Err(format!("server ids run from 1 to {SERVER_ID_MAX} (found {id})"));
     }
-    if value.contains('|') {
-        return Err("several addresses per server ('|') are not supported".into());
-    }
-    let (server, client) = match value.split_once(';') {
+    let (servers, client) = match value.split_once(';') {
         Some((a, b)) => (a.trim(), Some(b.trim())),
         None => (value.trim(), None),
     };
-    if server.is_empty() {
-        return Err("empty server address; expected host:quorumPort:electionPort".into());
-    }
-    let (host, rest) = split_host(server)?;
-    if host.is_empty() {
-        return Err("empty host; expected host:quorumPort:electionPort".into());
-    }
-    let parts: Vec<&str> = rest.split(':').collect();
-    let observer = match parts.as_slice() {
-        [_, _] => false,
-        [_, _, role] if role.eq_ignore_ascii_case("participant") => false,
-        [_, _, role] if role.eq_ignore_ascii_case("observer") => true,
-        [_, _, role] => return Err(format!("the role must be participant or observer (found {role:?})")),
-        _ => return Err("expected host:quorumPort:electionPort[:participant|observer]".into()),
-    };
-    let quorum_port = parse_port(parts[0], "the quorum port")?;
-    let election_port = parse_port(parts[1], "the election port")?;
-    if quorum_port == election_port {
-        return Err(format!("the quorum and election ports must differ (both {quorum_port})"));
+    let mut addrs = Vec::new();
+    let mut role: Option<bool> = None;
+    for server in servers.split('|').map(str::trim) {
+        if addrs.len() == SERVER_ADDRESSES_MAX {
+            return Err(format!("at most {SERVER_ADDRESSES_MAX} addresses per server"));
+        }
+        let (addr, observer) = parse_server_addr(server)?;
+        if let Some(o) = observer {
+            if role.is_some_and(|r| r != o) {
+                return Err("the addresses of one server must have the same role".into());
+            }
+            role = Some(o);
+        }
+        if addrs.contains(&addr) {
+            return Err(format!("the address {}:{} is listed twice", addr.host, addr.quorum_port));
+        }
+        addrs.push(addr);
     }
     let client = match client {
         None => None,
@@ -300,7 +346,32 @@ pub fn parse_server_spec(id: u64, value: &str) -> Result<ServerSpec, String> {
             Some((chost.to_string(), parse_port(cport, "the client port")?))
         }
     };
-    Ok(ServerSpec { id, host: host.to_string(), quorum_port, election_port, observer, client })
+    Ok(ServerSpec { id, addrs, observer: role.unwrap_or(false), client })
+}
+
+/// One `host:quorumPort:electionPort[:participant|observer]`, and its role if it names one.
+fn parse_server_addr(server: &str) -> Result<(ServerAddr, Option<bool>), String> {
+    if server.is_empty() {
+        return Err("empty server address; expected host:quorumPort:electionPort".into());
+    }
+    let (host, rest) = split_host(server)?;
+    if host.is_empty() {
+        return Err("empty host; expected host:quorumPort:electionPort".into());
+    }
+    let parts: Vec<&str> = rest.split(':').collect();
+    let observer = match parts.as_slice() {
+        [_, _] => None,
+        [_, _, role] if role.eq_ignore_ascii_case("participant") => Some(false),
+        [_, _, role] if role.eq_ignore_ascii_case("observer") => Some(true),
+        [_, _, role] => return Err(format!("the role must be participant or observer (found {role:?})")),
+        _ => return Err("expected host:quorumPort:electionPort[:participant|observer]".into()),
+    };
+    let quorum_port = parse_port(parts[0], "the quorum port")?;
+    let election_port = parse_port(parts[1], "the election port")?;
+    if quorum_port == election_port {
+        return Err(format!("the quorum and election ports must differ (both {quorum_port})"));
+    }
+    Ok((ServerAddr { host: host.to_string(), quorum_port, election_port }, observer))
 }
 
 #[derive(Debug)]
@@ -794,6 +865,7 @@ impl Config {
         let mut data_dir: Option<PathBuf> = None;
         let mut data_log_dir: Option<PathBuf> = None;
         let mut client_port = CLIENT_PORT_DEFAULT;
+        let mut client_port_given = false;
         let mut client_port_address = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
         let mut max_client_cnxns = MAX_CLIENT_CNXNS_DEFAULT;
         let mut max_cnxns = MAX_CNXNS_DEFAULT;
@@ -907,7 +979,10 @@ impl Config {
                 "tickTime" => tick_time_ms = e.u32(1, TICK_TIME_MS_MAX, " ms")?,
                 "dataDir" => data_dir = Some(e.path()?),
                 "dataLogDir" => data_log_dir = Some(e.path()?),
-                "clientPort" => client_port = e.int(1, u16::MAX.into(), "")? as u16,
+                "clientPort" => {
+                    client_port = e.int(1, u16::MAX.into(), "")? as u16;
+                    client_port_given = true;
+                }
                 "admin.enableServer" => admin_enabled = e.boolean()?,
                 "ringkeeper.logLevel" => log_level = Some(value.to_string()),
                 "admin.serverPort" => admin_port = e.int(1, u16::MAX.into(), "")? as u16,
@@ -1201,6 +1276,7 @@ impl Config {
             data_dir,
             client_port,
             client_port_address,
+            client_port_given,
             max_client_cnxns,
             min_session_timeout_ms,
             max_session_timeout_ms,
@@ -1314,6 +1390,39 @@ impl Config {
 
     pub fn client_addr(&self) -> SocketAddr {
         SocketAddr::new(self.client_port_address, self.client_port)
+    }
+
+    /// Where member `my_id` serves clients, by ZooKeeper's rules
+    /// (`QuorumPeerConfig.setupClientPort`): the client part of its `server.N` line when it has
+    /// one, which must agree with `clientPort`/`clientPortAddress` when those are set too (the
+    /// same address, or the same port when `clientPortAddress` is all addresses); else
+    /// `clientPort`/`clientPortAddress`. A client host name is resolved here.
+    pub fn member_client_addr(&self, my_id: u64) -> Result<SocketAddr, String> {
+        let static_addr = self.client_addr();
+        let Some((host, port)) = self.servers.iter().find(|s| s.id == my_id).and_then(|s| s.client.clone()) else {
+            return Ok(static_addr);
+        };
+        let ip = match host.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) if host.is_empty() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
+                .map_err(|e| format!("server.{my_id}: cannot resolve the client host {host}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("server.{my_id}: the client host {host} resolves to no address"))?
+                .ip(),
+        };
+        let line_addr = SocketAddr::new(ip, port);
+        if self.client_port_given {
+            let agrees =
+                if static_addr.ip().is_unspecified() { static_addr.port() == port } else { static_addr == line_addr };
+            if !agrees {
+                return Err(format!(
+                    "the client address of this server (server.{my_id}) is {line_addr} in its server line but \
+                     {static_addr} by clientPort/clientPortAddress; they must agree (or give only one)"
+                ));
+            }
+        }
+        Ok(line_addr)
     }
 
     /// The largest txn record this server makes (prep refuses larger ones).
@@ -1454,17 +1563,13 @@ mod tests {
             vec![
                 ServerSpec {
                     id: 1,
-                    host: "10.0.0.1".into(),
-                    quorum_port: 2888,
-                    election_port: 3888,
+                    addrs: vec![ServerAddr { host: "10.0.0.1".into(), quorum_port: 2888, election_port: 3888 }],
                     observer: false,
                     client: None
                 },
                 ServerSpec {
                     id: 2,
-                    host: "10.0.0.2".into(),
-                    quorum_port: 2888,
-                    election_port: 3888,
+                    addrs: vec![ServerAddr { host: "10.0.0.2".into(), quorum_port: 2888, election_port: 3888 }],
                     observer: false,
                     client: Some((String::new(), 2181))
                 },
@@ -1532,7 +1637,10 @@ mod tests {
         assert_eq!(c.client_port_address, "10.1.2.3".parse::<IpAddr>().unwrap());
         assert_eq!(c.data_log_dir, PathBuf::from("/long/pathA"));
         assert_eq!(c.max_client_cnxns, 7);
-        assert_eq!((c.servers[0].id, c.servers[0].host.as_str(), c.servers[0].quorum_port), (3, "h", 2888));
+        assert_eq!(
+            (c.servers[0].id, c.servers[0].first().host.as_str(), c.servers[0].first().quorum_port),
+            (3, "h", 2888)
+        );
         // An escaped separator belongs to the key; an even run of backslashes does not continue.
         let (_, w) = ok("dataDir=/d\\\\\nweird\\=key=1\n");
         assert!(w[0].contains("unknown key 'weird=key' at line 2"), "{w:?}");
@@ -1689,7 +1797,7 @@ sessionRequireClientSASLAuth=true
     fn duplicate_keys_warn_and_the_last_wins() {
         let (c, w) = ok("dataDir=/a\ntickTime=100\ndataDir=/b\nserver.1=x:1:2\nserver.01=y:1:2\n");
         assert_eq!(c.data_dir, PathBuf::from("/b"));
-        assert_eq!((c.servers.len(), c.servers[0].host.as_str()), (1, "y"));
+        assert_eq!((c.servers.len(), c.servers[0].first().host.as_str()), (1, "y"));
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("'dataDir' at line 3 was already set at line 1"), "{w:?}");
         assert!(w[1].contains("'server.01' at line 5 was already set at line 4"), "{w:?}");
@@ -1926,11 +2034,30 @@ sessionRequireClientSASLAuth=true
     fn server_lines_parse_as_zookeeper_writes_them() {
         let p = |v: &str| parse_server_spec(2, v);
         let s = p("zk2.example:2888:3888:observer;[::1]:2182").unwrap();
-        assert_eq!((s.host.as_str(), s.quorum_port, s.election_port, s.observer), ("zk2.example", 2888, 3888, true));
+        let a = s.first();
+        assert_eq!((a.host.as_str(), a.quorum_port, a.election_port, s.observer), ("zk2.example", 2888, 3888, true));
         assert_eq!(s.client, Some(("::1".to_string(), 2182)));
+        assert_eq!(s.value(), "zk2.example:2888:3888:observer;[::1]:2182");
         let s = p("[fe80::1]:2888:3888:PARTICIPANT;0.0.0.0:2181").unwrap();
-        assert_eq!((s.host.as_str(), s.observer, s.client), ("fe80::1", false, Some(("0.0.0.0".into(), 2181))));
-        assert_eq!(p("h:1:2;2181").unwrap().client, Some((String::new(), 2181)));
+        assert_eq!(
+            (s.first().host.as_str(), s.observer, s.client.clone()),
+            ("fe80::1", false, Some(("0.0.0.0".into(), 2181)))
+        );
+        assert_eq!(s.value(), "[fe80::1]:2888:3888:participant;0.0.0.0:2181");
+        let s = p("h:1:2;2181").unwrap();
+        assert_eq!(
+            (s.client.clone(), s.value()),
+            (Some((String::new(), 2181)), "h:1:2:participant;0.0.0.0:2181".into())
+        );
+        // Several addresses ('|'), each with its own ports; a role on any (all that give one agree).
+        let s = p("a:1:2|[::1]:3:4:observer|c:5:6 ; 2181").unwrap();
+        let addrs: Vec<_> = s.addrs.iter().map(|a| (a.host.as_str(), a.quorum_port, a.election_port)).collect();
+        assert_eq!(addrs, [("a", 1, 2), ("::1", 3, 4), ("c", 5, 6)]);
+        assert!(s.observer);
+        assert_eq!(s.value(), "a:1:2|[::1]:3:4|c:5:6:observer;0.0.0.0:2181");
+        assert!(!p("a:1:2:participant|b:1:2").unwrap().observer);
+        let many: Vec<String> = (0..SERVER_ADDRESSES_MAX).map(|i| format!("h{i}:1:2")).collect();
+        assert_eq!(p(&many.join("|")).unwrap().addrs.len(), SERVER_ADDRESSES_MAX);
         for bad in [
             "",
             "h",
@@ -1943,17 +2070,49 @@ sessionRequireClientSASLAuth=true
             "h:2888:3888;",
             "h:2888:3888;x",
             "[::1:2888:3888",
-            "a:1:2|b:1:2",
             "h:1:2:observer:x",
+            "a:1:2|",
+            "|a:1:2",
+            "a:1:2||b:1:2",
+            "a:1:2|b:1",
+            "a:1:2:observer|b:1:2:participant",
+            "a:1:2|a:1:2",
+            "a:1:2|b:3:3",
+            "a:1:2;3:4|b:1:2",
         ] {
             assert!(p(bad).is_err(), "{bad:?} accepted");
         }
         assert!(parse_server_spec(0, "h:1:2").is_err() && parse_server_spec(255, "h:1:2").is_err());
+        let too_many: Vec<String> = (0..=SERVER_ADDRESSES_MAX).map(|i| format!("h{i}:1:2")).collect();
+        assert!(p(&too_many.join("|")).unwrap_err().contains("at most"));
         // In a file, a bad server line is an error naming the line.
         match parse("dataDir=/d\nserver.1=h:2888\n") {
             Err(ConfigError::BadValue { line, key, .. }) => assert_eq!((line, key.as_str()), (2, "server.1")),
             other => panic!("expected a bad value, got {other:?}"),
         }
+    }
+
+    /// A member serves clients where its server line says, by ZooKeeper's rules against
+    /// clientPort/clientPortAddress (`QuorumPeerConfig.setupClientPort`).
+    #[test]
+    fn a_members_client_address_comes_from_its_server_line() {
+        let addr = |text: &str, id| quiet(text).member_client_addr(id);
+        let lines = "dataDir=/d\nserver.1=h:1:2;127.0.0.7:3001\nserver.2=h:3:4;3002\nserver.3=h:5:6\n";
+        assert_eq!(addr(lines, 1), Ok("127.0.0.7:3001".parse().unwrap()));
+        assert_eq!(addr(lines, 2), Ok("0.0.0.0:3002".parse().unwrap()));
+        // No client part: clientPort/clientPortAddress (or the default port).
+        assert_eq!(addr(lines, 3), Ok("0.0.0.0:2181".parse().unwrap()));
+        let with = |extra: &str, id| addr(&format!("{lines}{extra}"), id);
+        assert_eq!(with("clientPort=2999\nclientPortAddress=127.0.0.9\n", 3), Ok("127.0.0.9:2999".parse().unwrap()));
+        // Both given: they must agree; a wildcard clientPortAddress compares ports only.
+        assert_eq!(with("clientPort=3001\n", 1), Ok("127.0.0.7:3001".parse().unwrap()));
+        assert_eq!(with("clientPort=3001\nclientPortAddress=127.0.0.7\n", 1), Ok("127.0.0.7:3001".parse().unwrap()));
+        let err = with("clientPort=3000\n", 1).unwrap_err();
+        assert!(err.contains("server.1") && err.contains("127.0.0.7:3001") && err.contains("0.0.0.0:3000"), "{err}");
+        assert!(with("clientPort=3001\nclientPortAddress=127.0.0.8\n", 1).is_err());
+        assert!(with("clientPort=3002\nclientPortAddress=127.0.0.1\n", 2).is_err());
+        // A client host name is resolved.
+        assert_eq!(addr("dataDir=/d\nserver.1=h:1:2;localhost:3005\nserver.2=h:3:4\n", 1).map(|a| a.port()), Ok(3005));
     }
 
     /// The shipped example ensemble parses: three participants, each its own client port.

@@ -626,6 +626,15 @@ impl Member {
         }
     }
 
+    /// A reconfiguration committed: the voters whose pace the flow control follows, the
+    /// quorum size, and whether this member observes, from the new membership.
+    fn reconfigured(&mut self, zxid: Zxid, voters: &[Sid], observers: &[Sid]) {
+        tracing::info!("peer {}: membership {zxid:#x}: voters {voters:?}, observers {observers:?}", self.me);
+        self.other_voters = voters.iter().copied().filter(|&v| v != self.me).collect();
+        self.quorum = voters.len() / 2 + 1;
+        self.observer = observers.contains(&self.me);
+    }
+
     // ---- a follower's side ----
 
     fn on_leader_reply(&mut self, data: Bytes) {
@@ -964,6 +973,12 @@ async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<()
                     .await
                     .map_err(|e| format!("clearing the rejoin mark: {e}"))?;
             }
+            PersistOp::Membership { zxid, voters, observers } => {
+                let membership = storage::peer_state::Membership { version: zxid, voters, observers };
+                super::offcore::write_membership(m.config.data_dir.clone(), membership)
+                    .await
+                    .map_err(|e| format!("writing the membership: {e}"))?;
+            }
             PersistOp::InstallSnapshot { zxid, .. } => {
                 // The streamed SNAP was received whole, checked and fsynced before the peer saw it.
                 tracing::info!("peer {}: installing the leader's snapshot at {zxid:#x} (SNAP)", m.me);
@@ -1072,6 +1087,7 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet
                     }
                 }
                 Output::FromLeader { data } => m.on_leader_reply(data),
+                Output::Reconfigured { zxid, voters, observers } => m.reconfigured(zxid, &voters, &observers),
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     m.read_log(to, link, after, upto, check_after)
                 }
@@ -1113,7 +1129,7 @@ async fn quorum_tls(config: &Config) -> Result<Option<Rc<PeerTls>>, String> {
              the server.N address check stands for it"
         );
     }
-    let hosts = config.servers.iter().map(|s| (s.id, s.host.clone())).collect();
+    let hosts = config.servers.iter().map(|s| (s.id, s.addrs.iter().map(|a| a.host.clone()).collect())).collect();
     Ok(Some(Rc::new(PeerTls { ctx: Arc::new(ctx), hosts })))
 }
 
@@ -1123,20 +1139,22 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let mut voters = Vec::new();
     let mut observers = Vec::new();
     let mut peers = BTreeMap::new();
-    let mut listen = None;
     for s in &config.servers {
-        let addr = resolve(&s.host, s.quorum_port)?;
-        if s.id == my_id {
-            listen = Some(addr);
-        }
-        peers.insert(s.id, addr);
+        let addrs = s.addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>()?;
+        peers.insert(s.id, addrs);
         if s.observer {
             observers.push(s.id);
         } else {
             voters.push(s.id);
         }
     }
-    let listen = listen.ok_or_else(|| format!("myid {my_id} names no server.{my_id} line"))?;
+    let listen: Vec<String> = peers
+        .get(&my_id)
+        .ok_or_else(|| format!("myid {my_id} names no server.{my_id} line"))?
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let listen = listen.join(", ");
     let zab_cfg = ZabConfig {
         my_id,
         voters,
@@ -1146,6 +1164,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         zxid_counter_max: ZXID_COUNTER_MAX,
         sync_chunk_bytes_max: SYNC_CHUNK_BYTES_MAX,
         commit_log_count: usize::try_from(config.commit_log_count).unwrap_or(usize::MAX),
+        // No client request makes a reconfiguration txn yet (opcode 16 is issue 16's step 3),
+        // so no txn here changes the membership.
+        membership_of: zab::no_reconfig,
     };
     let (accepted_epoch, current_epoch) =
         storage::peer_state::read_epochs(&config.data_dir).map_err(|e| format!("reading the epochs: {e}"))?;
@@ -1162,8 +1183,17 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
              established leader"
         );
     }
-    let durable =
-        zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns, lost_log };
+    let membership = storage::peer_state::read_membership(&config.data_dir)
+        .map_err(|e| format!("reading the membership: {e}"))?
+        .map(|m| (m.version, m.voters, m.observers));
+    let durable = zab::Durable {
+        accepted_epoch,
+        current_epoch,
+        snapshot_zxid: recovered.snapshot_zxid,
+        log: log_txns,
+        lost_log,
+        membership,
+    };
     // The state machine starts at the snapshot; ZAB delivers the log once it is committed.
     if committed.last_zxid() != recovered.snapshot_zxid {
         return Err(format!(
@@ -1180,8 +1210,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
     drop(recovered);
     let tls = quorum_tls(&config).await?;
-    let (net, peer_rx) = PeerNet::start_with_tls(my_id, listen, &peers, tls)
-        .map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
+    let (net, peer_rx) = PeerNet::start_with_tls(my_id, &peers, tls).map_err(|e| e.to_string())?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()

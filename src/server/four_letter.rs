@@ -384,9 +384,7 @@ fn conf(c: &Config) -> String {
         kv("initLimit", c.init_limit_ticks.to_string());
         kv("syncLimit", c.sync_limit_ticks.to_string());
         for s in &c.servers {
-            let role = if s.observer { "observer" } else { "participant" };
-            let client = s.client.as_ref().map_or(String::new(), |(h, p)| format!(";{h}:{p}"));
-            kv(&format!("server.{}", s.id), format!("{}:{}:{}:{role}{client}", s.host, s.quorum_port, s.election_port));
+            kv(&format!("server.{}", s.id), s.value());
         }
     }
     kv("ringkeeper.clientCores", c.client_cores.to_string());

@@ -110,8 +110,8 @@ pub const PEER_REFUSAL_LOG_INTERVAL_MS: u64 = 1_000;
 /// Who may connect to the peer port, and the connections open now.
 struct Gate {
     me: Sid,
-    /// Each server's `server.N` address.
-    hosts: BTreeMap<Sid, IpAddr>,
+    /// Each server's `server.N` addresses (one or more: `|`).
+    hosts: BTreeMap<Sid, Vec<IpAddr>>,
     /// Inbound connections open now, by source address.
     open: RefCell<HashMap<IpAddr, usize>>,
     /// The live inbound connection of each server: a newer one signals the older one to end.
@@ -120,11 +120,12 @@ struct Gate {
     refusals_unlogged: Cell<u64>,
 }
 
-/// Quorum TLS for the transport: the stores' configurations and each server's `server.N` host
-/// as written (the name its certificate must carry).
+/// Quorum TLS for the transport: the stores' configurations and each server's `server.N` hosts
+/// as written, in the line's order (the names its certificate may carry; the dialer asks for
+/// the one of the address it dials).
 pub struct PeerTls {
     pub ctx: Arc<QuorumContext>,
-    pub hosts: BTreeMap<Sid, String>,
+    pub hosts: BTreeMap<Sid, Vec<String>>,
 }
 
 impl PeerTls {
@@ -149,7 +150,12 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 
 impl Gate {
     fn known_address(&self, ip: IpAddr) -> bool {
-        self.hosts.values().any(|h| *h == ip)
+        self.hosts.values().any(|h| h.contains(&ip))
+    }
+
+    /// Whether `ip` is one of this member's own addresses.
+    fn own_address(&self, ip: IpAddr) -> bool {
+        self.hosts.get(&self.me).is_some_and(|h| h.contains(&ip))
     }
 
     /// Inbound connections that may be open at once from `ip`: `PEER_INBOUND_CONNS_PER_SERVER_MAX`
@@ -157,11 +163,8 @@ impl Gate {
     /// all of them for this member's own address (the hello rule's relay or co-located case).
     fn conns_max(&self, ip: IpAddr) -> usize {
         let others = self.hosts.iter().filter(|&(&sid, _)| sid != self.me);
-        let servers = if self.hosts.get(&self.me) == Some(&ip) {
-            others.count()
-        } else {
-            others.filter(|&(_, &h)| h == ip).count()
-        };
+        let servers =
+            if self.own_address(ip) { others.count() } else { others.filter(|&(_, h)| h.contains(&ip)).count() };
         PEER_INBOUND_CONNS_PER_SERVER_MAX * servers.max(1)
     }
 
@@ -190,13 +193,17 @@ impl Gate {
         if sid == self.me {
             return Err(format!("it claims to be this server ({sid})"));
         }
-        let Some(&host) = self.hosts.get(&sid) else {
+        let Some(hosts) = self.hosts.get(&sid) else {
             return Err(format!("it claims server id {sid}, which no server.N line names"));
         };
-        if host == from || self.hosts.get(&self.me) == Some(&from) {
+        if hosts.contains(&from) || self.own_address(from) {
             return Ok(());
         }
-        Err(format!("it claims server id {sid}, whose server.{sid} host is {host}, but comes from {from}"))
+        let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+        Err(format!(
+            "it claims server id {sid}, whose server.{sid} hosts are {}, but comes from {from}",
+            hosts.join("|")
+        ))
     }
 }
 
@@ -263,46 +270,58 @@ pub struct PeerNet {
 const PEER_LISTEN_BACKLOG: i32 = 64;
 
 impl PeerNet {
-    /// Listens on `listen` and dials every peer in `peers` (other than `me`). Received
-    /// messages arrive on the returned receiver as (sender, Some(message)); (sender, None) when
-    /// a connection from that sender closed.
+    /// Listens on `listen` and dials every peer in `peers` (other than `me`), one address
+    /// each. Received messages arrive on the returned receiver as (sender, Some(message));
+    /// (sender, None) when a connection from that sender closed.
     pub fn start(
         me: Sid,
         listen: SocketAddr,
         peers: &BTreeMap<Sid, SocketAddr>,
     ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
-        PeerNet::start_with_tls(me, listen, peers, None)
+        let mut all: BTreeMap<Sid, Vec<SocketAddr>> = peers.iter().map(|(&sid, &a)| (sid, vec![a])).collect();
+        all.insert(me, vec![listen]);
+        PeerNet::start_with_tls(me, &all, None)
     }
 
-    /// `start` with quorum TLS (`sslQuorum`: every connection this server opens is TLS and,
-    /// unless `portUnification`, every one it accepts; `portUnification`: accepted connections
-    /// may be either).
+    /// Listens on every address of `me` in `peers` and dials every other server at its
+    /// addresses in order (the next when a connection fails), with quorum TLS when given
+    /// (`sslQuorum`: every connection this server opens is TLS and, unless
+    /// `portUnification`, every one it accepts; `portUnification`: accepted connections may be
+    /// either).
     pub fn start_with_tls(
         me: Sid,
-        listen: SocketAddr,
-        peers: &BTreeMap<Sid, SocketAddr>,
+        peers: &BTreeMap<Sid, Vec<SocketAddr>>,
         tls: Option<Rc<PeerTls>>,
     ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
+        let own = peers.get(&me).filter(|a| !a.is_empty()).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("no peer address for this server ({me})"))
+        })?;
         // No SO_REUSEPORT: a second server on the same port is an error, not a silent sharer.
-        let listener = super::startup::bind_listener(listen, false, PEER_LISTEN_BACKLOG)?;
+        let mut listeners = Vec::with_capacity(own.len());
+        for &listen in own {
+            let listener = super::startup::bind_listener(listen, false, PEER_LISTEN_BACKLOG)
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot listen for peers on {listen}: {e}")))?;
+            listeners.push(listener);
+        }
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
         let tx = Rc::new(tx);
         let mut tasks = Vec::new();
         let snap_bytes_in = Rc::new(Cell::new(0));
         let gate = Rc::new(Gate {
             me,
-            hosts: peers.iter().map(|(&sid, a)| (sid, canonical_ip(a.ip()))).collect(),
+            hosts: peers.iter().map(|(&sid, a)| (sid, a.iter().map(|a| canonical_ip(a.ip())).collect())).collect(),
             open: RefCell::new(HashMap::new()),
             live: RefCell::new(BTreeMap::new()),
             last_refusal_log: Cell::new(None),
             refusals_unlogged: Cell::new(0),
         });
         let inbound = Inbound { tx: tx.clone(), snap_bytes_in: snap_bytes_in.clone(), gate, tls: tls.clone() };
-        tasks.push(glommio::spawn_local(accept_loop(listener, Rc::new(inbound))).detach());
-        // Dial from this server's own address, so that peers see it as its server.N host.
-        let source = Some(listen.ip()).filter(|ip| !ip.is_unspecified());
+        let inbound = Rc::new(inbound);
+        for listener in listeners {
+            tasks.push(glommio::spawn_local(accept_loop(listener, inbound.clone())).detach());
+        }
         let mut out = BTreeMap::new();
-        for (&sid, &addr) in peers {
+        for (&sid, addrs) in peers {
             if sid == me {
                 continue;
             }
@@ -314,8 +333,12 @@ impl PeerNet {
                 reset: Semaphore::new(0),
             });
             let dial_tls = tls.clone().filter(|t| t.ctx.settings.ssl_quorum);
-            tasks
-                .push(glommio::spawn_local(dial_loop(me, sid, addr, source, o.clone(), tx.clone(), dial_tls)).detach());
+            // Dial from one of this server's own addresses, so that peers see it as a server.N
+            // host of it: the one in the same place of the line, else the first of the family.
+            let routes: Vec<Route> =
+                addrs.iter().enumerate().map(|(i, &to)| Route { to, from: source_for(own, i, to), index: i }).collect();
+            let dial = dial_loop(me, sid, routes, o.clone(), tx.clone(), dial_tls);
+            tasks.push(glommio::spawn_local(dial).detach());
             out.insert(sid, o);
         }
         let net = PeerNet {
@@ -417,27 +440,58 @@ impl Drop for PeerNet {
     }
 }
 
+/// One way to reach a peer: its address `index` in its `server.N` line, and the own address
+/// to dial from (None: the kernel's choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Route {
+    to: SocketAddr,
+    from: Option<IpAddr>,
+    index: usize,
+}
+
+/// The own address to dial `to` (a peer's address `index`) from: own address `index` when it is
+/// of the same family (the line's places pair the networks, as ZooKeeper's multi-address
+/// setups do), else the first own one of that family; none when the own one is a wildcard.
+fn source_for(own: &[SocketAddr], index: usize, to: SocketAddr) -> Option<IpAddr> {
+    let same_family = |a: &&SocketAddr| a.is_ipv4() == to.is_ipv4();
+    let own = own.get(index).filter(same_family).or_else(|| own.iter().find(same_family))?;
+    Some(own.ip()).filter(|ip| !ip.is_unspecified())
+}
+
 /// Keeps one outgoing connection to `to` up and writes what is queued for it; tells the shell
-/// (`to`, None) when a connection that was up is lost. With `tls`, each connection is a TLS
-/// client to `to`'s `server.N` host, presenting this server's certificate.
+/// (`to`, None) when a connection that was up is lost. Each attempt goes to the next of the
+/// peer's addresses after a failed one (a lost connection tries the same address first). With
+/// `tls`, each connection is a TLS client to the dialed address's `server.N` host, presenting
+/// this server's certificate.
 async fn dial_loop(
     me: Sid,
     to: Sid,
-    addr: SocketAddr,
-    source: Option<IpAddr>,
+    routes: Vec<Route>,
     o: Rc<Outbound>,
     tx: Rc<LocalSender<PeerIn>>,
     tls: Option<Rc<PeerTls>>,
 ) {
     let mut last_tls_failure_log: Option<Instant> = None;
+    let mut next = 0;
     loop {
-        match connect_from(source, addr).await {
+        let Some(&route) = routes.get(next % routes.len().max(1)) else { return };
+        let addr = route.to;
+        // A failed attempt moves on to the next address; a connection that was up tries the
+        // same one again first.
+        next = (next + 1) % routes.len();
+        match connect_from(route.from, addr).await {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
                 let carried_on = match &tls {
-                    None => outbound(me, to, addr, stream, &o, &tx).await,
-                    Some(t) => match tls_connect(t, to, stream).await {
-                        Ok(s) => outbound(me, to, addr, s, &o, &tx).await,
+                    None => {
+                        next = route.index;
+                        outbound(me, to, addr, stream, &o, &tx).await
+                    }
+                    Some(t) => match tls_connect(t, to, route.index, stream).await {
+                        Ok(s) => {
+                            next = route.index;
+                            outbound(me, to, addr, s, &o, &tx).await
+                        }
                         Err(why) => {
                             let due = last_tls_failure_log
                                 .is_none_or(|t| t.elapsed() >= Duration::from_millis(PEER_REFUSAL_LOG_INTERVAL_MS));
@@ -465,9 +519,11 @@ async fn dial_loop(
 async fn tls_connect(
     tls: &PeerTls,
     to: Sid,
+    index: usize,
     stream: TcpStream,
 ) -> Result<futures_rustls::client::TlsStream<TcpStream>, String> {
-    let host = tls.hosts.get(&to).ok_or_else(|| format!("no server.{to} line"))?;
+    let host =
+        tls.hosts.get(&to).and_then(|h| h.get(index)).ok_or_else(|| format!("no server.{to} address {index}"))?;
     let name = server_name(host)?;
     let configs = tls.configs().await;
     let handshake = async {
@@ -713,8 +769,15 @@ async fn read_loop(stream: TcpStream, ip: IpAddr, slot: Slot, inbound: Rc<Inboun
 /// check stands.
 fn tls_identity_ok(tls: &PeerTls, leaf: Option<&CertificateDer<'_>>, sid: Sid) -> Result<(), String> {
     let (Some(leaf), true) = (leaf, tls.ctx.settings.stores.client_hostname_verification) else { return Ok(()) };
-    let host = tls.hosts.get(&sid).ok_or_else(|| format!("no server.{sid} line"))?;
-    names_host(leaf, host).map_err(|why| format!("it says it is server {sid}, but {why}"))
+    let hosts = tls.hosts.get(&sid).ok_or_else(|| format!("no server.{sid} line"))?;
+    let mut why = String::new();
+    for host in hosts {
+        match names_host(leaf, host) {
+            Ok(()) => return Ok(()),
+            Err(e) => why = e,
+        }
+    }
+    Err(format!("it says it is server {sid}, but {why}"))
 }
 
 /// An accepted connection from its hello on: `tls` holds quorum TLS and the peer's
@@ -827,7 +890,7 @@ mod tests {
     fn gate(me: Sid, hosts: &[(Sid, &str)]) -> Gate {
         Gate {
             me,
-            hosts: hosts.iter().map(|&(sid, h)| (sid, h.parse().unwrap())).collect(),
+            hosts: hosts.iter().map(|&(sid, h)| (sid, vec![h.parse().unwrap()])).collect(),
             open: RefCell::new(HashMap::new()),
             live: RefCell::new(BTreeMap::new()),
             last_refusal_log: Cell::new(None),
@@ -1095,5 +1158,68 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
+    }
+
+    /// A server with several addresses (`|`) listens on all of them; a dialer whose first
+    /// address for it fails moves on to the next; a hello from any of a server's hosts passes.
+    #[test]
+    fn several_addresses_per_server_listen_on_all_and_dial_with_failover() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let (a, c, x, y) = (free_addr(), free_addr(), free_addr(), free_addr());
+                let dead = free_addr(); // nothing listens there
+                let two: BTreeMap<Sid, Vec<SocketAddr>> = [(1, vec![a]), (2, vec![x, y]), (3, vec![c])].into();
+                let (net2, rx2) = PeerNet::start_with_tls(2, &two, None).unwrap();
+                // Peer 1 knows server 2 first at a dead address, then at y.
+                let view1: BTreeMap<Sid, Vec<SocketAddr>> = [(1, vec![a]), (2, vec![dead, y])].into();
+                let (net1, _rx1) = PeerNet::start_with_tls(1, &view1, None).unwrap();
+                // Peer 3 knows it only at x.
+                let view3: BTreeMap<Sid, Vec<SocketAddr>> = [(3, vec![c]), (2, vec![x])].into();
+                let (net3, _rx3) = PeerNet::start_with_tls(3, &view3, None).unwrap();
+                send_until_connected(&net1, 2, &note(1)).await;
+                send_until_connected(&net3, 2, &note(3)).await;
+                let mut from = Vec::new();
+                while from.len() < 2 {
+                    match recv_within(&rx2, 3000).await {
+                        Some((sid, Some(Message::Notification { round, .. }))) => from.push((sid, round)),
+                        Some(_) => continue,
+                        None => break,
+                    }
+                }
+                from.sort();
+                assert_eq!(from, [(1, 1), (3, 3)], "server 2 heard both, over both of its addresses");
+                drop((net1, net2, net3));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_dialer_binds_the_own_address_in_the_same_place_of_the_line() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let own = [a("10.0.0.1:1"), a("192.168.0.1:1"), a("[fd00::1]:1")];
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        assert_eq!(source_for(&own, 0, a("10.0.0.2:1")), ip("10.0.0.1"));
+        assert_eq!(source_for(&own, 1, a("192.168.0.2:1")), ip("192.168.0.1"));
+        // Another family in that place: the first own address of the target's family.
+        assert_eq!(source_for(&own, 0, a("[fd00::2]:1")), ip("fd00::1"));
+        assert_eq!(source_for(&own, 5, a("10.0.0.9:1")), ip("10.0.0.1"));
+        assert_eq!(source_for(&[a("0.0.0.0:1")], 0, a("10.0.0.9:1")), None);
+        assert_eq!(source_for(&[a("[::1]:1")], 0, a("10.0.0.9:1")), None);
+        let g = Gate {
+            me: 1,
+            hosts: [(1, vec![ip("10.0.0.1").unwrap()]), (2, vec![ip("10.0.0.2").unwrap(), ip("10.1.0.2").unwrap()])]
+                .into(),
+            open: RefCell::new(HashMap::new()),
+            live: RefCell::new(BTreeMap::new()),
+            last_refusal_log: Cell::new(None),
+            refusals_unlogged: Cell::new(0),
+        };
+        assert!(
+            g.hello_allowed(2, ip("10.1.0.2").unwrap()).is_ok() && g.hello_allowed(2, ip("10.0.0.2").unwrap()).is_ok()
+        );
+        let err = g.hello_allowed(2, ip("10.2.0.2").unwrap()).unwrap_err();
+        assert!(err.contains("10.0.0.2|10.1.0.2"), "{err}");
     }
 }
