@@ -7,7 +7,7 @@
 //! checked against the bytes left, so allocation is bounded by the frame; byte fields are
 //! zero-copy slices.
 
-use crate::zab::message::{FollowerMsg, LeaderMsg, Message, PeerState, Vote};
+use crate::zab::message::{ConfigNote, FollowerMsg, LeaderMsg, Message, PeerState, Vote};
 use crate::zab::{Sid, Txn};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use std::fmt;
@@ -180,7 +180,7 @@ fn put_txn(out: &mut BytesMut, t: &Txn) {
 
 fn encode_message(out: &mut BytesMut, msg: &Message) {
     match msg {
-        Message::Notification { vote, round, state } => {
+        Message::Notification { vote, round, state, config } => {
             out.put_u8(1);
             out.put_u64(vote.leader);
             out.put_i64(vote.zxid);
@@ -191,6 +191,18 @@ fn encode_message(out: &mut BytesMut, msg: &Message) {
                 PeerState::Following => 1,
                 PeerState::Leading => 2,
             });
+            // Only after a reconfiguration committed: a static ensemble's notifications stay
+            // as they were.
+            if let Some(c) = config {
+                out.put_u8(1);
+                out.put_i64(c.version);
+                for set in [&c.voters, &c.observers] {
+                    out.put_u32(set.len() as u32);
+                    for sid in set {
+                        out.put_u64(*sid);
+                    }
+                }
+            }
         }
         Message::FollowerInfo { link, accepted_epoch } => {
             out.put_u8(2);
@@ -330,6 +342,15 @@ impl Reader {
         Ok(self.0.split_to(n))
     }
 
+    /// A count, then that many sids (8 bytes each: allocation bounded by the frame).
+    fn sids(&mut self) -> Result<Vec<Sid>, PeerCodecError> {
+        let count = self.u32()? as usize;
+        if count > self.0.remaining() / 8 {
+            return Err(PeerCodecError::Truncated);
+        }
+        (0..count).map(|_| self.u64()).collect()
+    }
+
     fn txn(&mut self) -> Result<Txn, PeerCodecError> {
         Ok(Txn { zxid: self.i64()?, data: self.bytes()? })
     }
@@ -348,7 +369,19 @@ pub fn decode_message(frame: Bytes) -> Result<Message, PeerCodecError> {
                 2 => PeerState::Leading,
                 tag => return Err(PeerCodecError::UnknownTag { what: "peer state", tag }),
             };
-            Message::Notification { vote, round, state }
+            let config = if r.0.has_remaining() {
+                match r.u8()? {
+                    1 => {
+                        let version = r.i64()?;
+                        let (voters, observers) = (r.sids()?, r.sids()?);
+                        Some(ConfigNote { version, voters, observers })
+                    }
+                    tag => return Err(PeerCodecError::UnknownTag { what: "config flag", tag }),
+                }
+            } else {
+                None
+            };
+            Message::Notification { vote, round, state, config }
         }
         2 => Message::FollowerInfo { link: r.u64()?, accepted_epoch: r.u32()? },
         3 => {
@@ -426,9 +459,21 @@ mod tests {
     fn every_message() -> Vec<Message> {
         let vote = Vote { leader: 3, zxid: 0x1_0000_0005, peer_epoch: 1 };
         let mut out = vec![
-            Message::Notification { vote, round: 9, state: PeerState::Looking },
-            Message::Notification { vote, round: 9, state: PeerState::Following },
-            Message::Notification { vote, round: u64::MAX, state: PeerState::Leading },
+            Message::Notification { vote, round: 9, state: PeerState::Looking, config: None },
+            Message::Notification { vote, round: 9, state: PeerState::Following, config: None },
+            Message::Notification { vote, round: u64::MAX, state: PeerState::Leading, config: None },
+            Message::Notification {
+                vote,
+                round: 9,
+                state: PeerState::Looking,
+                config: Some(ConfigNote { version: 0x2_0000_0007, voters: vec![1, 2, 5], observers: vec![] }),
+            },
+            Message::Notification {
+                vote,
+                round: 10,
+                state: PeerState::Following,
+                config: Some(ConfigNote { version: 0x3_0000_0001, voters: vec![2, 3, 4], observers: vec![1, 5] }),
+            },
             Message::FollowerInfo { link: 77, accepted_epoch: 4 },
         ];
         for body in [
@@ -482,18 +527,38 @@ mod tests {
         assert_eq!(next_frame(&mut stream), Ok(None));
     }
 
+    /// A notification without a membership: tag, vote (8 + 8 + 4), round, state.
+    const NOTIFICATION_BYTES: usize = 1 + 20 + 8 + 1;
+
     #[test]
     fn every_truncation_is_an_error() {
         for m in every_message() {
             let mut b = BytesMut::new();
             encode_frame(&mut b, &m);
             let body = b.split_off(4).freeze();
+            // A notification's membership is an optional tail (older peers send none): cut
+            // exactly before it, the frame is the same notification without one.
+            let bare = match &m {
+                Message::Notification { vote, round, state, config: Some(_) } => {
+                    Some(Message::Notification { vote: *vote, round: *round, state: *state, config: None })
+                }
+                _ => None,
+            };
             for cut in 0..body.len() {
-                assert!(decode_message(body.slice(..cut)).is_err(), "{m:?} cut at {cut}");
+                match decode_message(body.slice(..cut)) {
+                    Ok(d) if Some(&d) == bare.as_ref() && cut == NOTIFICATION_BYTES => {}
+                    r => assert!(r.is_err(), "{m:?} cut at {cut}"),
+                }
             }
             let mut longer = body.to_vec();
             longer.push(0);
-            assert_eq!(decode_message(Bytes::from(longer)), Err(PeerCodecError::TrailingBytes(1)));
+            let expected = match &m {
+                Message::Notification { config: None, .. } => {
+                    PeerCodecError::UnknownTag { what: "config flag", tag: 0 }
+                }
+                _ => PeerCodecError::TrailingBytes(1),
+            };
+            assert_eq!(decode_message(Bytes::from(longer)), Err(expected));
         }
     }
 

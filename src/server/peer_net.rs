@@ -915,7 +915,12 @@ mod tests {
     }
 
     fn note(round: u64) -> Message {
-        Message::Notification { vote: Vote { leader: 1, zxid: 5, peer_epoch: 1 }, round, state: PeerState::Looking }
+        Message::Notification {
+            vote: Vote { leader: 1, zxid: 5, peer_epoch: 1 },
+            round,
+            state: PeerState::Looking,
+            config: None,
+        }
     }
 
     async fn recv_within(rx: &LocalReceiver<PeerIn>, ms: u64) -> Option<PeerIn> {

@@ -520,6 +520,7 @@ mod tests {
                     vote: Vote { leader: 1, zxid: 0, peer_epoch: 0 },
                     round: 1,
                     state: PeerState::Leading,
+                    config: None,
                 };
                 assert!(matches!(out.route(2, note.clone()), Routed::Send(_)), "not on the link: goes at once");
 

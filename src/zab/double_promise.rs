@@ -173,7 +173,7 @@ impl Net {
 }
 
 fn looking(round: u64, leader: Sid) -> impl Fn(&Message) -> bool {
-    move |m| matches!(m, Message::Notification { vote, round: r, state: PeerState::Looking } if *r == round && vote.leader == leader)
+    move |m| matches!(m, Message::Notification { vote, round: r, state: PeerState::Looking, .. } if *r == round && vote.leader == leader)
 }
 
 fn any_looking(m: &Message) -> bool {
@@ -243,6 +243,7 @@ fn a_voter_promises_an_epoch_to_one_leader_only() {
                 vote: super::message::Vote { leader: B, zxid: make_zxid(1, 1), peer_epoch: 1 },
                 round: 1,
                 state: PeerState::Looking,
+                config: None,
             },
         },
     );

@@ -26,13 +26,25 @@ pub struct Vote {
     pub peer_epoch: u32,
 }
 
+/// A committed membership: the zxid of the reconfiguration that made it (its version), its
+/// voters and its observers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigNote {
+    pub version: Zxid,
+    pub voters: Vec<Sid>,
+    pub observers: Vec<Sid>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
-    /// Leader election: the sender's vote in election `round` and its state.
+    /// Leader election: the sender's vote in election `round` and its state, with the
+    /// membership active at the sender once a reconfiguration committed there (ZooKeeper's
+    /// notifications carry the config the same way): a LOOKING peer adopts a newer one.
     Notification {
         vote: Vote,
         round: u64,
         state: PeerState,
+        config: Option<ConfigNote>,
     },
     /// A follower opens `link` to the leader it elected.
     FollowerInfo {

@@ -27,7 +27,7 @@
 //!   the new membership, or a member that is no member of it, steps down and elects.
 
 use super::election::{Election, Outcome};
-use super::message::{Envelope, FollowerMsg, LeaderMsg, LinkId, Message, PeerState, Vote};
+use super::message::{ConfigNote, Envelope, FollowerMsg, LeaderMsg, LinkId, Message, PeerState, Vote};
 use super::quorum::{commit_point, majority, NextVoters};
 use super::{make_zxid, Durable, Sid, Txn, ZabConfig, Zxid};
 use bytes::Bytes;
@@ -356,6 +356,8 @@ pub struct Peer {
     lost_log: bool,
     /// See the module doc (reconfiguration): logged and not committed, in zxid order.
     next_configs: Vec<NextConfig>,
+    /// The zxid of the reconfiguration that made the active membership (0: the starting one).
+    active_version: Zxid,
     #[cfg(test)]
     mutation: Option<ReconfigMutation>,
 }
@@ -404,6 +406,7 @@ impl Peer {
             links_opened: 0,
             lost_log: durable.lost_log,
             next_configs,
+            active_version,
             #[cfg(test)]
             mutation: None,
         }
@@ -432,7 +435,9 @@ impl Peer {
 
     /// Notes the reconfigurations among txns just logged (the last one is pending).
     fn note_reconfigs(&mut self, txns: &[Txn], out: &mut Vec<Output>) {
-        for t in txns {
+        // One at or before the active version is committed already (learned from the election).
+        let active = self.active_version;
+        for t in txns.iter().filter(|t| t.zxid > active) {
             if let Some((voters, observers)) = (self.cfg.membership_of)(&t.data) {
                 self.next_configs.push(NextConfig { zxid: t.zxid, voters, observers });
                 #[cfg(test)]
@@ -456,9 +461,52 @@ impl Peer {
         );
         self.cfg.voters = n.voters.clone();
         self.cfg.observers = n.observers.clone();
+        self.active_version = zxid;
         let op = PersistOp::Membership { zxid, voters: n.voters.clone(), observers: n.observers.clone() };
         self.persist(op, AfterPersist::Nothing, out);
         out.push(Output::Reconfigured { zxid, voters: n.voters, observers: n.observers });
+    }
+
+    /// Makes `c`, a membership committed at `c.zxid`, the active one unless this peer's is as
+    /// new; pending reconfigurations it supersedes are dropped. Returns whether it changed.
+    fn install_committed(&mut self, c: NextConfig, out: &mut Vec<Output>) -> bool {
+        if c.zxid <= self.active_version {
+            return false;
+        }
+        let zxid = c.zxid;
+        self.next_configs.retain(|n| n.zxid > zxid);
+        self.next_configs.insert(0, c);
+        self.activate(zxid, out);
+        true
+    }
+
+    /// The active membership for election notifications, once a reconfiguration made it.
+    fn config_note(&self) -> Option<ConfigNote> {
+        (self.active_version > 0).then(|| ConfigNote {
+            version: self.active_version,
+            voters: self.cfg.voters.clone(),
+            observers: self.cfg.observers.clone(),
+        })
+    }
+
+    /// Looking: a notification names a membership committed after this peer's active one (it
+    /// missed the commit while down or cut off): adopt it, as ZooKeeper's election does, and
+    /// elect again under it, unless it leaves this peer out (then it learns its fate from a
+    /// leader of the membership it has).
+    fn adopt_config(&mut self, config: Option<ConfigNote>, out: &mut Vec<Output>) {
+        let Some(c) = config else { return };
+        let me = self.cfg.my_id;
+        if !matches!(self.state, RoleState::Looking(_)) || c.version <= self.active_version {
+            return;
+        }
+        if !c.voters.contains(&me) && !c.observers.contains(&me) {
+            return;
+        }
+        tracing::info!("peer {me}: adopting membership {:#x} from an election notification", c.version);
+        let n = NextConfig { zxid: c.version, voters: c.voters, observers: c.observers };
+        if self.install_committed(n, out) {
+            self.enter_looking(out);
+        }
     }
 
     /// Looking: a member (not this peer) that claims to lead and that a majority of the active
@@ -560,9 +608,7 @@ impl Peer {
             Input::LogRead { to, link, txns } => self.on_log_read(to, link, txns, out),
             Input::SnapshotMembership { zxid, voters, observers } => {
                 if zxid <= self.delivered {
-                    self.next_configs.retain(|n| n.zxid > zxid);
-                    self.next_configs.insert(0, NextConfig { zxid, voters, observers });
-                    self.activate(zxid, out);
+                    self.install_committed(NextConfig { zxid, voters, observers }, out);
                 }
             }
             Input::Heard { from } => {
@@ -602,9 +648,9 @@ impl Peer {
     fn notification(&self, vote: Vote, round: u64, state: PeerState) -> Message {
         if self.lost_log {
             let vote = Vote { leader: self.cfg.my_id, zxid: NON_VOTE_ZXID, peer_epoch: 0 };
-            return Message::Notification { vote, round, state: PeerState::Looking };
+            return Message::Notification { vote, round, state: PeerState::Looking, config: self.config_note() };
         }
-        Message::Notification { vote, round, state }
+        Message::Notification { vote, round, state, config: self.config_note() }
     }
 
     /// Whether this peer may vote, lead, and count toward quorums.
@@ -795,8 +841,7 @@ impl Peer {
             }
             RoleState::Leading(_) => {
                 if state == PeerState::Looking {
-                    let msg =
-                        Message::Notification { vote: self.own_vote(), round: self.round, state: PeerState::Leading };
+                    let msg = self.notification(self.own_vote(), self.round, PeerState::Leading);
                     self.send(from, msg, out);
                 }
             }
@@ -984,7 +1029,7 @@ impl Peer {
         });
         // Tell the members at once: a follower that asked before this peer had decided asks
         // again now instead of at its next tick.
-        let note = Message::Notification { vote: self.own_vote(), round: self.round, state: PeerState::Leading };
+        let note = self.notification(self.own_vote(), self.round, PeerState::Leading);
         for &m in self.cfg.voters.iter().chain(&self.cfg.observers) {
             if m != self.cfg.my_id {
                 self.send(m, note.clone(), out);
@@ -1392,11 +1437,16 @@ impl Peer {
     // ---- inputs ----
 
     fn on_message(&mut self, from: Sid, msg: Message, out: &mut Vec<Output>) {
+        if let Message::Notification { config, .. } = &msg {
+            if from != self.cfg.my_id {
+                self.adopt_config(config.clone(), out);
+            }
+        }
         if from == self.cfg.my_id || !self.cfg.is_member(from) {
             return;
         }
         match msg {
-            Message::Notification { vote, round, state } => self.on_notification(from, vote, round, state, out),
+            Message::Notification { vote, round, state, .. } => self.on_notification(from, vote, round, state, out),
             Message::FollowerInfo { link, accepted_epoch } => match &self.state {
                 RoleState::Leading(_) => self.on_follower_info(from, link, accepted_epoch, out),
                 // Not leading: say so, so the sender elects again instead of waiting.

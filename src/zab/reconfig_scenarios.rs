@@ -125,6 +125,39 @@ fn a_reconfiguration_waits_for_a_partitioned_new_voter() {
     sim.heal_and_check();
 }
 
+#[test]
+fn a_member_that_missed_the_commit_adopts_it_from_the_election() {
+    // A voter down while the others move the votes to the observers comes back to find only
+    // members of the new membership: its own (old) voters are down or observe now, so nothing
+    // it hears could elect or back a leader in its view. The notifications carry the committed
+    // membership (as ZooKeeper's do) and it adopts it.
+    let (mut sim, leader) = ensemble(3, 2, 3);
+    let others: Vec<Sid> = (1..=3).filter(|&s| s != leader).collect();
+    let (missed, stays) = (others[0], others[1]);
+    sim.crash_now(missed);
+    let mut observers = others.clone();
+    observers.sort();
+    // The leader is one of 1..=3, so these are in order.
+    let voters = vec![leader, 4, 5];
+    sim.reconfig_via(leader, &voters, &observers);
+    sim.run_for(1_000);
+    assert_eq!(sim.memberships().get(&stays), Some(&(voters.clone(), observers.clone())), "committed");
+    sim.crash_now(leader);
+    sim.restart_now(missed);
+    sim.run_for(5_000);
+    assert_eq!(sim.durable(missed).membership.as_ref().map(|m| m.1.clone()), Some(voters.clone()));
+    assert_eq!(sim.memberships().get(&missed), Some(&(voters.clone(), observers.clone())));
+    assert!(
+        matches!(sim.role(missed), Some(Role::Following { serving: true, .. })),
+        "the returning member observes the new voters' leader: {:?}",
+        sim.role(missed)
+    );
+    let w = sim.write_via(missed);
+    sim.run_for(1_000);
+    assert!(sim.history_has_write(w), "two of the three new voters commit");
+    sim.heal_and_check();
+}
+
 /// The case the joint quorum guards: the leader and two observers it promotes are on one side,
 /// the two other voters on the other. The reconfiguration must not commit (the old voters'
 /// majority never logged it); the other side elects under the old membership and writes.

@@ -1144,14 +1144,10 @@ mod tests {
 
     /// Issue 16: reconfigurations at random moments under every other fault (3 or 5 of the 5
     /// nodes vote, the rest observe); a replay names the seed (`ZAB_SEED`, 4_000_000 on).
-    /// Ignored until a known liveness failure is fixed (no safety check has failed in them):
-    /// members whose active memberships differ (one missed a commit while down) can churn in
-    /// election without end: of seeds 4000000..4000130, 129 pass and 4000058 fails ("peer 1 is
-    /// not serving after healing").
-    /// ZooKeeper's remedy is to carry the membership in election notifications and adopt a
-    /// newer one (`docs/peer-protocol.md`, Reconfiguration). Run with `--ignored`.
+    /// Seed 4000058 once churned in election for good (members whose active memberships
+    /// differed); election notifications now carry the committed membership and a LOOKING
+    /// peer adopts a newer one.
     #[test]
-    #[ignore = "known liveness failure under random reconfigurations: seed 4000058"]
     fn reconfiguration_seeds() {
         for seed in 0..seeds() / 2 {
             run_seed_with(4_000_000 + seed, 3, 2, u32::MAX, CHAOS_RECONFIG);
