@@ -186,6 +186,11 @@ pub struct Config {
     pub sasl_rules: crate::sasl::PrincipalRules,
     /// The users read from the JAAS file (`Config::load`; `load_sasl`).
     pub sasl: Option<std::sync::Arc<crate::sasl::ServerSasl>>,
+    /// Quorum SASL's keys (`quorum.auth.enableSasl=true` and the rest of `quorum.auth.*`,
+    /// `quorum.cnxn.threads.size`); None = off.
+    pub quorum_sasl_keys: Option<crate::sasl::quorum::QuorumSaslKeys>,
+    /// Quorum SASL with its JAAS sections read (`load_sasl`).
+    pub quorum_sasl: Option<std::sync::Arc<crate::sasl::quorum::QuorumSasl>>,
     /// `enforce.auth.enabled` + `enforce.auth.schemes`, or `sessionRequireClientSASLAuth`
     /// (= `sasl`): a connection must hold an id of one of these schemes before any request
     /// but auth and sasl; empty = not enforced.
@@ -436,7 +441,15 @@ const SECURITY_KEYS_REFUSED: &[&str] =
 const SECURITY_PREFIXES_REFUSED: &[&str] = &["quorum.auth.", "kerberos.", "sasl."];
 
 /// Keys under a refused prefix that ringkeeper honours (client SASL, `crate::sasl`).
-const SECURITY_KEYS_HONOURED: &[&str] = &["kerberos.removeHostFromPrincipal", "kerberos.removeRealmFromPrincipal"];
+const SECURITY_KEYS_HONOURED: &[&str] = &[
+    "kerberos.removeHostFromPrincipal",
+    "kerberos.removeRealmFromPrincipal",
+    "quorum.auth.enableSasl",
+    "quorum.auth.learnerRequireSasl",
+    "quorum.auth.serverRequireSasl",
+    "quorum.auth.learner.saslLoginContext",
+    "quorum.auth.server.saslLoginContext",
+];
 
 /// The JAAS file key (the JVM property's name; `SERVER_JVMFLAGS` may also give it: `load`).
 pub const JAAS_KEY: &str = "java.security.auth.login.config";
@@ -491,8 +504,8 @@ fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
     Some(if switch && asks_for_nothing(value) {
         Ok(())
     } else {
-        Err("not supported yet (ringkeeper has no Kerberos or quorum authentication by SASL yet; client SASL is \
-             DIGEST-MD5 with java.security.auth.login.config)"
+        Err("not supported yet (ringkeeper has no Kerberos yet; client and quorum SASL are DIGEST-MD5 with \
+             java.security.auth.login.config)"
             .into())
     })
 }
@@ -735,6 +748,14 @@ impl Entry<'_> {
         self.int(clip(min), clip(max), unit).map(|v| v as usize)
     }
 
+    /// A non-empty value (a JAAS section name, say).
+    fn nonempty(&self) -> Result<String, ConfigError> {
+        if self.value.is_empty() {
+            return Err(self.bad("empty value"));
+        }
+        Ok(self.value.to_string())
+    }
+
     fn boolean(&self) -> Result<bool, ConfigError> {
         match self.value.to_ascii_lowercase().as_str() {
             "true" | "yes" => Ok(true),
@@ -826,6 +847,8 @@ impl Config {
         let mut enforce_auth_enabled = false;
         let mut enforce_auth_schemes: Vec<String> = Vec::new();
         let mut session_require_sasl = false;
+        let mut quorum_sasl_enabled = false;
+        let mut quorum_sasl_keys = crate::sasl::quorum::QuorumSaslKeys::default();
         // Canonical key → the line that first set it.
         let mut seen: HashMap<String, usize> = HashMap::new();
 
@@ -911,6 +934,15 @@ impl Config {
                 "kerberos.removeHostFromPrincipal" => sasl_rules.remove_host = e.boolean()?,
                 "kerberos.removeRealmFromPrincipal" => sasl_rules.remove_realm = e.boolean()?,
                 "sessionRequireClientSASLAuth" => session_require_sasl = e.boolean()?,
+                "quorum.auth.enableSasl" => quorum_sasl_enabled = e.boolean()?,
+                "quorum.auth.learnerRequireSasl" => quorum_sasl_keys.learner_require = e.boolean()?,
+                "quorum.auth.serverRequireSasl" => quorum_sasl_keys.server_require = e.boolean()?,
+                "quorum.auth.learner.saslLoginContext" => quorum_sasl_keys.learner_section = e.nonempty()?,
+                "quorum.auth.server.saslLoginContext" => quorum_sasl_keys.server_section = e.nonempty()?,
+                "quorum.cnxn.threads.size" => {
+                    quorum_sasl_keys.authenticating_max =
+                        e.usize(1, crate::sasl::quorum::QUORUM_CNXN_THREADS_MAX, " connections")?
+                }
                 "enforce.auth.enabled" => enforce_auth_enabled = e.boolean()?,
                 "enforce.auth.schemes" => {
                     // As ZooKeeper's AuthenticationHelper: comma-separated, trimmed, empty dropped.
@@ -1163,6 +1195,22 @@ impl Config {
         };
         let sasl_keys = jaas_path
             .map(|jaas_path| crate::sasl::SaslKeys { jaas_path, section: crate::sasl::jaas::SERVER_SECTION.into() });
+        // As ZooKeeper's QuorumPeerConfig: requiring quorum SASL needs it enabled.
+        for (require, key) in [
+            (quorum_sasl_keys.learner_require, "quorum.auth.learnerRequireSasl"),
+            (quorum_sasl_keys.server_require, "quorum.auth.serverRequireSasl"),
+        ] {
+            if require && !quorum_sasl_enabled {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    why: format!("quorum.auth.enableSasl is disabled, so {key} cannot be enabled"),
+                });
+            }
+        }
+        let quorum_sasl_keys = quorum_sasl_enabled.then_some(quorum_sasl_keys);
+        if quorum_sasl_keys.is_some() && servers.is_empty() {
+            warnings.push(format!("{origin}: quorum.auth.enableSasl: a standalone server has no peer port (ignored)"));
+        }
         let config = Config {
             client_tls,
             quorum_tls,
@@ -1171,6 +1219,8 @@ impl Config {
             sasl_super_user,
             sasl_rules,
             sasl: None,
+            quorum_sasl_keys,
+            quorum_sasl: None,
             enforce_auth_schemes,
             tick_time_ms,
             data_log_dir: data_log_dir.unwrap_or_else(|| data_dir.clone()),
@@ -1247,17 +1297,34 @@ impl Config {
                     Some(crate::sasl::SaslKeys { jaas_path, section: crate::sasl::jaas::SERVER_SECTION.into() });
             }
         }
+        let invalid = |why: String| ConfigError::Invalid { origin: origin.to_string(), why };
+        let sasl_required = self.enforce_auth_schemes.iter().any(|s| s == crate::tree::acl::SCHEME_SASL);
         let Some(keys) = &self.sasl_keys else {
-            if self.enforce_auth_schemes.iter().any(|s| s == crate::tree::acl::SCHEME_SASL) {
-                return Err(ConfigError::Invalid {
-                    origin: origin.to_string(),
-                    why: format!("sasl authentication is required but no JAAS file is given ({JAAS_KEY})"),
-                });
+            if sasl_required {
+                return Err(invalid(format!("sasl authentication is required but no JAAS file is given ({JAAS_KEY})")));
+            }
+            if self.quorum_sasl_keys.is_some() {
+                return Err(invalid(format!("quorum.auth.enableSasl needs a JAAS file ({JAAS_KEY})")));
             }
             return Ok(());
         };
-        let sasl = crate::sasl::ServerSasl::load(keys, self.sasl_super_user.clone(), self.sasl_rules)
-            .map_err(|e| ConfigError::Invalid { origin: origin.to_string(), why: e.to_string() })?;
+        let jaas = crate::sasl::read_jaas(&keys.jaas_path).map_err(|e| invalid(e.to_string()))?;
+        let in_file = |e: crate::sasl::jaas::JaasError| invalid(format!("JAAS file {}: {e}", keys.jaas_path.display()));
+        if let Some(q) = &self.quorum_sasl_keys {
+            let quorum = crate::sasl::quorum::QuorumSasl::from_jaas(q.clone(), &jaas).map_err(in_file)?;
+            self.quorum_sasl = Some(std::sync::Arc::new(quorum));
+            // A file for the quorum alone (no client section) leaves clients without SASL.
+            if !sasl_required && jaas.section(&keys.section).is_err() {
+                warnings.push(format!(
+                    "{origin}: the JAAS file {} has no '{}' section: clients cannot authenticate with SASL",
+                    keys.jaas_path.display(),
+                    keys.section
+                ));
+                return Ok(());
+            }
+        }
+        let sasl = crate::sasl::ServerSasl::from_jaas(keys, &jaas, self.sasl_super_user.clone(), self.sasl_rules)
+            .map_err(in_file)?;
         self.sasl = Some(std::sync::Arc::new(sasl));
         Ok(())
     }
@@ -1536,8 +1603,6 @@ mod tests {
         let err = Config::parse("dataDir=/d\nssl.quorum.trustStore.location=/t.pem\n", "test.cfg").unwrap_err();
         assert!(err.to_string().contains("sslQuorum"), "{err}");
         let refused = [
-            "quorum.auth.enableSasl=true",
-            "quorum.auth.learnerRequireSasl=true",
             "quorum.auth.kerberos.servicePrincipal=zk/_HOST",
             "authProvider.1=org.example.CustomAuthenticationProvider",
             "kerberos.principal=zk/h@R",

@@ -7,6 +7,7 @@
 
 pub mod digest_md5;
 pub mod jaas;
+pub mod quorum;
 
 use std::path::{Path, PathBuf};
 
@@ -115,8 +116,18 @@ impl ServerSasl {
         rules: PrincipalRules,
     ) -> Result<ServerSasl, SaslLoadError> {
         let j = read_jaas(&keys.jaas_path)?;
-        let users =
-            j.digest_users(&keys.section).map_err(|err| SaslLoadError::Jaas { path: keys.jaas_path.clone(), err })?;
+        ServerSasl::from_jaas(keys, &j, super_user, rules)
+            .map_err(|err| SaslLoadError::Jaas { path: keys.jaas_path.clone(), err })
+    }
+
+    /// Takes the users of the keys' section from a parsed JAAS file.
+    pub fn from_jaas(
+        keys: &SaslKeys,
+        jaas: &jaas::Jaas,
+        super_user: Option<String>,
+        rules: PrincipalRules,
+    ) -> Result<ServerSasl, jaas::JaasError> {
+        let users = jaas.digest_users(&keys.section)?;
         Ok(ServerSasl { users, super_user, rules, jaas_path: keys.jaas_path.clone() })
     }
 

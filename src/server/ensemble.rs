@@ -1146,7 +1146,27 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
     drop(recovered);
     let tls = quorum_tls(&config).await?;
-    let (net, peer_rx) = PeerNet::start_with_tls(my_id, listen, &peers, tls)
+    let sasl = config.quorum_sasl.clone().map(|q| {
+        let k = &q.keys;
+        tracing::info!(
+            "quorum SASL (DIGEST-MD5): dialing as {:?} (JAAS section {}), {} users accepted (section {}); learner \
+             requires it: {}, server requires it: {}; at most {} peer connections authenticating at once",
+            q.username(),
+            k.learner_section,
+            q.users.len(),
+            k.server_section,
+            k.learner_require,
+            k.server_require,
+            k.authenticating_max
+        );
+        if !k.server_require {
+            tracing::warn!(
+                "quorum SASL: quorum.auth.serverRequireSasl=false lets peers in that do not authenticate or fail to"
+            );
+        }
+        Rc::new(crate::server::peer_auth::PeerSasl::new(q))
+    });
+    let (net, peer_rx) = PeerNet::start_secured(my_id, listen, &peers, tls, sasl)
         .map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",

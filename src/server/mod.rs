@@ -22,6 +22,7 @@ pub mod log_task;
 pub mod log_writer;
 pub mod messages;
 pub mod offcore;
+pub mod peer_auth;
 pub mod peer_net;
 pub mod pipeline;
 pub mod snap_stream;

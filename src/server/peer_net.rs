@@ -38,6 +38,7 @@
 //!   closed), so one server holds one inbound buffer. Each frame is bounded by its kind from
 //!   its first bytes (`proto::peer::frame_kind_bytes_max`) before its body is buffered.
 
+use super::peer_auth::{self, LearnerOutcome, PeerSasl, ServerOutcome};
 use crate::proto::peer::{decode_hello, decode_message, encode_frame, encode_hello, next_frame, PEER_HELLO_BYTES};
 use crate::tls::quorum::{names_host, server_name, QuorumContext};
 use crate::zab::message::{LeaderMsg, Message};
@@ -283,6 +284,19 @@ impl PeerNet {
         peers: &BTreeMap<Sid, SocketAddr>,
         tls: Option<Rc<PeerTls>>,
     ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
+        PeerNet::start_secured(me, listen, peers, tls, None)
+    }
+
+    /// `start_with_tls` with quorum SASL (`quorum.auth.enableSasl`): every connection this
+    /// server opens authenticates right after its hello, and every one it accepts is asked
+    /// to (`peer_auth.rs`). Without it, an accepted auth frame is answered `NotSasl`.
+    pub fn start_secured(
+        me: Sid,
+        listen: SocketAddr,
+        peers: &BTreeMap<Sid, SocketAddr>,
+        tls: Option<Rc<PeerTls>>,
+        sasl: Option<Rc<PeerSasl>>,
+    ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
         // No SO_REUSEPORT: a second server on the same port is an error, not a silent sharer.
         let listener = super::startup::bind_listener(listen, false, PEER_LISTEN_BACKLOG)?;
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
@@ -297,7 +311,13 @@ impl PeerNet {
             last_refusal_log: Cell::new(None),
             refusals_unlogged: Cell::new(0),
         });
-        let inbound = Inbound { tx: tx.clone(), snap_bytes_in: snap_bytes_in.clone(), gate, tls: tls.clone() };
+        let inbound = Inbound {
+            tx: tx.clone(),
+            snap_bytes_in: snap_bytes_in.clone(),
+            gate,
+            tls: tls.clone(),
+            sasl: sasl.clone(),
+        };
         tasks.push(glommio::spawn_local(accept_loop(listener, Rc::new(inbound))).detach());
         // Dial from this server's own address, so that peers see it as its server.N host.
         let source = Some(listen.ip()).filter(|ip| !ip.is_unspecified());
@@ -314,8 +334,8 @@ impl PeerNet {
                 reset: Semaphore::new(0),
             });
             let dial_tls = tls.clone().filter(|t| t.ctx.settings.ssl_quorum);
-            tasks
-                .push(glommio::spawn_local(dial_loop(me, sid, addr, source, o.clone(), tx.clone(), dial_tls)).detach());
+            let dial = Dial { me, to: sid, addr, source, tls: dial_tls, sasl: sasl.clone() };
+            tasks.push(glommio::spawn_local(dial_loop(dial, o.clone(), tx.clone())).detach());
             out.insert(sid, o);
         }
         let net = PeerNet {
@@ -417,34 +437,44 @@ impl Drop for PeerNet {
     }
 }
 
-/// Keeps one outgoing connection to `to` up and writes what is queued for it; tells the shell
-/// (`to`, None) when a connection that was up is lost. With `tls`, each connection is a TLS
-/// client to `to`'s `server.N` host, presenting this server's certificate.
-async fn dial_loop(
+/// What one dialer needs: who it is, whom it dials from where, and how it secures the
+/// connection (quorum TLS, quorum SASL).
+struct Dial {
     me: Sid,
     to: Sid,
     addr: SocketAddr,
     source: Option<IpAddr>,
-    o: Rc<Outbound>,
-    tx: Rc<LocalSender<PeerIn>>,
     tls: Option<Rc<PeerTls>>,
-) {
-    let mut last_tls_failure_log: Option<Instant> = None;
+    sasl: Option<Rc<PeerSasl>>,
+}
+
+impl Dial {
+    /// Logs a failed TLS handshake or quorum SASL exchange, at most once per
+    /// `PEER_REFUSAL_LOG_INTERVAL_MS` per dialer.
+    fn failed(&self, last_log: &mut Option<Instant>, what: &str, why: &str) {
+        if last_log.is_none_or(|t| t.elapsed() >= Duration::from_millis(PEER_REFUSAL_LOG_INTERVAL_MS)) {
+            *last_log = Some(Instant::now());
+            tracing::warn!("peer {}: {what} to peer {} at {} failed: {why}", self.me, self.to, self.addr);
+        }
+    }
+}
+
+/// Keeps one outgoing connection to `to` up and writes what is queued for it; tells the shell
+/// (`to`, None) when a connection that was up is lost. With `tls`, each connection is a TLS
+/// client to `to`'s `server.N` host, presenting this server's certificate; with `sasl`, it
+/// authenticates after the hello (`peer_auth::learner`).
+async fn dial_loop(d: Dial, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
+    let mut last_failure_log: Option<Instant> = None;
     loop {
-        match connect_from(source, addr).await {
+        match connect_from(d.source, d.addr).await {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
-                let carried_on = match &tls {
-                    None => outbound(me, to, addr, stream, &o, &tx).await,
-                    Some(t) => match tls_connect(t, to, stream).await {
-                        Ok(s) => outbound(me, to, addr, s, &o, &tx).await,
+                let carried_on = match &d.tls {
+                    None => outbound(&d, stream, &o, &tx, &mut last_failure_log).await,
+                    Some(t) => match tls_connect(t, d.to, stream).await {
+                        Ok(s) => outbound(&d, s, &o, &tx, &mut last_failure_log).await,
                         Err(why) => {
-                            let due = last_tls_failure_log
-                                .is_none_or(|t| t.elapsed() >= Duration::from_millis(PEER_REFUSAL_LOG_INTERVAL_MS));
-                            if due {
-                                last_tls_failure_log = Some(Instant::now());
-                                tracing::warn!("peer {me}: TLS to peer {to} at {addr} failed: {why}");
-                            }
+                            d.failed(&mut last_failure_log, "TLS", &why);
                             true
                         }
                     },
@@ -453,7 +483,7 @@ async fn dial_loop(
                     return;
                 }
             }
-            Err(e) => tracing::debug!("peer {me}: cannot reach peer {to} at {addr}: {e}"),
+            Err(e) => tracing::debug!("peer {}: cannot reach peer {} at {}: {e}", d.me, d.to, d.addr),
         }
         glommio::timer::sleep(Duration::from_millis(PEER_RECONNECT_MS)).await;
     }
@@ -483,20 +513,37 @@ async fn tls_connect(
     futures_lite::future::or(handshake, deadline).await
 }
 
-/// Sends the hello on a new connection to `to`, then what is queued, until the connection is
-/// lost (false if the transport was dropped meanwhile: the dialer ends).
-async fn outbound<S: AsyncWrite + Unpin>(
-    me: Sid,
-    to: Sid,
-    addr: SocketAddr,
+/// Sends the hello on a new connection to `to` (and authenticates, with quorum SASL), then
+/// what is queued, until the connection is lost (false if the transport was dropped
+/// meanwhile: the dialer ends).
+async fn outbound<S: AsyncRead + AsyncWrite + Unpin>(
+    d: &Dial,
     mut stream: S,
     o: &Outbound,
     tx: &LocalSender<PeerIn>,
+    last_failure_log: &mut Option<Instant>,
 ) -> bool {
+    let (me, to, addr) = (d.me, d.to, d.addr);
     let mut hello = BytesMut::new();
     encode_hello(&mut hello, me);
     if stream.write_all(&hello).await.is_err() || stream.flush().await.is_err() {
         return true;
+    }
+    if let Some(p) = &d.sasl {
+        match peer_auth::learner(&mut stream, &p.sasl).await {
+            Ok(LearnerOutcome::Authenticated) => {
+                tracing::info!("peer {me}: authenticated to peer {to} by quorum SASL as {:?}", p.sasl.username())
+            }
+            Ok(LearnerOutcome::Unauthenticated(why)) => d.failed(
+                last_failure_log,
+                "quorum SASL",
+                &format!("{why}; going on without it (quorum.auth.learnerRequireSasl=false)"),
+            ),
+            Err(why) => {
+                d.failed(last_failure_log, "quorum SASL", &why);
+                return true;
+            }
+        }
     }
     o.buf.borrow_mut().clear();
     // A reset asked for before this connection concerns the previous one.
@@ -583,6 +630,7 @@ struct Inbound {
     snap_bytes_in: Rc<Cell<usize>>,
     gate: Rc<Gate>,
     tls: Option<Rc<PeerTls>>,
+    sasl: Option<Rc<PeerSasl>>,
 }
 
 async fn accept_loop(listener: TcpListener, inbound: Rc<Inbound>) {
@@ -719,7 +767,7 @@ fn tls_identity_ok(tls: &PeerTls, leaf: Option<&CertificateDer<'_>>, sid: Sid) -
 
 /// An accepted connection from its hello on: `tls` holds quorum TLS and the peer's
 /// certificate when the connection is TLS.
-async fn serve_inbound<S: AsyncRead + Unpin>(
+async fn serve_inbound<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     tls: Option<(&PeerTls, Option<CertificateDer<'static>>)>,
     ip: IpAddr,
@@ -735,12 +783,35 @@ async fn serve_inbound<S: AsyncRead + Unpin>(
             return;
         }
     }
+    // Quorum SASL (or, without it here, a NotSasl answer to a dialer that asks), before
+    // anything but bounded auth frames is read.
+    let mut buf = BytesMut::new();
+    match peer_auth::server(&mut stream, inbound.sasl.as_deref()).await {
+        Err(why) => {
+            gate.refused(format_args!("{peer}: server {sid}: quorum SASL: {why}"));
+            return;
+        }
+        Ok((outcome, head)) => {
+            match outcome {
+                ServerOutcome::Authenticated(user) => {
+                    tracing::info!("peer {}: peer {sid} ({peer}) authenticated by quorum SASL as {user:?}", gate.me)
+                }
+                ServerOutcome::Unauthenticated(Some(why)) => gate.refused(format_args!(
+                    "{peer}: server {sid}: quorum SASL: {why}; let in all the same (quorum.auth.serverRequireSasl=false)"
+                )),
+                ServerOutcome::Unauthenticated(None) => {}
+            }
+            if let Some(head) = head {
+                buf.extend_from_slice(&head);
+            }
+        }
+    }
     // This connection replaces an older one from the same server (which ends as if closed).
     let ended = Rc::new(Semaphore::new(0));
     if let Some(older) = gate.live.borrow_mut().insert(sid, ended.clone()) {
         older.signal(1);
     }
-    read_frames(&mut stream, sid, peer, &ended, &inbound.tx, &inbound.snap_bytes_in).await;
+    read_frames(&mut stream, buf, sid, peer, &ended, &inbound.tx, &inbound.snap_bytes_in).await;
     {
         let mut live = gate.live.borrow_mut();
         if live.get(&sid).is_some_and(|l| Rc::ptr_eq(l, &ended)) {
@@ -753,17 +824,18 @@ async fn serve_inbound<S: AsyncRead + Unpin>(
     drop(slot);
 }
 
-/// Reads frames from an accepted peer until the connection ends, a frame is bad, or `ended`
-/// is signalled.
+/// Reads frames from an accepted peer (the first bytes already in `buf`) until the connection
+/// ends, a frame is bad, or `ended` is signalled.
 async fn read_frames<S: AsyncRead + Unpin>(
     stream: &mut S,
+    mut buf: BytesMut,
     sid: Sid,
     peer: &str,
     ended: &Semaphore,
     tx: &LocalSender<PeerIn>,
     snap_bytes_in: &Cell<usize>,
 ) {
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    buf.reserve(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     loop {
         let read = async { Some(stream.read(&mut chunk).await) };
@@ -1030,6 +1102,69 @@ mod tests {
                 assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(7)))));
                 drop(net1);
                 drop(net2);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// A member's quorum SASL whose JAAS file holds `password` in both sections.
+    fn quorum_sasl(password: &str, require: bool) -> Rc<PeerSasl> {
+        let jaas = crate::sasl::jaas::Jaas::parse(&format!(
+            "QuorumServer {{ org.apache.zookeeper.server.auth.DigestLoginModule required user_zk=\"{password}\"; }};\n\
+             QuorumLearner {{ org.apache.zookeeper.server.auth.DigestLoginModule required username=\"zk\" \
+             password=\"{password}\"; }};"
+        ))
+        .unwrap();
+        let keys = crate::sasl::quorum::QuorumSaslKeys {
+            learner_require: require,
+            server_require: require,
+            ..Default::default()
+        };
+        Rc::new(PeerSasl::new(Arc::new(crate::sasl::quorum::QuorumSasl::from_jaas(keys, &jaas).unwrap())))
+    }
+
+    /// Quorum SASL (issue 15): members with the secret authenticate both ways on each
+    /// connection and talk; a member with a wrong password, or without SASL, is refused by
+    /// members that require it, and nothing it sends reaches them; a member without quorum
+    /// SASL answers NotSasl, so a member that does not require SASL still talks to it.
+    #[test]
+    fn quorum_sasl_admits_the_secret_holders_only() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let (a, b, c) = (free_addr(), free_addr(), free_addr());
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b), (3, c)].into();
+                let sasl = |pw, require| Some(quorum_sasl(pw, require));
+                let (net1, rx1) = PeerNet::start_secured(1, a, &peers, None, sasl("right", true)).unwrap();
+                let (net2, rx2) = PeerNet::start_secured(2, b, &peers, None, sasl("right", true)).unwrap();
+                send_until_connected(&net2, 1, &note(1)).await;
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(1)))), "authenticated, and talking");
+                send_until_connected(&net1, 2, &note(2)).await;
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(2)))));
+                // Server 3 with a wrong password: its connections are refused both ways (its
+                // learner requires SASL too, so it drops what 1 refused to authenticate).
+                let (net3, rx3) = PeerNet::start_secured(3, c, &peers, None, sasl("wrong", true)).unwrap();
+                glommio::timer::sleep(Duration::from_millis(800)).await;
+                assert!(!net3.connected(1) && !net3.connected(2), "a wrong password never connects");
+                assert!(!net1.connected(3), "nor does a member refused by it");
+                assert_eq!(net3.send(1, &note(3)), Sent::Down);
+                assert_eq!(recv_within(&rx1, 300).await, None, "nothing from server 3 reached server 1");
+                drop((net3, rx3));
+                glommio::timer::sleep(Duration::from_millis(100)).await; // its listener closes
+                                                                         // Server 3 without quorum SASL: refused by members that require it.
+                let (net3, _rx3) = PeerNet::start(3, c, &peers).unwrap();
+                send_until_connected(&net3, 1, &note(4)).await; // its dialer sees no SASL
+                assert_eq!(recv_within(&rx1, 500).await, None, "a peer without SASL is refused before any message");
+                // A member that does not require SASL goes on with one that has none: 3 answers
+                // NotSasl, 1's learner (not requiring) carries on.
+                drop((net1, rx1, net3));
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                let (net1, _rx1) = PeerNet::start_secured(1, a, &peers, None, sasl("right", false)).unwrap();
+                let (_net3, rx3) = PeerNet::start(3, c, &peers).unwrap();
+                send_until_connected(&net1, 3, &note(5)).await;
+                assert_eq!(recv_within(&rx3, 2000).await, Some((1, Some(note(5)))));
+                drop(net2);
+                drop(rx2);
             })
             .unwrap()
             .join()
