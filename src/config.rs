@@ -1706,6 +1706,48 @@ sessionRequireClientSASLAuth=true
         assert_eq!(jaas.digest_credentials("Client").unwrap().0, "app1");
     }
 
+    /// Quorum SASL's keys (issue 15): the example parses, its JAAS file (quorum sections only)
+    /// loads without a client Server section, and half a configuration refuses the start.
+    #[test]
+    fn quorum_sasl_keys_and_the_example_config() {
+        let (mut c, warnings) = Config::parse(include_str!("../configs/quorum-sasl.cfg"), "q").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let keys = c.quorum_sasl_keys.clone().unwrap();
+        assert!(keys.learner_require && keys.server_require);
+        assert_eq!((keys.learner_section.as_str(), keys.server_section.as_str()), ("QuorumLearner", "QuorumServer"));
+        assert_eq!(keys.authenticating_max, 20);
+        let dir = crate::storage::files::tests::TempDir::new("quorum-sasl");
+        let jaas = dir.0.join("quorum-jaas.conf");
+        std::fs::write(&jaas, include_str!("../configs/quorum-jaas.conf")).unwrap();
+        c.sasl_keys.as_mut().unwrap().jaas_path = jaas.clone();
+        let mut warnings = Vec::new();
+        c.load_sasl("q", "", &mut warnings).unwrap();
+        let q = c.quorum_sasl.as_ref().unwrap();
+        assert_eq!((q.username(), q.users.len()), ("zkquorum", 1));
+        assert!(c.sasl.is_none() && warnings[0].contains("clients cannot authenticate with SASL"), "{warnings:?}");
+        // Without the key, SERVER_JVMFLAGS names the file; without either, the start is refused.
+        let bare = "dataDir=/d\nserver.1=127.0.0.1:1:2\nserver.2=127.0.0.2:1:2\nquorum.auth.enableSasl=true\n";
+        let (mut c, _) = Config::parse(bare, "t").unwrap();
+        assert!(c.load_sasl("t", "", &mut Vec::new()).unwrap_err().to_string().contains("needs a JAAS file"));
+        c.load_sasl("t", &format!("-Djava.security.auth.login.config={}", jaas.display()), &mut Vec::new()).unwrap();
+        assert!(c.quorum_sasl.is_some());
+        // A JAAS file without the learner section names it.
+        let (mut c, _) = Config::parse(&format!("{bare}quorum.auth.learner.saslLoginContext=Other\n"), "t").unwrap();
+        let err = c.load_sasl("t", &format!("-Djava.security.auth.login.config={}", jaas.display()), &mut Vec::new());
+        assert!(err.unwrap_err().to_string().contains("no JAAS section named 'Other'"));
+        // Requiring SASL without enabling it, and a bad thread count, refuse the start.
+        for (cfg, says) in [
+            ("quorum.auth.learnerRequireSasl=true", "quorum.auth.enableSasl is disabled"),
+            ("zookeeper.quorum.auth.serverRequireSasl=true", "quorum.auth.enableSasl is disabled"),
+            ("quorum.cnxn.threads.size=0", "must be from 1"),
+            ("quorum.auth.enableSasl=maybe", "true/false"),
+        ] {
+            let err = Config::parse(&format!("dataDir=/d\n{cfg}\n"), "t").unwrap_err().to_string();
+            assert!(err.contains(says), "{cfg}: {err}");
+        }
+        quiet("dataDir=/d\nquorum.auth.enableSasl=false\nquorum.cnxn.threads.size=8\n");
+    }
+
     #[test]
     fn duplicate_keys_warn_and_the_last_wins() {
         let (c, w) = ok("dataDir=/a\ntickTime=100\ndataDir=/b\nserver.1=x:1:2\nserver.01=y:1:2\n");

@@ -1,4 +1,5 @@
 //! SASL for client connections (issue 15): DIGEST-MD5 (`digest_md5.rs`, sans-IO, RFC 2831),
+//! quorum SASL's settings (`quorum.rs`; the exchange runs in `server/peer_auth.rs`),
 //! JAAS files as ZooKeeper names them (`jaas.rs`), and the server's settings: the users of
 //! the JAAS `Server` section, `superUser`, and the `kerberos.remove{Host,Realm}FromPrincipal`
 //! rules that turn an authenticated name into the connection's `sasl:` id.

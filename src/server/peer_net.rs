@@ -25,6 +25,10 @@
 //!   dialer's certificate names the host of the server it says it is. Nothing but rustls's
 //!   handshake state and the hello's bytes exists for a connection before both passed. With
 //!   `portUnification` the acceptor also takes plain connections (first byte not 0x16).
+//! - Quorum SASL (`PeerSasl`, `quorum.auth.enableSasl`): right after the hello the dialer
+//!   authenticates as a SASL client and the acceptor answers on the same connection
+//!   (`peer_auth.rs`); an accepted connection replaces an older one from its server, and gets
+//!   its read buffers, only after that passed. An acceptor without SASL answers `NotSasl`.
 //! - Who may talk (issue 15; an address check on top of TLS, or alone without it):
 //!   a connection from an address that is no `server.N` host is closed at accept; at most
 //!   `PEER_INBOUND_CONNS_PER_SERVER_MAX` connections per server that may connect from an

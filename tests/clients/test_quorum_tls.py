@@ -295,11 +295,13 @@ def test_half_configured_quorum_tls_refuses_the_start(make_server, kind, keys, s
 
 class ApacheEnsemble:
     """Three Apache ZooKeeper 3.8 QuorumPeerMain processes, member i's peer ports on 127.0.0.i
-    and its client port on 127.0.0.1, with the given extra zoo.cfg keys (@ID@ = the id)."""
+    and its client port on 127.0.0.1, with the given extra zoo.cfg keys and JVM flags (a JAAS
+    file, say), @ID@ in either replaced by the member's id."""
 
-    def __init__(self, tmp_path, extra):
+    def __init__(self, tmp_path, extra, jvm_flags=()):
         self.dir = tmp_path / "apache"
         self.procs = {}
+        self.jvm_flags = list(jvm_flags)
         self.client_ports = {i: helpers.free_port() for i in MEMBERS}
         self.election_ports = {i: free_port_on(peer_ip(i)) for i in MEMBERS}
         servers = [f"server.{i}={peer_ip(i)}:{free_port_on(peer_ip(i))}:{self.election_ports[i]};"
@@ -322,7 +324,9 @@ class ApacheEnsemble:
             d = self.dir / str(i)
             log = open(d / "server.log", "wb")
             self.procs[i] = subprocess.Popen(
-                [JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", APACHE_CLASSPATH,
+                [JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                 *(f.replace("@ID@", str(i)) for f in self.jvm_flags),
+                 "-cp", APACHE_CLASSPATH,
                  "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(d / "zoo.cfg")],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
             log.close()
