@@ -17,8 +17,11 @@ import pytest
 
 import helpers
 from helpers import wait_until
-from test_ensemble import Ensemble, assert_acked_on, client, write_round
-from test_quorum_tls import MEMBERS, ApacheEnsemble, _try, peer_ip, peer_port, writes_read_everywhere
+from test_ensemble import Ensemble, assert_acked_on, client
+from test_quorum_tls import (MEMBERS, ApacheEnsemble, _try, fail_over, peer_ip, peer_port, refuses_the_start,
+                             start, writes_read_everywhere)
+# A fixture (its name is what tests ask for): stops the ensembles a test made.
+from test_quorum_tls import tls_ensembles as ensembles  # noqa: F401
 
 pytestmark = pytest.mark.skipif(not os.access(helpers.RK_BIN, os.X_OK), reason="ringkeeper binary not built")
 
@@ -62,19 +65,6 @@ def sasl_ensemble(tmp_path, passwords=None):
     return e
 
 
-@pytest.fixture
-def ensembles():
-    made = []
-    yield made
-    for e in made:
-        e.stop()
-
-
-def start(made, e):
-    made.append(e)
-    return e.start()
-
-
 def test_quorum_sasl_elects_serves_fails_over_and_rejoins(tmp_path, ensembles, kazoo_factory):
     e = start(ensembles, sasl_ensemble(tmp_path))
     leader = e.wait_serving(list(MEMBERS), timeout=40.0)
@@ -90,16 +80,7 @@ def test_quorum_sasl_elects_serves_fails_over_and_rejoins(tmp_path, ensembles, k
     acked = writes_read_everywhere(clients, "/qs", 60)
 
     # Failover: kill -9 the leader; the other two elect (authenticated) and keep writing.
-    e.kill9(leader)
-    survivors = [i for i in MEMBERS if i != leader]
-    clients.pop(leader - 1).stop()
-    new_leader = e.wait_serving(survivors, timeout=40.0)
-    assert new_leader != leader
-    before = len(acked)
-    write_round(clients, "/qs", 100, 60, acked)
-    assert len(acked) - before >= 50, f"writes go on after the election ({len(acked) - before} of 60)"
-    for c in clients:
-        c.stop()
+    fail_over(e, leader, clients, "/qs", acked, kazoo_factory)
     # The old leader comes back, authenticates again and catches up.
     e.restart(leader)
     e.wait_serving(list(MEMBERS), timeout=40.0)
@@ -158,13 +139,7 @@ def test_a_peer_without_sasl_is_refused_before_any_message(tmp_path, ensembles):
 ])
 def test_half_configured_quorum_sasl_refuses_the_start(make_server, kind, keys, says):
     """A standalone server parses and loads the quorum keys as a member would."""
-    if kind != "ringkeeper":
-        pytest.skip("ringkeeper's refusals")
-    s = make_server(start=False)
-    s.config.update(keys)
-    s.spawn()
-    assert s.proc.wait(timeout=30) != 0, "started with half a quorum SASL configuration"
-    assert says in s.log_text() and "panicked" not in s.log_text(), s.log_tail()
+    refuses_the_start(make_server, kind, keys, says)
 
 
 def apache_available():

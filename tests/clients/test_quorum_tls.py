@@ -143,6 +143,24 @@ def writes_read_everywhere(clients, prefix, n):
     return acked
 
 
+def fail_over(e, leader, clients, prefix, acked, kazoo_factory):
+    """kill -9 of the leader: the other two elect a new one and take 60 more writes under
+    `prefix` (at least 50 acknowledged), every acknowledged write on both; the clients (one per
+    member, in member order) are stopped."""
+    e.kill9(leader)
+    survivors = [i for i in MEMBERS if i != leader]
+    clients.pop(leader - 1).stop()
+    new_leader = e.wait_serving(survivors, timeout=40.0)
+    assert new_leader != leader
+    before = len(acked)
+    write_round(clients, prefix, 100, 60, acked)
+    assert len(acked) - before >= 50, f"writes go on after the election ({len(acked) - before} of 60)"
+    for c in clients:
+        c.stop()
+    for i in survivors:
+        assert_acked_on(e, i, kazoo_factory, prefix, acked)
+
+
 def test_quorum_tls_elects_serves_fails_over_and_syncs_a_wiped_member(pki, tmp_path, tls_ensembles,
                                                                        kazoo_factory):
     e = start(tls_ensembles, tls_ensemble(pki, tmp_path))
@@ -165,18 +183,7 @@ def test_quorum_tls_elects_serves_fails_over_and_syncs_a_wiped_member(pki, tmp_p
     assert tls_handshake_as(pki, 2, peer_ip(1), peer_port(e, 1))["commonName"] == "member1"
 
     # Failover: kill -9 the leader; the other two elect over TLS and keep writing.
-    e.kill9(leader)
-    survivors = [i for i in MEMBERS if i != leader]
-    clients.pop(leader - 1).stop()
-    new_leader = e.wait_serving(survivors, timeout=40.0)
-    assert new_leader != leader
-    before = len(acked)
-    write_round(clients, "/q", 100, 60, acked)
-    assert len(acked) - before >= 50, f"writes go on after the election ({len(acked) - before} of 60)"
-    for c in clients:
-        c.stop()
-    for i in survivors:
-        assert_acked_on(e, i, kazoo_factory, "/q", acked)
+    fail_over(e, leader, clients, "/q", acked, kazoo_factory)
 
     # The old leader comes back with a wiped data dir (its id kept) and is synced over TLS.
     data = os.path.join(e.dir, str(leader), "data")
@@ -284,12 +291,17 @@ def test_half_configured_quorum_tls_refuses_the_start(make_server, kind, keys, s
     stores with nothing using them, and a quorum setting ringkeeper cannot honour stop the
     start naming the key (a standalone server
     parses them as a member would)."""
+    refuses_the_start(make_server, kind, keys, says)
+
+
+def refuses_the_start(make_server, kind, keys, says):
+    """A ringkeeper standalone server with `keys` exits non-zero and its log says `says`."""
     if kind != "ringkeeper":
         pytest.skip("ringkeeper's refusals")
     s = make_server(start=False)
     s.config.update(keys)
     s.spawn()
-    assert s.proc.wait(timeout=30) != 0, "started with half a quorum TLS configuration"
+    assert s.proc.wait(timeout=30) != 0, f"started with {keys}"
     assert says in s.log_text() and "panicked" not in s.log_text(), s.log_tail()
 
 
