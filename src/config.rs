@@ -1324,7 +1324,7 @@ impl Config {
             }
         }
         let sasl = crate::sasl::ServerSasl::from_jaas(keys, &jaas, self.sasl_super_user.clone(), self.sasl_rules)
-            .map_err(in_file)?;
+            .map_err(|e| invalid(e.to_string()))?;
         self.sasl = Some(std::sync::Arc::new(sasl));
         Ok(())
     }
