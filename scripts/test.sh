@@ -2,7 +2,8 @@
 # ringkeeper's test entry point (called by .ci/run).
 #
 #   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
-#      Python venv at target/venv with kazoo, pure-sasl, pytest, pytest-timeout); needs cargo;
+#      Python venv at target/venv with kazoo, pure-sasl, kerberos, pytest, pytest-timeout; MIT
+#      krb5's KDC and GSSAPI library); needs cargo;
 #   2. cargo build --release --workspace (the server, ringkeeper-bench, the examples);
 #   3. unit tests: cargo nextest run --release --workspace (cargo test without nextest);
 #   4. integration tests: pytest tests/clients against the real binary and against
@@ -44,6 +45,12 @@ command -v tc >/dev/null 2>&1 && command -v nstat >/dev/null 2>&1 || pkgs+=(ipro
 command -v mkfs.ext4 >/dev/null 2>&1 || pkgs+=(e2fsprogs)
 dpkg -s python3-fusepy >/dev/null 2>&1 || pkgs+=(python3-fusepy)
 dpkg -s libfuse2 >/dev/null 2>&1 || pkgs+=(libfuse2)
+# Kerberos (tests/clients/test_kerberos.py and the GSSAPI unit tests): a KDC of the test's own
+# (krb5kdc, kdb5_util, kadmin.local, kinit), the GSSAPI library the server loads, and the
+# headers the `kerberos` Python package (pure-sasl's GSSAPI) builds against.
+for p in krb5-kdc krb5-admin-server krb5-user libkrb5-dev libgssapi-krb5-2; do
+    dpkg -s "$p" >/dev/null 2>&1 || pkgs+=("$p")
+done
 if [ ${#pkgs[@]} -gt 0 ]; then
     echo "installing: ${pkgs[*]}"
     apt-get update -q
@@ -75,6 +82,10 @@ fi
 # Through the venv's python (a copied venv's pip script may point at the venv it was copied from).
 if ! "$VENV/bin/python" -c 'import puresasl' >/dev/null 2>&1; then
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check pure-sasl
+fi
+# kerberos: pure-sasl's GSSAPI (tests/clients/test_kerberos.py), built against libkrb5-dev.
+if ! "$VENV/bin/python" -c 'import kerberos' >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check kerberos
 fi
 KAZOO_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("kazoo"))')
 

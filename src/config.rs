@@ -1704,6 +1704,13 @@ sessionRequireClientSASLAuth=true
         assert_eq!(users.password("app1").as_deref(), Some("change-me-app1"));
         assert_eq!(users.len(), 2);
         assert_eq!(jaas.digest_credentials("Client").unwrap().0, "app1");
+        // The Kerberos example: its Server section is a Kerberos identity.
+        let jaas = crate::sasl::jaas::Jaas::parse(include_str!("../configs/kerberos-jaas.conf")).unwrap();
+        assert_eq!(
+            jaas.krb5_identity("Server").unwrap(),
+            Some(("/etc/ringkeeper/zookeeper.keytab".into(), "zookeeper/zk1.example.com@EXAMPLE.COM".into()))
+        );
+        assert!(jaas.krb5_identity("Client").unwrap_err().to_string().contains("keyTab and principal"));
     }
 
     /// Quorum SASL's keys (issue 15): the example parses, its JAAS file (quorum sections only)

@@ -111,14 +111,14 @@ type InitSecContext = unsafe extern "C" fn(
     *mut OmUint32,
 ) -> OmUint32;
 type DisplayName = unsafe extern "C" fn(*mut OmUint32, Handle, *mut Buffer, *mut Oid) -> OmUint32;
-type Wrap = unsafe extern "C" fn(*mut OmUint32, Handle, c_int, OmUint32, *const Buffer, *mut c_int, *mut Buffer) -> OmUint32;
+type Wrap =
+    unsafe extern "C" fn(*mut OmUint32, Handle, c_int, OmUint32, *const Buffer, *mut c_int, *mut Buffer) -> OmUint32;
 type Unwrap =
     unsafe extern "C" fn(*mut OmUint32, Handle, *const Buffer, *mut Buffer, *mut c_int, *mut OmUint32) -> OmUint32;
 type ReleaseBuffer = unsafe extern "C" fn(*mut OmUint32, *mut Buffer) -> OmUint32;
 type ReleaseHandle = unsafe extern "C" fn(*mut OmUint32, *mut Handle) -> OmUint32;
 type DeleteSecContext = unsafe extern "C" fn(*mut OmUint32, *mut Handle, *mut Buffer) -> OmUint32;
-type DisplayStatus =
-    unsafe extern "C" fn(*mut OmUint32, OmUint32, c_int, Oid, *mut OmUint32, *mut Buffer) -> OmUint32;
+type DisplayStatus = unsafe extern "C" fn(*mut OmUint32, OmUint32, c_int, Oid, *mut OmUint32, *mut Buffer) -> OmUint32;
 type RegisterAcceptorIdentity = unsafe extern "C" fn(*const c_char) -> OmUint32;
 
 /// The library's entry points.
@@ -163,7 +163,9 @@ pub enum GssError {
 impl std::fmt::Display for GssError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            GssError::Load(why) => write!(f, "GSSAPI: cannot load {GSSAPI_LIBRARY} (install krb5's libgssapi-krb5-2): {why}"),
+            GssError::Load(why) => {
+                write!(f, "GSSAPI: cannot load {GSSAPI_LIBRARY} (install krb5's libgssapi-krb5-2): {why}")
+            }
             GssError::Call { call, status } => write!(f, "GSSAPI: {call}: {status}"),
             GssError::Protocol(why) => write!(f, "GSSAPI: {why}"),
             GssError::TooLarge(n) => write!(f, "GSSAPI: a token of {n} bytes (at most {GSS_TOKEN_BYTES_MAX})"),
@@ -294,7 +296,8 @@ impl Lib {
         let (mut minor, mut buf) = (0, Buffer::empty());
         let major = unsafe { (self.display_name)(&mut minor, name, &mut buf, std::ptr::null_mut()) };
         self.check("gss_display_name", major, minor)?;
-        String::from_utf8(self.take(&mut buf)).map_err(|_| GssError::Protocol("a principal name that is not UTF-8".into()))
+        String::from_utf8(self.take(&mut buf))
+            .map_err(|_| GssError::Protocol("a principal name that is not UTF-8".into()))
     }
 
     fn wrap(&self, ctx: Handle, data: &[u8]) -> Result<Vec<u8>, GssError> {
@@ -388,9 +391,13 @@ impl Drop for Context {
 enum ServerState {
     Accepting,
     /// Established; its last token sent: the client answers with an empty token.
-    AwaitingEmpty { principal: String },
+    AwaitingEmpty {
+        principal: String,
+    },
     /// The security-layer offer sent.
-    AwaitingChoice { principal: String },
+    AwaitingChoice {
+        principal: String,
+    },
     Ended,
 }
 

@@ -78,10 +78,9 @@ impl std::fmt::Display for JaasError {
             JaasError::Syntax { line, why } => write!(f, "line {line}: {why}"),
             JaasError::DuplicateSection(s) => write!(f, "section {s} is given twice"),
             JaasError::NoSection(s) => write!(f, "no JAAS section named '{s}'"),
-            JaasError::NoDigestModule(s) => write!(
-                f,
-                "section '{s}' has no {DIGEST_LOGIN_MODULE} (nor, for a server section, {KRB5_LOGIN_MODULE})"
-            ),
+            JaasError::NoDigestModule(s) => {
+                write!(f, "section '{s}' has no {DIGEST_LOGIN_MODULE} (nor, for a server section, {KRB5_LOGIN_MODULE})")
+            }
             JaasError::Incomplete { section, why } => write!(f, "section '{section}': {why}"),
             JaasError::TooLarge => write!(f, "larger than {JAAS_FILE_BYTES_MAX} bytes"),
         }

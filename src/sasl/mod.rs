@@ -10,8 +10,8 @@
 //! the start.
 
 pub mod digest_md5;
-pub mod jaas;
 pub mod gssapi;
+pub mod jaas;
 pub mod quorum;
 
 use std::path::{Path, PathBuf};
@@ -166,7 +166,9 @@ impl ServerSasl {
     /// A fresh server exchange of this server's mechanism (a DIGEST-MD5 nonce from the OS).
     pub fn new_exchange(&self) -> ServerExchange {
         match &self.mechanism {
-            Mechanism::DigestMd5(_) => ServerExchange::DigestMd5(digest_md5::Server::zookeeper(random_printable(NONCE_BYTES))),
+            Mechanism::DigestMd5(_) => {
+                ServerExchange::DigestMd5(digest_md5::Server::zookeeper(random_printable(NONCE_BYTES)))
+            }
             Mechanism::Gssapi(acceptor) => ServerExchange::Gssapi(Box::new(gssapi::GssServer::new(acceptor.clone()))),
         }
     }
