@@ -449,6 +449,7 @@ const SECURITY_KEYS_HONOURED: &[&str] = &[
     "quorum.auth.serverRequireSasl",
     "quorum.auth.learner.saslLoginContext",
     "quorum.auth.server.saslLoginContext",
+    "quorum.auth.kerberos.servicePrincipal",
 ];
 
 /// The JAAS file key (the JVM property's name; `SERVER_JVMFLAGS` may also give it: `load`).
@@ -939,6 +940,7 @@ impl Config {
                 "quorum.auth.serverRequireSasl" => quorum_sasl_keys.server_require = e.boolean()?,
                 "quorum.auth.learner.saslLoginContext" => quorum_sasl_keys.learner_section = e.nonempty()?,
                 "quorum.auth.server.saslLoginContext" => quorum_sasl_keys.server_section = e.nonempty()?,
+                "quorum.auth.kerberos.servicePrincipal" => quorum_sasl_keys.service_principal = e.nonempty()?,
                 "quorum.cnxn.threads.size" => {
                     quorum_sasl_keys.authenticating_max =
                         e.usize(1, crate::sasl::quorum::QUORUM_CNXN_THREADS_MAX, " connections")?
@@ -1309,9 +1311,9 @@ impl Config {
             return Ok(());
         };
         let jaas = crate::sasl::read_jaas(&keys.jaas_path).map_err(|e| invalid(e.to_string()))?;
-        let in_file = |e: crate::sasl::jaas::JaasError| invalid(format!("JAAS file {}: {e}", keys.jaas_path.display()));
         if let Some(q) = &self.quorum_sasl_keys {
-            let quorum = crate::sasl::quorum::QuorumSasl::from_jaas(q.clone(), &jaas).map_err(in_file)?;
+            let quorum = crate::sasl::quorum::QuorumSasl::from_jaas(q.clone(), &jaas, &keys.jaas_path)
+                .map_err(|e| invalid(e.to_string()))?;
             self.quorum_sasl = Some(std::sync::Arc::new(quorum));
             // A file for the quorum alone (no client section) leaves clients without SASL.
             if !sasl_required && jaas.section(&keys.section).is_err() {
@@ -1603,7 +1605,6 @@ mod tests {
         let err = Config::parse("dataDir=/d\nssl.quorum.trustStore.location=/t.pem\n", "test.cfg").unwrap_err();
         assert!(err.to_string().contains("sslQuorum"), "{err}");
         let refused = [
-            "quorum.auth.kerberos.servicePrincipal=zk/_HOST",
             "authProvider.1=org.example.CustomAuthenticationProvider",
             "kerberos.principal=zk/h@R",
             "sasl.serverconfig=Other",
@@ -1730,7 +1731,7 @@ sessionRequireClientSASLAuth=true
         let mut warnings = Vec::new();
         c.load_sasl("q", "", &mut warnings).unwrap();
         let q = c.quorum_sasl.as_ref().unwrap();
-        assert_eq!((q.username(), q.users.len()), ("zkquorum", 1));
+        assert_eq!((q.username(), q.mechanism_name()), ("zkquorum", "DIGEST-MD5"));
         assert!(c.sasl.is_none() && warnings[0].contains("clients cannot authenticate with SASL"), "{warnings:?}");
         // Without the key, SERVER_JVMFLAGS names the file; without either, the start is refused.
         let bare = "dataDir=/d\nserver.1=127.0.0.1:1:2\nserver.2=127.0.0.2:1:2\nquorum.auth.enableSasl=true\n";

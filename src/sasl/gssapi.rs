@@ -49,6 +49,19 @@ impl Buffer {
     }
 }
 
+/// MIT's `gss_key_value_element_desc` / `gss_key_value_set_desc` (credential store options).
+#[repr(C)]
+struct KeyValueElement {
+    key: *const c_char,
+    value: *const c_char,
+}
+
+#[repr(C)]
+struct KeyValueSet {
+    count: OmUint32,
+    elements: *const KeyValueElement,
+}
+
 #[repr(C)]
 struct OidDesc {
     length: OmUint32,
@@ -62,6 +75,7 @@ const GSS_S_COMPLETE: OmUint32 = 0;
 const GSS_S_CONTINUE_NEEDED: OmUint32 = 1;
 const GSS_C_GSS_CODE: c_int = 1;
 const GSS_C_MECH_CODE: c_int = 2;
+const GSS_C_INITIATE: c_int = 1;
 const GSS_C_ACCEPT: c_int = 2;
 const GSS_C_INDEFINITE: OmUint32 = 0xffff_ffff;
 const GSS_C_MUTUAL_FLAG: OmUint32 = 2;
@@ -77,6 +91,17 @@ type AcquireCred = unsafe extern "C" fn(
     OmUint32,
     *mut c_void,
     c_int,
+    *mut Handle,
+    *mut c_void,
+    *mut OmUint32,
+) -> OmUint32;
+type AcquireCredFrom = unsafe extern "C" fn(
+    *mut OmUint32,
+    Handle,
+    OmUint32,
+    *mut c_void,
+    c_int,
+    *const KeyValueSet,
     *mut Handle,
     *mut c_void,
     *mut OmUint32,
@@ -124,6 +149,7 @@ type RegisterAcceptorIdentity = unsafe extern "C" fn(*const c_char) -> OmUint32;
 /// The library's entry points.
 struct Lib {
     acquire_cred: AcquireCred,
+    acquire_cred_from: AcquireCredFrom,
     import_name: ImportName,
     accept_sec_context: AcceptSecContext,
     init_sec_context: InitSecContext,
@@ -209,6 +235,7 @@ fn load() -> Result<Lib, String> {
     unsafe {
         Ok(Lib {
             acquire_cred: std::mem::transmute::<*mut c_void, AcquireCred>(sym("gss_acquire_cred")?),
+            acquire_cred_from: std::mem::transmute::<*mut c_void, AcquireCredFrom>(sym("gss_acquire_cred_from")?),
             import_name: std::mem::transmute::<*mut c_void, ImportName>(sym("gss_import_name")?),
             accept_sec_context: std::mem::transmute::<*mut c_void, AcceptSecContext>(sym("gss_accept_sec_context")?),
             init_sec_context: std::mem::transmute::<*mut c_void, InitSecContext>(sym("gss_init_sec_context")?),
@@ -371,6 +398,69 @@ impl Acceptor {
     }
 }
 
+/// An initiator's identity from a keytab (quorum SASL's learner: the JAAS `QuorumLearner`
+/// section's `keyTab` and `principal`), its tickets in a memory credential cache of this
+/// process.
+pub struct Initiator {
+    cred: Handle,
+    pub principal: String,
+}
+
+// SAFETY: as Acceptor.
+unsafe impl Send for Initiator {}
+unsafe impl Sync for Initiator {}
+
+impl Drop for Initiator {
+    fn drop(&mut self) {
+        if let Ok(l) = lib() {
+            let mut m = 0;
+            unsafe { (l.release_cred)(&mut m, &mut self.cred) };
+        }
+    }
+}
+
+impl std::fmt::Debug for Initiator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Initiator").field("principal", &self.principal).finish()
+    }
+}
+
+impl Initiator {
+    /// Credentials for `principal` from `keytab` (gss_acquire_cred_from with a client keytab
+    /// and a memory ccache). Reads the keytab; tickets are fetched from the KDC when first used.
+    pub fn new(keytab: &str, principal: &str) -> Result<Initiator, GssError> {
+        let l = lib()?;
+        let nul = |_| GssError::Protocol("a keytab path or principal with a NUL".into());
+        let (k1, v1) = (CString::new("client_keytab").map_err(nul)?, CString::new(keytab).map_err(nul)?);
+        let ccache = format!("MEMORY:ringkeeper-{}-{principal}", std::process::id());
+        let (k2, v2) = (CString::new("ccache").map_err(nul)?, CString::new(ccache).map_err(nul)?);
+        let elements = [
+            KeyValueElement { key: k1.as_ptr(), value: v1.as_ptr() },
+            KeyValueElement { key: k2.as_ptr(), value: v2.as_ptr() },
+        ];
+        let store = KeyValueSet { count: 2, elements: elements.as_ptr() };
+        let mut name = l.import_name(principal, l.nt_principal)?;
+        let (mut minor, mut cred) = (0, std::ptr::null_mut());
+        let major = unsafe {
+            (l.acquire_cred_from)(
+                &mut minor,
+                name,
+                GSS_C_INDEFINITE,
+                std::ptr::null_mut(),
+                GSS_C_INITIATE,
+                &store,
+                &mut cred,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        let mut m = 0;
+        unsafe { (l.release_name)(&mut m, &mut name) };
+        l.check("gss_acquire_cred_from", major, minor)?;
+        Ok(Initiator { cred, principal: principal.to_string() })
+    }
+}
+
 /// A security context handle, deleted on drop.
 struct Context(Handle);
 
@@ -515,6 +605,8 @@ pub struct GssClient {
     target: Handle,
     ctx: Context,
     established: bool,
+    /// Credentials of its own (quorum SASL), else the default ccache's.
+    initiator: Option<std::sync::Arc<Initiator>>,
 }
 
 // SAFETY: as Context; the target name is owned and released on drop.
@@ -533,7 +625,15 @@ impl GssClient {
     pub fn new(service: &str, host: &str) -> Result<GssClient, GssError> {
         let l = lib()?;
         let target = l.import_name(&format!("{service}@{host}"), l.nt_hostbased_service)?;
-        Ok(GssClient { target, ctx: Context(std::ptr::null_mut()), established: false })
+        Ok(GssClient { target, ctx: Context(std::ptr::null_mut()), established: false, initiator: None })
+    }
+
+    /// A client with `initiator`'s credentials to the service principal `target`
+    /// (`zkquorum/host1[@REALM]`).
+    pub fn with_initiator(initiator: std::sync::Arc<Initiator>, target: &str) -> Result<GssClient, GssError> {
+        let l = lib()?;
+        let target = l.import_name(target, l.nt_principal)?;
+        Ok(GssClient { target, ctx: Context(std::ptr::null_mut()), established: false, initiator: Some(initiator) })
     }
 
     /// The first token (`initial`) or the answer to the server's `token`.
@@ -545,7 +645,7 @@ impl GssClient {
             let major = unsafe {
                 (l.init_sec_context)(
                     &mut minor,
-                    std::ptr::null_mut(),
+                    self.initiator.as_ref().map_or(std::ptr::null_mut(), |i| i.cred),
                     &mut self.ctx.0,
                     self.target,
                     std::ptr::null_mut(),

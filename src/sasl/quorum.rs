@@ -10,7 +10,8 @@
 //! `server/peer_auth.rs` over `digest_md5` (sans-IO); passwords never reach a log or a Debug.
 
 use super::jaas::{DigestUsers, Jaas, JaasError};
-use super::{digest_md5, random_printable, NONCE_BYTES};
+use super::{digest_md5, gssapi, random_printable, SaslLoadError, NONCE_BYTES};
+use std::sync::Arc;
 
 /// The protocol of the DIGEST-MD5 digest-uri between members (ZooKeeper's
 /// `QuorumAuth.QUORUM_SERVER_PROTOCOL_NAME`).
@@ -23,6 +24,9 @@ pub const LEARNER_SECTION_DEFAULT: &str = "QuorumLearner";
 pub const SERVER_SECTION_DEFAULT: &str = "QuorumServer";
 /// `quorum.cnxn.threads.size`'s default (ZooKeeper's).
 pub const QUORUM_CNXN_THREADS_DEFAULT: usize = 20;
+/// `quorum.auth.kerberos.servicePrincipal`'s default (ZooKeeper's); `_HOST` stands for the
+/// `server.N` host of the member dialed.
+pub const SERVICE_PRINCIPAL_DEFAULT: &str = "zkquorum/localhost";
 /// The largest `quorum.cnxn.threads.size` accepted.
 pub const QUORUM_CNXN_THREADS_MAX: usize = 1024;
 
@@ -39,6 +43,8 @@ pub struct QuorumSaslKeys {
     pub server_section: String,
     /// `quorum.cnxn.threads.size`: accepted connections authenticating at once, at most.
     pub authenticating_max: usize,
+    /// `quorum.auth.kerberos.servicePrincipal` (Kerberos only).
+    pub service_principal: String,
 }
 
 impl Default for QuorumSaslKeys {
@@ -49,52 +55,107 @@ impl Default for QuorumSaslKeys {
             learner_section: LEARNER_SECTION_DEFAULT.into(),
             server_section: SERVER_SECTION_DEFAULT.into(),
             authenticating_max: QUORUM_CNXN_THREADS_DEFAULT,
+            service_principal: SERVICE_PRINCIPAL_DEFAULT.into(),
         }
     }
 }
 
-/// A member's quorum SASL, loaded: its settings, the users it accepts as a server and the
-/// name and password it presents as a learner.
+/// A member's quorum SASL, loaded: its settings and its mechanism's identities.
+#[derive(Debug)]
 pub struct QuorumSasl {
     pub keys: QuorumSaslKeys,
-    pub users: DigestUsers,
-    username: String,
-    password: String,
+    pub mechanism: QuorumMechanism,
 }
 
-impl std::fmt::Debug for QuorumSasl {
+/// What members prove themselves with: DIGEST-MD5 (the users a member accepts as a server,
+/// the name and password it presents as a learner) or Kerberos (its service identity from
+/// the server section's keytab, its learner identity from the learner section's).
+pub enum QuorumMechanism {
+    DigestMd5 { users: DigestUsers, username: String, password: String },
+    Kerberos { acceptor: Arc<gssapi::Acceptor>, initiator: Arc<gssapi::Initiator> },
+}
+
+impl std::fmt::Debug for QuorumMechanism {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QuorumSasl")
-            .field("keys", &self.keys)
-            .field("users", &self.users)
-            .field("username", &self.username)
-            .finish()
+        match self {
+            QuorumMechanism::DigestMd5 { users, username, .. } => {
+                f.debug_struct("DigestMd5").field("users", users).field("username", username).finish()
+            }
+            QuorumMechanism::Kerberos { acceptor, initiator } => {
+                f.debug_struct("Kerberos").field("acceptor", acceptor).field("initiator", initiator).finish()
+            }
+        }
     }
 }
 
 impl QuorumSasl {
-    /// Takes both sections from a parsed JAAS file: each must have a DigestLoginModule (the
-    /// server's with at least one user, the learner's with username and password).
-    pub fn from_jaas(keys: QuorumSaslKeys, jaas: &Jaas) -> Result<QuorumSasl, JaasError> {
-        let users = jaas.digest_users(&keys.server_section)?;
-        let (username, password) = jaas.digest_credentials(&keys.learner_section)?;
-        Ok(QuorumSasl { keys, users, username, password })
+    /// Takes both sections from a parsed JAAS file: Kerberos when the server section names
+    /// `Krb5LoginModule` (then the learner section must too; reads both keytabs), else each
+    /// must have a DigestLoginModule (the server's with at least one user, the learner's with
+    /// username and password).
+    pub fn from_jaas(keys: QuorumSaslKeys, jaas: &Jaas, path: &std::path::Path) -> Result<QuorumSasl, SaslLoadError> {
+        let in_file = |err| SaslLoadError::Jaas { path: path.to_path_buf(), err };
+        let gss = |err| SaslLoadError::Gssapi { path: path.to_path_buf(), err };
+        let mechanism = match jaas.krb5_identity(&keys.server_section).map_err(in_file)? {
+            Some((keytab, principal)) => {
+                let learner = jaas.krb5_identity(&keys.learner_section).map_err(in_file)?;
+                let (lkeytab, lprincipal) = learner.ok_or_else(|| {
+                    in_file(JaasError::Incomplete {
+                        section: keys.learner_section.clone(),
+                        why: format!(
+                            "the server section is Kerberos: this one needs {} too",
+                            super::jaas::KRB5_LOGIN_MODULE
+                        ),
+                    })
+                })?;
+                QuorumMechanism::Kerberos {
+                    acceptor: Arc::new(gssapi::Acceptor::new(&keytab, &principal).map_err(gss)?),
+                    initiator: Arc::new(gssapi::Initiator::new(&lkeytab, &lprincipal).map_err(gss)?),
+                }
+            }
+            None => {
+                let users = jaas.digest_users(&keys.server_section).map_err(in_file)?;
+                let (username, password) = jaas.digest_credentials(&keys.learner_section).map_err(in_file)?;
+                QuorumMechanism::DigestMd5 { users, username, password }
+            }
+        };
+        Ok(QuorumSasl { keys, mechanism })
     }
 
     /// The name this member authenticates as when it dials.
     pub fn username(&self) -> &str {
-        &self.username
+        match &self.mechanism {
+            QuorumMechanism::DigestMd5 { username, .. } => username,
+            QuorumMechanism::Kerberos { initiator, .. } => &initiator.principal,
+        }
     }
 
-    /// A fresh learner (client) side of one exchange.
-    pub fn learner_exchange(&self) -> digest_md5::Client {
-        digest_md5::Client::new(
-            &self.username,
-            &self.password,
-            QUORUM_PROTOCOL,
-            QUORUM_SERVER_NAME,
-            random_printable(NONCE_BYTES),
-        )
+    /// The mechanism's name, for logs.
+    pub fn mechanism_name(&self) -> &'static str {
+        match self.mechanism {
+            QuorumMechanism::DigestMd5 { .. } => super::MECHANISM_DIGEST_MD5,
+            QuorumMechanism::Kerberos { .. } => gssapi::MECHANISM_GSSAPI,
+        }
+    }
+
+    /// The service principal of the member whose `server.N` host is `host`
+    /// (`quorum.auth.kerberos.servicePrincipal` with `_HOST` replaced, as ZooKeeper does).
+    pub fn service_principal_of(&self, host: &str) -> String {
+        self.keys.service_principal.replace("_HOST", &host.to_ascii_lowercase())
+    }
+
+    /// A fresh DIGEST-MD5 learner (client) side of one exchange (None under Kerberos).
+    pub fn learner_exchange(&self) -> Option<digest_md5::Client> {
+        match &self.mechanism {
+            QuorumMechanism::DigestMd5 { username, password, .. } => Some(digest_md5::Client::new(
+                username,
+                password,
+                QUORUM_PROTOCOL,
+                QUORUM_SERVER_NAME,
+                random_printable(NONCE_BYTES),
+            )),
+            QuorumMechanism::Kerberos { .. } => None,
+        }
     }
 
     /// A fresh server side of one exchange.
@@ -113,6 +174,13 @@ QuorumServer { org.apache.zookeeper.server.auth.DigestLoginModule required user_
 QuorumLearner { org.apache.zookeeper.server.auth.DigestLoginModule required username="zk" password="s3cret"; };
 Wrong { org.apache.zookeeper.server.auth.DigestLoginModule required username="zk" password="nope"; };
 "#;
+
+    fn users(q: &QuorumSasl) -> &DigestUsers {
+        match &q.mechanism {
+            QuorumMechanism::DigestMd5 { users, .. } => users,
+            QuorumMechanism::Kerberos { .. } => panic!("not digest"),
+        }
+    }
 
     fn run(
         learner: &mut digest_md5::Client,
@@ -139,11 +207,12 @@ Wrong { org.apache.zookeeper.server.auth.DigestLoginModule required username="zk
     #[test]
     fn members_with_the_same_secret_authenticate_each_other_and_a_wrong_one_is_refused() {
         let jaas = Jaas::parse(JAAS).unwrap();
-        let q = QuorumSasl::from_jaas(QuorumSaslKeys::default(), &jaas).unwrap();
-        assert_eq!(run(&mut q.learner_exchange(), &mut q.server_exchange(), &q.users), Ok("zk".into()));
+        let p = std::path::Path::new("/j");
+        let q = QuorumSasl::from_jaas(QuorumSaslKeys::default(), &jaas, p).unwrap();
+        assert_eq!(run(&mut q.learner_exchange().unwrap(), &mut q.server_exchange(), users(&q)), Ok("zk".into()));
         let keys = QuorumSaslKeys { learner_section: "Wrong".into(), ..QuorumSaslKeys::default() };
-        let wrong = QuorumSasl::from_jaas(keys, &jaas).unwrap();
-        let err = run(&mut wrong.learner_exchange(), &mut q.server_exchange(), &q.users).unwrap_err();
+        let wrong = QuorumSasl::from_jaas(keys, &jaas, p).unwrap();
+        let err = run(&mut wrong.learner_exchange().unwrap(), &mut q.server_exchange(), users(&q)).unwrap_err();
         assert!(err.contains("zk") && !err.contains("nope"), "{err}");
         // The password is in no Debug print.
         assert!(!format!("{q:?}").contains("s3cret"));
@@ -154,7 +223,10 @@ Wrong { org.apache.zookeeper.server.auth.DigestLoginModule required username="zk
         let jaas =
             Jaas::parse("QuorumServer { org.apache.zookeeper.server.auth.DigestLoginModule required user_a=\"b\"; };")
                 .unwrap();
-        let err = QuorumSasl::from_jaas(QuorumSaslKeys::default(), &jaas).unwrap_err();
-        assert_eq!(err, JaasError::NoSection("QuorumLearner".into()));
+        let err = QuorumSasl::from_jaas(QuorumSaslKeys::default(), &jaas, std::path::Path::new("/j")).unwrap_err();
+        assert!(err.to_string().contains("no JAAS section named 'QuorumLearner'"), "{err}");
+        let q = QuorumSaslKeys { service_principal: "zkquorum/_HOST@R".into(), ..QuorumSaslKeys::default() };
+        let q = QuorumSasl::from_jaas(q, &Jaas::parse(JAAS).unwrap(), std::path::Path::new("/j")).unwrap();
+        assert_eq!(q.service_principal_of("ZK2.example.com"), "zkquorum/zk2.example.com@R");
     }
 }

@@ -1149,11 +1149,17 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let sasl = config.quorum_sasl.clone().map(|q| {
         let k = &q.keys;
         tracing::info!(
-            "quorum SASL (DIGEST-MD5): dialing as {:?} (JAAS section {}), {} users accepted (section {}); learner \
-             requires it: {}, server requires it: {}; at most {} peer connections authenticating at once",
+            "quorum SASL ({}): dialing as {:?} (JAAS section {}), accepting {} (section {}); learner requires it: {}, \
+             server requires it: {}; at most {} peer connections authenticating at once",
+            q.mechanism_name(),
             q.username(),
             k.learner_section,
-            q.users.len(),
+            match &q.mechanism {
+                crate::sasl::quorum::QuorumMechanism::DigestMd5 { users, .. } => format!("{} user(s)", users.len()),
+                crate::sasl::quorum::QuorumMechanism::Kerberos { acceptor, .. } => {
+                    format!("as {} (peers' principals must name their server.N host)", acceptor.principal)
+                }
+            },
             k.server_section,
             k.learner_require,
             k.server_require,
@@ -1164,7 +1170,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
                 "quorum SASL: quorum.auth.serverRequireSasl=false lets peers in that do not authenticate or fail to"
             );
         }
-        Rc::new(crate::server::peer_auth::PeerSasl::new(q))
+        let hosts = config.servers.iter().map(|s| (s.id, s.host.clone())).collect();
+        Rc::new(crate::server::peer_auth::PeerSasl::new(q, hosts))
     });
     let (net, peer_rx) = PeerNet::start_secured(my_id, listen, &peers, tls, sasl)
         .map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;

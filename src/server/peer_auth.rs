@@ -17,11 +17,14 @@
 //! - The caller logs (rate-limited) the error texts returned here; they never hold a password.
 
 use crate::proto::peer::{auth_frame_len, decode_auth_body, encode_auth_frame, AuthStatus, PEER_AUTH_FRAME_BYTES_MAX};
-use crate::sasl::digest_md5::{ClientStep, ServerStep};
-use crate::sasl::quorum::QuorumSasl;
+use crate::sasl::digest_md5::{self, ClientStep, ServerStep};
+use crate::sasl::gssapi::{self, GssClient, GssServer};
+use crate::sasl::quorum::{QuorumMechanism, QuorumSasl};
+use crate::zab::Sid;
 use bytes::BytesMut;
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,11 +40,49 @@ pub const PEER_AUTH_ROUNDS_MAX: usize = 5;
 pub struct PeerSasl {
     pub sasl: Arc<QuorumSasl>,
     authenticating: Cell<usize>,
+    /// Each server's `server.N` host as written: under Kerberos, the host of the service
+    /// principal a learner asks for, and the host an accepted learner's principal must name.
+    hosts: BTreeMap<Sid, String>,
 }
 
 impl PeerSasl {
-    pub fn new(sasl: Arc<QuorumSasl>) -> PeerSasl {
-        PeerSasl { sasl, authenticating: Cell::new(0) }
+    pub fn new(sasl: Arc<QuorumSasl>, hosts: BTreeMap<Sid, String>) -> PeerSasl {
+        PeerSasl { sasl, authenticating: Cell::new(0), hosts }
+    }
+}
+
+/// A learner's mechanism state (Kerberos: whether its security-layer choice was sent).
+enum LearnerSide {
+    Digest(digest_md5::Client),
+    Gss(Box<GssClient>, bool),
+}
+
+impl LearnerSide {
+    /// The next token to send (`None`: done, for DIGEST-MD5's verified rspauth). A Kerberos
+    /// step calls the library, which may read a keytab or ask the KDC: on the blocking pool.
+    async fn step(self, token: Vec<u8>) -> (LearnerSide, Result<Option<Vec<u8>>, String>) {
+        match self {
+            LearnerSide::Digest(mut c) => {
+                let r = match c.step(&token) {
+                    Ok(ClientStep::Send(t)) => Ok(Some(t)),
+                    Ok(ClientStep::Done) => Ok(None),
+                    Err(e) => Err(e.to_string()),
+                };
+                (LearnerSide::Digest(c), r)
+            }
+            LearnerSide::Gss(mut c, chosen) => {
+                let (c, r) = super::offcore::run(move || {
+                    let r = c.step(&token);
+                    (c, r)
+                })
+                .await;
+                match r {
+                    Ok(gssapi::ClientStep::Send(t)) => (LearnerSide::Gss(c, chosen), Ok(Some(t))),
+                    Ok(gssapi::ClientStep::Chosen(t)) => (LearnerSide::Gss(c, true), Ok(Some(t))),
+                    Err(e) => (LearnerSide::Gss(c, chosen), Err(e.to_string())),
+                }
+            }
+        }
     }
 }
 
@@ -104,11 +145,13 @@ async fn read_auth<S: AsyncRead + Unpin>(stream: &mut S) -> Result<(AuthStatus, 
     }
 }
 
-/// The learner (dialing) side, right after this member's hello.
+/// The learner (dialing) side, right after this member's hello to `to`.
 pub async fn learner<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    sasl: &QuorumSasl,
+    p: &PeerSasl,
+    to: Sid,
 ) -> Result<LearnerOutcome, String> {
+    let sasl = &p.sasl;
     let require = sasl.keys.learner_require;
     let not_authenticated = |why: String| {
         if require {
@@ -118,8 +161,21 @@ pub async fn learner<S: AsyncRead + AsyncWrite + Unpin>(
         }
     };
     let exchange = async {
-        let mut client = sasl.learner_exchange();
-        send(stream, AuthStatus::InProgress, &client.initial_token()).await?;
+        let (mut side, first) = match &sasl.mechanism {
+            QuorumMechanism::DigestMd5 { .. } => {
+                let c = sasl.learner_exchange().ok_or("no DIGEST-MD5 credentials")?;
+                let first = c.initial_token();
+                (LearnerSide::Digest(c), first)
+            }
+            QuorumMechanism::Kerberos { initiator, .. } => {
+                let host = p.hosts.get(&to).ok_or_else(|| format!("no server.{to} line"))?;
+                let target = sasl.service_principal_of(host);
+                let c = GssClient::with_initiator(initiator.clone(), &target).map_err(|e| e.to_string())?;
+                let (side, first) = LearnerSide::Gss(Box::new(c), false).step(Vec::new()).await;
+                (side, first?.ok_or("no first GSSAPI token")?)
+            }
+        };
+        send(stream, AuthStatus::InProgress, &first).await?;
         for _ in 0..PEER_AUTH_ROUNDS_MAX {
             let (status, token) = read_auth(stream).await?;
             match status {
@@ -127,15 +183,25 @@ pub async fn learner<S: AsyncRead + AsyncWrite + Unpin>(
                 AuthStatus::Error => {
                     return Ok(Err(format!("the other member refused our credentials (user {:?})", sasl.username())))
                 }
-                AuthStatus::InProgress => match client.step(&token).map_err(|e| e.to_string())? {
-                    ClientStep::Send(t) => send(stream, AuthStatus::InProgress, &t).await?,
-                    ClientStep::Done => return Err("the exchange ended before the other member said so".into()),
-                },
-                AuthStatus::Success => {
-                    return match client.step(&token).map_err(|e| e.to_string())? {
-                        ClientStep::Done => Ok(Ok(())),
-                        ClientStep::Send(_) => Err("the other member said success too early".into()),
+                AuthStatus::InProgress => {
+                    let (next, out) = side.step(token).await;
+                    side = next;
+                    match out? {
+                        Some(t) => send(stream, AuthStatus::InProgress, &t).await?,
+                        None => return Err("the exchange ended before the other member said so".into()),
                     }
+                }
+                AuthStatus::Success => {
+                    return match side {
+                        // DIGEST-MD5: the server's rspauth proves it knows the password.
+                        LearnerSide::Digest(_) => match side.step(token).await.1? {
+                            None => Ok(Ok(())),
+                            Some(_) => Err("the other member said success too early".into()),
+                        },
+                        // Kerberos: the context proved the server (mutual authentication).
+                        LearnerSide::Gss(_, true) if token.is_empty() => Ok(Ok(())),
+                        LearnerSide::Gss(..) => Err("the other member said success too early".into()),
+                    };
                 }
             }
         }
@@ -153,6 +219,7 @@ pub async fn learner<S: AsyncRead + AsyncWrite + Unpin>(
 pub async fn server<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     peer_sasl: Option<&PeerSasl>,
+    sid: Sid,
 ) -> Result<(ServerOutcome, Option<[u8; 5]>), String> {
     let require = peer_sasl.is_some_and(|p| p.sasl.keys.server_require);
     // A member that requires SASL wants the exchange at once; otherwise the first frame may
@@ -183,7 +250,7 @@ pub async fn server<S: AsyncRead + AsyncWrite + Unpin>(
         return Err(format!("{max} peer connections are authenticating already (quorum.cnxn.threads.size)"));
     }
     p.authenticating.set(p.authenticating.get() + 1);
-    let outcome = within(exchange_as_server(stream, &p.sasl, len)).await;
+    let outcome = within(exchange_as_server(stream, p, sid, len)).await;
     p.authenticating.set(p.authenticating.get() - 1);
     match outcome {
         Ok(user) => Ok((ServerOutcome::Authenticated(user), None)),
@@ -192,32 +259,103 @@ pub async fn server<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// The DIGEST-MD5 server exchange, the first frame's head read (`len`): the user, or why not
-/// (the dialer is sent an Error frame then).
+/// A server's mechanism state.
+enum ServerSide {
+    Digest(digest_md5::Server),
+    Gss(Box<GssServer>),
+}
+
+/// A server step's result: a challenge, or the final token and the authenticated name.
+enum ServerStepped {
+    Challenge(Vec<u8>),
+    Authenticated(Vec<u8>, String),
+}
+
+impl ServerSide {
+    /// Takes the learner's token (a Kerberos step on the blocking pool: keytab, replay cache).
+    async fn step(self, token: Vec<u8>, sasl: &QuorumSasl) -> (ServerSide, Result<ServerStepped, String>) {
+        match (self, &sasl.mechanism) {
+            (ServerSide::Digest(mut s), QuorumMechanism::DigestMd5 { users, .. }) => {
+                let r = match s.step(&token, |u| users.password(u)) {
+                    Ok(ServerStep::Challenge(c)) => Ok(ServerStepped::Challenge(c)),
+                    Ok(ServerStep::Authenticated { token, username }) => {
+                        Ok(ServerStepped::Authenticated(token, username))
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                (ServerSide::Digest(s), r)
+            }
+            (ServerSide::Gss(mut s), _) => {
+                let (s, r) = super::offcore::run(move || {
+                    let r = s.step(&token);
+                    (s, r)
+                })
+                .await;
+                let r = match r {
+                    Ok(gssapi::ServerStep::Challenge(c)) => Ok(ServerStepped::Challenge(c)),
+                    Ok(gssapi::ServerStep::Authenticated { principal }) => {
+                        Ok(ServerStepped::Authenticated(Vec::new(), principal))
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                (ServerSide::Gss(s), r)
+            }
+            (side, _) => (side, Err("mechanism mismatch".into())),
+        }
+    }
+}
+
+/// Under Kerberos, an accepted learner's principal (`service/host@REALM`) must name the host
+/// of the server its hello says it is (ZooKeeper checks it against the ensemble's hosts).
+fn principal_names_host(principal: &str, host: &str) -> Result<(), String> {
+    let rest = principal.split_once('@').map_or(principal, |(r, _)| r);
+    match rest.split_once('/') {
+        Some((_, h)) if h.eq_ignore_ascii_case(host.trim_start_matches('[').trim_end_matches(']')) => Ok(()),
+        _ => Err(format!("its principal {principal:?} does not name {host}, the host of its server.N line")),
+    }
+}
+
+/// The server exchange, the first frame's head read (`first_len`): the authenticated name, or
+/// why not (the dialer is sent an Error frame then).
 async fn exchange_as_server<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    sasl: &QuorumSasl,
+    p: &PeerSasl,
+    sid: Sid,
     first_len: usize,
 ) -> Result<String, String> {
-    let mut server = sasl.server_exchange();
-    let (mut status, mut token) = read_body(stream, first_len).await?;
-    for round in 0..PEER_AUTH_ROUNDS_MAX {
-        if round > 0 {
-            (status, token) = read_auth(stream).await?;
-        }
+    let sasl = &p.sasl;
+    let mut side = match &sasl.mechanism {
+        QuorumMechanism::DigestMd5 { .. } => ServerSide::Digest(sasl.server_exchange()),
+        QuorumMechanism::Kerberos { acceptor, .. } => ServerSide::Gss(Box::new(GssServer::new(acceptor.clone()))),
+    };
+    let mut first = Some(read_body(stream, first_len).await?);
+    for _ in 0..PEER_AUTH_ROUNDS_MAX {
+        let (status, token) = match first.take() {
+            Some(f) => f,
+            None => read_auth(stream).await?,
+        };
         if status != AuthStatus::InProgress {
             return Err(format!("unexpected auth status {status:?} from the dialer"));
         }
-        match server.step(&token, |u| sasl.users.password(u)) {
-            Ok(ServerStep::Challenge(c)) => send(stream, AuthStatus::InProgress, &c).await?,
-            Ok(ServerStep::Authenticated { token, username }) => {
-                send(stream, AuthStatus::Success, &token).await?;
-                return Ok(username);
+        let (next, stepped) = side.step(token, sasl).await;
+        side = next;
+        let checked = stepped.and_then(|s| match s {
+            ServerStepped::Authenticated(t, name) if matches!(side, ServerSide::Gss(_)) => {
+                let host = p.hosts.get(&sid).ok_or_else(|| format!("no server.{sid} line"))?;
+                principal_names_host(&name, host).map(|()| ServerStepped::Authenticated(t, name))
             }
-            Err(e) => {
+            other => Ok(other),
+        });
+        match checked {
+            Ok(ServerStepped::Challenge(c)) => send(stream, AuthStatus::InProgress, &c).await?,
+            Ok(ServerStepped::Authenticated(t, name)) => {
+                send(stream, AuthStatus::Success, &t).await?;
+                return Ok(name);
+            }
+            Err(why) => {
                 // Tell the dialer (it logs that it was refused), then report why.
                 let _ = send(stream, AuthStatus::Error, b"authentication failed").await;
-                return Err(e.to_string());
+                return Err(why);
             }
         }
     }

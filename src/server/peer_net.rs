@@ -534,7 +534,7 @@ async fn outbound<S: AsyncRead + AsyncWrite + Unpin>(
         return true;
     }
     if let Some(p) = &d.sasl {
-        match peer_auth::learner(&mut stream, &p.sasl).await {
+        match peer_auth::learner(&mut stream, p, to).await {
             Ok(LearnerOutcome::Authenticated) => {
                 tracing::info!("peer {me}: authenticated to peer {to} by quorum SASL as {:?}", p.sasl.username())
             }
@@ -790,7 +790,7 @@ async fn serve_inbound<S: AsyncRead + AsyncWrite + Unpin>(
     // Quorum SASL (or, without it here, a NotSasl answer to a dialer that asks), before
     // anything but bounded auth frames is read.
     let mut buf = BytesMut::new();
-    match peer_auth::server(&mut stream, inbound.sasl.as_deref()).await {
+    match peer_auth::server(&mut stream, inbound.sasl.as_deref(), sid).await {
         Err(why) => {
             gate.refused(format_args!("{peer}: server {sid}: quorum SASL: {why}"));
             return;
@@ -1125,7 +1125,8 @@ mod tests {
             server_require: require,
             ..Default::default()
         };
-        Rc::new(PeerSasl::new(Arc::new(crate::sasl::quorum::QuorumSasl::from_jaas(keys, &jaas).unwrap())))
+        let q = crate::sasl::quorum::QuorumSasl::from_jaas(keys, &jaas, std::path::Path::new("/j")).unwrap();
+        Rc::new(PeerSasl::new(Arc::new(q), BTreeMap::new()))
     }
 
     /// Quorum SASL (issue 15): members with the secret authenticate both ways on each

@@ -135,7 +135,6 @@ def test_a_peer_without_sasl_is_refused_before_any_message(tmp_path, ensembles):
     ({"quorum.auth.enableSasl": "true", "quorum.auth.server.saslLoginContext": "Elsewhere",
       "java.security.auth.login.config": EXAMPLE_JAAS}, "no JAAS section named 'Elsewhere'"),
     ({"quorum.cnxn.threads.size": "0"}, "quorum.cnxn.threads.size"),
-    ({"quorum.auth.kerberos.servicePrincipal": "zkquorum/localhost"}, "not supported yet"),
 ])
 def test_half_configured_quorum_sasl_refuses_the_start(make_server, kind, keys, says):
     """A standalone server parses and loads the quorum keys as a member would."""
