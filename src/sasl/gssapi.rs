@@ -342,19 +342,26 @@ impl Lib {
     }
 }
 
-/// The acceptor's identity: the keytab (process-wide, as the JDK's Krb5LoginModule for the
-/// `Server` section) and credentials for `principal`.
-pub struct Acceptor {
+/// A Kerberos identity's credentials from a keytab: an acceptor (a service: the JAAS
+/// `Server` / `QuorumServer` section, the keytab registered process-wide as the JDK's
+/// Krb5LoginModule would) or an initiator (quorum SASL's learner: the `QuorumLearner` section,
+/// its tickets in a memory credential cache of this process).
+pub struct Credential {
     cred: Handle,
     pub principal: String,
 }
 
+/// A service's credentials (`Credential::acceptor`).
+pub type Acceptor = Credential;
+/// A learner's credentials (`Credential::initiator`).
+pub type Initiator = Credential;
+
 // SAFETY: a credential handle is immutable once acquired; MIT's GSSAPI allows using it from
 // several threads.
-unsafe impl Send for Acceptor {}
-unsafe impl Sync for Acceptor {}
+unsafe impl Send for Credential {}
+unsafe impl Sync for Credential {}
 
-impl Drop for Acceptor {
+impl Drop for Credential {
     fn drop(&mut self) {
         if let Ok(l) = lib() {
             let mut m = 0;
@@ -363,16 +370,16 @@ impl Drop for Acceptor {
     }
 }
 
-impl std::fmt::Debug for Acceptor {
+impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Acceptor").field("principal", &self.principal).finish()
+        f.debug_struct("Credential").field("principal", &self.principal).finish()
     }
 }
 
-impl Acceptor {
+impl Credential {
     /// Registers `keytab` as the acceptor keytab and acquires credentials for `principal`
     /// (which must be in it). Reads the keytab: at start, off any core.
-    pub fn new(keytab: &str, principal: &str) -> Result<Acceptor, GssError> {
+    pub fn acceptor(keytab: &str, principal: &str) -> Result<Credential, GssError> {
         let l = lib()?;
         let path = CString::new(keytab).map_err(|_| GssError::Protocol("a keytab path with a NUL".into()))?;
         let major = unsafe { (l.register_acceptor_identity)(path.as_ptr()) };
@@ -394,41 +401,14 @@ impl Acceptor {
         let mut m = 0;
         unsafe { (l.release_name)(&mut m, &mut name) };
         l.check("gss_acquire_cred", major, minor)?;
-        Ok(Acceptor { cred, principal: principal.to_string() })
+        Ok(Credential { cred, principal: principal.to_string() })
     }
 }
 
-/// An initiator's identity from a keytab (quorum SASL's learner: the JAAS `QuorumLearner`
-/// section's `keyTab` and `principal`), its tickets in a memory credential cache of this
-/// process.
-pub struct Initiator {
-    cred: Handle,
-    pub principal: String,
-}
-
-// SAFETY: as Acceptor.
-unsafe impl Send for Initiator {}
-unsafe impl Sync for Initiator {}
-
-impl Drop for Initiator {
-    fn drop(&mut self) {
-        if let Ok(l) = lib() {
-            let mut m = 0;
-            unsafe { (l.release_cred)(&mut m, &mut self.cred) };
-        }
-    }
-}
-
-impl std::fmt::Debug for Initiator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Initiator").field("principal", &self.principal).finish()
-    }
-}
-
-impl Initiator {
+impl Credential {
     /// Credentials for `principal` from `keytab` (gss_acquire_cred_from with a client keytab
     /// and a memory ccache). Reads the keytab; tickets are fetched from the KDC when first used.
-    pub fn new(keytab: &str, principal: &str) -> Result<Initiator, GssError> {
+    pub fn initiator(keytab: &str, principal: &str) -> Result<Credential, GssError> {
         let l = lib()?;
         let nul = |_| GssError::Protocol("a keytab path or principal with a NUL".into());
         let (k1, v1) = (CString::new("client_keytab").map_err(nul)?, CString::new(keytab).map_err(nul)?);
@@ -457,7 +437,7 @@ impl Initiator {
         let mut m = 0;
         unsafe { (l.release_name)(&mut m, &mut name) };
         l.check("gss_acquire_cred_from", major, minor)?;
-        Ok(Initiator { cred, principal: principal.to_string() })
+        Ok(Credential { cred, principal: principal.to_string() })
     }
 }
 
@@ -685,7 +665,7 @@ mod tests {
         let l = lib().expect("libgssapi_krb5.so.2 loads");
         let text = l.status(0x000d_0000, 0); // GSS_S_FAILURE
         assert!(text.contains("failure"), "{text}");
-        let err = Acceptor::new("/nonexistent/krb5.keytab", "zookeeper/localhost@NO.SUCH.REALM").unwrap_err();
+        let err = Credential::acceptor("/nonexistent/krb5.keytab", "zookeeper/localhost@NO.SUCH.REALM").unwrap_err();
         assert!(matches!(err, GssError::Call { call: "gss_acquire_cred", .. }), "{err}");
     }
 }

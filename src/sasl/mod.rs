@@ -155,7 +155,7 @@ impl ServerSasl {
         let in_file = |err| SaslLoadError::Jaas { path: keys.jaas_path.clone(), err };
         let mechanism = match jaas.krb5_identity(&keys.section).map_err(in_file)? {
             Some((keytab, principal)) => Mechanism::Gssapi(std::sync::Arc::new(
-                gssapi::Acceptor::new(&keytab, &principal)
+                gssapi::Credential::acceptor(&keytab, &principal)
                     .map_err(|err| SaslLoadError::Gssapi { path: keys.jaas_path.clone(), err })?,
             )),
             None => Mechanism::DigestMd5(jaas.digest_users(&keys.section).map_err(in_file)?),

@@ -1,5 +1,6 @@
-//! Quorum SASL (issue 15): members authenticating each other on the peer port with DIGEST-MD5,
-//! with ZooKeeper's keys — `quorum.auth.enableSasl`, `quorum.auth.learnerRequireSasl`,
+//! Quorum SASL (issue 15): members authenticating each other on the peer port with DIGEST-MD5
+//! or Kerberos (GSSAPI, when the server section names `Krb5LoginModule`; the service principal
+//! `quorum.auth.kerberos.servicePrincipal` with `_HOST`), with ZooKeeper's keys — `quorum.auth.enableSasl`, `quorum.auth.learnerRequireSasl`,
 //! `quorum.auth.serverRequireSasl`, the JAAS sections `quorum.auth.learner.saslLoginContext`
 //! (`QuorumLearner`: `username`, `password`) and `quorum.auth.server.saslLoginContext`
 //! (`QuorumServer`: `user_<name>="<password>"`), and `quorum.cnxn.threads.size` (here: how
@@ -109,8 +110,8 @@ impl QuorumSasl {
                     })
                 })?;
                 QuorumMechanism::Kerberos {
-                    acceptor: Arc::new(gssapi::Acceptor::new(&keytab, &principal).map_err(gss)?),
-                    initiator: Arc::new(gssapi::Initiator::new(&lkeytab, &lprincipal).map_err(gss)?),
+                    acceptor: Arc::new(gssapi::Credential::acceptor(&keytab, &principal).map_err(gss)?),
+                    initiator: Arc::new(gssapi::Credential::initiator(&lkeytab, &lprincipal).map_err(gss)?),
                 }
             }
             None => {

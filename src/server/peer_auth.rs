@@ -14,6 +14,8 @@
 //!   warning. A learner that requires SASL (`learnerRequireSasl`) drops a connection the
 //!   other member did not authenticate; one that does not goes on with a warning. A member
 //!   without quorum SASL answers an auth frame with `NotSasl`.
+//! - Kerberos: every library call runs on the blocking pool (keytab, replay cache, KDC); an
+//!   accepted learner's principal must name the `server.N` host of the server its hello names.
 //! - The caller logs (rate-limited) the error texts returned here; they never hold a password.
 
 use crate::proto::peer::{auth_frame_len, decode_auth_body, encode_auth_frame, AuthStatus, PEER_AUTH_FRAME_BYTES_MAX};

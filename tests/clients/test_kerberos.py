@@ -157,3 +157,75 @@ def test_kerberos_server_section_without_a_usable_keytab_refuses_the_start(make_
     s.spawn()
     assert s.proc.wait(timeout=30) != 0, "started with a keytab that is not there"
     assert "gss_acquire_cred" in s.log_text() and "panicked" not in s.log_text(), s.log_tail()
+
+
+# ---- quorum SASL over Kerberos (ringkeeper ensembles) ----
+
+
+def quorum_krb_ensemble(kdc, tmp_path, identity):
+    """A 3-member ensemble (not started), members on 127.0.0.i, with quorum SASL over Kerberos:
+    member i's QuorumServer and QuorumLearner sections hold the keytab and principal
+    `identity(i)` names (a zkquorum/<host> service principal)."""
+    from test_ensemble import Ensemble
+    d = tmp_path / "quorum-jaas"
+    d.mkdir()
+    for i in (1, 2, 3):
+        host = identity(i)
+        keytab = os.path.join(kdc.dir, f"zkquorum-{host}.keytab")
+        if not os.path.exists(keytab):
+            kdc.principal(f"zkquorum/{host}", keytab=keytab)
+        module = (f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="{keytab}" '
+                  f'storeKey=true principal="zkquorum/{host}@{REALM}";')
+        (d / f"member{i}.conf").write_text(f"QuorumServer {{ {module} }};\nQuorumLearner {{ {module} }};\n")
+    keys = {JAAS_KEY: str(d / "member@ID@.conf"), "quorum.auth.enableSasl": "true",
+            "quorum.auth.learnerRequireSasl": "true", "quorum.auth.serverRequireSasl": "true",
+            "quorum.auth.kerberos.servicePrincipal": "zkquorum/_HOST"}
+    e = Ensemble(3, tmp_path)
+    e.env.update(RK_PEER_HOSTS="distinct", RK_EXTRA_CONFIG="\n".join(f"{k}={v}" for k, v in keys.items()))
+    return e
+
+
+@pytest.fixture
+def krb_ensembles():
+    made = []
+    yield made
+    for e in made:
+        e.stop()
+
+
+@pytest.mark.ringkeeper_only
+def test_quorum_kerberos_members_authenticate_and_serve(krb_env, tmp_path, krb_ensembles, kazoo_factory, kind):
+    if kind != "ringkeeper":
+        pytest.skip("a ringkeeper ensemble")
+    from test_ensemble import client
+    from test_quorum_tls import writes_read_everywhere
+    e = quorum_krb_ensemble(krb_env, tmp_path, lambda i: f"127.0.0.{i}")
+    krb_ensembles.append(e.start())
+    e.wait_serving([1, 2, 3], timeout=40.0)
+    for i in (1, 2, 3):
+        assert f'quorum SASL (GSSAPI): dialing as "zkquorum/127.0.0.{i}@{REALM}"' in e.log(i), e.tail(i)
+        for j in (1, 2, 3):
+            if j != i:
+                helpers.wait_until(lambda: f"authenticated to peer {j} by quorum SASL" in e.log(i)
+                                   and f'as "zkquorum/127.0.0.{j}@{REALM}"' in e.log(i),
+                                   what=f"member {i} to authenticate to member {j} and accept it")
+    writes_read_everywhere([client(kazoo_factory, e.hostport(i)) for i in (1, 2, 3)], "/qk", 20)
+
+
+@pytest.mark.ringkeeper_only
+def test_quorum_kerberos_member_with_another_hosts_identity_is_refused(krb_env, tmp_path, krb_ensembles, kind):
+    """Member 3 holds member 2's keys (zkquorum/127.0.0.2): dialing it, members 1 and 2 ask for
+    zkquorum/127.0.0.3, whose key it lacks; accepting it, they find its principal does not name
+    127.0.0.3. It never serves; both sides log why."""
+    if kind != "ringkeeper":
+        pytest.skip("a ringkeeper ensemble")
+    e = quorum_krb_ensemble(krb_env, tmp_path, lambda i: "127.0.0.2" if i == 3 else f"127.0.0.{i}")
+    krb_ensembles.append(e.start())
+    e.wait_serving([1, 2], timeout=40.0)
+    for i in (1, 2):
+        helpers.wait_until(lambda: f'its principal "zkquorum/127.0.0.2@{REALM}" does not name 127.0.0.3' in e.log(i),
+                           timeout=20.0, what=f"member {i} to refuse member 3's borrowed identity")
+        helpers.wait_until(lambda: "quorum SASL to peer 3" in e.log(i) and "refused our credentials" in e.log(i),
+                           timeout=20.0, what=f"member {i} to log that member 3 refused it")
+    roles = e.roles()
+    assert roles[3] not in ("leader", "follower"), f"a member with another host's identity serves: {roles}"
