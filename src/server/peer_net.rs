@@ -1176,6 +1176,57 @@ mod tests {
             .unwrap();
     }
 
+    /// `quorum.cnxn.threads.size`: with a bound of 1, a second connection that starts an
+    /// exchange while one is under way is refused at once; a stalled exchange ends with its
+    /// deadline and frees its place; members still authenticate afterwards.
+    #[test]
+    fn quorum_sasl_bounds_the_exchanges_under_way() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let free_on = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap();
+                let (a, b) = (free_on("127.0.0.1"), free_on("127.0.0.2"));
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+                let mut one = quorum_sasl("right", true);
+                let p = Rc::get_mut(&mut one).unwrap();
+                Arc::get_mut(&mut p.sasl).unwrap().keys.authenticating_max = 1;
+                let (net1, rx1) = PeerNet::start_secured(1, a, &peers, None, Some(one)).unwrap();
+                // An exchange that starts and stalls: hello, the learner's first auth frame,
+                // then nothing (it holds the one place until its deadline).
+                let start = || {
+                    let mut s = connect_from_std("127.0.0.2", a);
+                    let mut f = BytesMut::from(&hello_of(2)[..]);
+                    crate::proto::peer::encode_auth_frame(&mut f, crate::proto::peer::AuthStatus::InProgress, &[]);
+                    std::io::Write::write_all(&mut s, &f).unwrap();
+                    s
+                };
+                let _stalled = start();
+                glommio::timer::sleep(Duration::from_millis(300)).await;
+                let mut second = start();
+                glommio::timer::sleep(Duration::from_millis(300)).await; // the server's turn (one thread)
+                let mut got = Vec::new();
+                let read = std::io::Read::read_to_end(&mut second, &mut got);
+                // Closed (a reset: the refusal left the frame's last byte unread), nothing answered.
+                let closed = match &read {
+                    Ok(_) => true,
+                    Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+                };
+                assert!(
+                    closed && got.is_empty(),
+                    "past quorum.cnxn.threads.size, refused unanswered: {read:?} {got:?}"
+                );
+                // After the deadline the place is free again: a real member authenticates.
+                glommio::timer::sleep(Duration::from_millis(super::super::peer_auth::PEER_AUTH_TIMEOUT_MS)).await;
+                let (net2, _rx2) =
+                    PeerNet::start_secured(2, b, &peers, None, Some(quorum_sasl("right", true))).unwrap();
+                send_until_connected(&net2, 1, &note(8)).await;
+                assert_eq!(recv_within(&rx1, 3000).await, Some((2, Some(note(8)))));
+                drop((net1, net2));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
     #[test]
     fn peers_exchange_messages_reconnect_and_shrug_off_garbage() {
         LocalExecutorBuilder::default()
