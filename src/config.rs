@@ -1712,6 +1712,15 @@ sessionRequireClientSASLAuth=true
             Some(("/etc/ringkeeper/zookeeper.keytab".into(), "zookeeper/zk1.example.com@EXAMPLE.COM".into()))
         );
         assert!(jaas.krb5_identity("Client").unwrap_err().to_string().contains("keyTab and principal"));
+        // The quorum Kerberos example: both quorum sections are Kerberos identities.
+        let jaas = crate::sasl::jaas::Jaas::parse(include_str!("../configs/quorum-kerberos-jaas.conf")).unwrap();
+        for section in ["QuorumServer", "QuorumLearner"] {
+            let (keytab, principal) = jaas.krb5_identity(section).unwrap().unwrap();
+            assert_eq!(
+                (keytab.as_str(), principal.as_str()),
+                ("/etc/ringkeeper/zkquorum.keytab", "zkquorum/zk1.example.com@EXAMPLE.COM")
+            );
+        }
     }
 
     /// Quorum SASL's keys (issue 15): the example parses, its JAAS file (quorum sections only)
