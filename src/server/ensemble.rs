@@ -1210,7 +1210,34 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
     drop(recovered);
     let tls = quorum_tls(&config).await?;
-    let (net, peer_rx) = PeerNet::start_with_tls(my_id, &peers, tls).map_err(|e| e.to_string())?;
+    let sasl = config.quorum_sasl.clone().map(|q| {
+        let k = &q.keys;
+        tracing::info!(
+            "quorum SASL ({}): dialing as {:?} (JAAS section {}), accepting {} (section {}); learner requires it: {}, \
+             server requires it: {}; at most {} peer connections authenticating at once",
+            q.mechanism_name(),
+            q.username(),
+            k.learner_section,
+            match &q.mechanism {
+                crate::sasl::quorum::QuorumMechanism::DigestMd5 { users, .. } => format!("{} user(s)", users.len()),
+                crate::sasl::quorum::QuorumMechanism::Kerberos { acceptor, .. } => {
+                    format!("as {} (peers' principals must name their server.N host)", acceptor.principal)
+                }
+            },
+            k.server_section,
+            k.learner_require,
+            k.server_require,
+            k.authenticating_max
+        );
+        if !k.server_require {
+            tracing::warn!(
+                "quorum SASL: quorum.auth.serverRequireSasl=false lets peers in that do not authenticate or fail to"
+            );
+        }
+        let hosts = config.servers.iter().map(|s| (s.id, s.addrs.iter().map(|a| a.host.clone()).collect())).collect();
+        Rc::new(crate::server::peer_auth::PeerSasl::new(q, hosts))
+    });
+    let (net, peer_rx) = PeerNet::start_secured(my_id, &peers, tls, sasl).map_err(|e| e.to_string())?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()
