@@ -205,10 +205,11 @@ impl Gate {
             return Ok(());
         }
         let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
-        Err(format!(
-            "it claims server id {sid}, whose server.{sid} hosts are {}, but comes from {from}",
-            hosts.join("|")
-        ))
+        let named = match hosts.as_slice() {
+            [one] => format!("host is {one}"),
+            many => format!("hosts are {}", many.join("|")),
+        };
+        Err(format!("it claims server id {sid}, whose server.{sid} {named}, but comes from {from}"))
     }
 }
 
