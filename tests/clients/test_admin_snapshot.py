@@ -187,3 +187,29 @@ def test_rate_limit_disabled_commands_and_bad_bodies(kind, make_server, kazoo_fa
     status, _, body = call(port3, "snapshot", ADMIN)
     assert status == 503 and json.loads(body)["error"] == "the command is disabled"
     assert call(port3, "restore", ADMIN, data=good)[0] == 503
+
+
+def test_an_ensemble_member_refuses_restore_but_gives_a_snapshot(kind, make_server):
+    """One member of a 3-member ensemble, started alone (no quorum: it serves no client, but
+    its admin server answers from its recovered tree): snapshot works; restore, past auth,
+    the switch and the limiter, is refused with 409 (restoring one member alone would leave
+    the members' trees different under the same zxids)."""
+    if kind != "ringkeeper":
+        pytest.skip("Debian's ZooKeeper 3.8 has no snapshot/restore commands (3.9) nor Jetty")
+    port = free_port()
+    peers = {f"server.{i}": f"127.0.0.1:{free_port()}:{free_port()}" for i in (1, 2, 3)}
+    s = make_server(start=False, **{"admin.enableServer": "true", "admin.serverPort": port, "preAllocSize": "4096",
+                                    "initLimit": "5", "syncLimit": "2", **peers})
+    with open(os.path.join(s.data_dir, "myid"), "w") as f:
+        f.write("1\n")
+    s.spawn()
+    def answers():
+        try:
+            return call(port, "ruok")[0] == 200
+        except OSError:
+            return False
+    wait_until(answers, timeout=20, what="the member's admin server")
+    status, headers, snap = call(port, "snapshot", ADMIN)
+    assert status == 200 and int(headers["snapshot_size"]) == len(snap) > 0, (status, snap[:200])
+    status, _, body = call(port, "restore", ADMIN, data=snap)
+    assert status == 409 and "standalone" in json.loads(body)["error"], body
