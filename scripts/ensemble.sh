@@ -18,7 +18,9 @@
 # appended to every member's zoo.cfg, with @ID@ replaced by the member's id (a per-member key
 # store path, say). RK_PEER_HOSTS=distinct puts server i's peer ports on
 # 127.0.0.i instead of 127.0.0.1 (so each member is its own host to the others' peer-address
-# checks; client and admin ports stay on 127.0.0.1).
+# checks; client and admin ports stay on 127.0.0.1). RK_SERVER_LINE=full gives each server two
+# peer addresses (`host:q:e|127.0.0.1:BASE_PORT+10300+i:BASE_PORT+10400+i`) and leaves the client
+# address to the server line alone (no clientPort/clientPortAddress keys).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -31,6 +33,7 @@ client_cores="${RK_CLIENT_CORES:-1}"
 prealloc_kb="${RK_PREALLOC_KB:-}"
 peer_hosts="${RK_PEER_HOSTS:-same}"
 extra="${RK_EXTRA_CONFIG:-}"
+server_line="${RK_SERVER_LINE:-short}"
 
 # shellcheck source=scripts/common.sh
 . "$root/scripts/common.sh"
@@ -53,20 +56,23 @@ start() {
         [ "$i" -gt "$((n - observers))" ] && kind=observer
         local host=127.0.0.1
         [ "$peer_hosts" = distinct ] && host="127.0.0.$i"
-        servers+="server.$i=$host:$((base + 10000 + i)):$((base + 10100 + i)):$kind;127.0.0.1:$((base + i - 1))"$'\n'
+        local second=""
+        [ "$server_line" = full ] && second="|127.0.0.1:$((base + 10300 + i)):$((base + 10400 + i))"
+        servers+="server.$i=$host:$((base + 10000 + i)):$((base + 10100 + i))$second:$kind;127.0.0.1:$((base + i - 1))"$'\n'
     done
     for i in $(seq 1 "$n"); do
         local d="$dir/$i"
         mkdir -p "$d/data"
         echo "$i" >"$d/data/myid"
+        local client_keys="clientPort=$((base + i - 1))"$'\n'"clientPortAddress=127.0.0.1"
+        [ "$server_line" = full ] && client_keys="# the client address: this member's server line"
         cat >"$d/zoo.cfg" <<EOF
 tickTime=$tick
 initLimit=10
 syncLimit=5
 snapCount=$snap_count
 dataDir=$d/data
-clientPort=$((base + i - 1))
-clientPortAddress=127.0.0.1
+$client_keys
 ringkeeper.cpuPinning=false
 ringkeeper.spinBeforeParkUs=0
 ringkeeper.clientCores=$client_cores
@@ -113,7 +119,9 @@ status() {
     for d in "$dir"/*/; do
         local id port role out
         id="$(basename "$d")"
+        # The client port: clientPort, else the last part of the member's own server line.
         port="$(sed -n 's/^clientPort=//p' "$d/zoo.cfg")"
+        [ -n "$port" ] || port="$(sed -n "s/^server\.$id=.*:\([0-9]*\)\$/\1/p" "$d/zoo.cfg")"
         if ! alive "$d"; then
             echo "server.$id port $port: down"
             continue

@@ -2,17 +2,19 @@
 # ringkeeper's test entry point (called by .ci/run).
 #
 #   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
-#      Python venv at target/venv with kazoo, pure-sasl, pytest, pytest-timeout); needs cargo;
+#      Python venv at target/venv with kazoo, pure-sasl, kerberos, pytest, pytest-timeout,
+#      pytest-xdist; MIT krb5's KDC and GSSAPI library); needs cargo;
 #   2. cargo build --release --workspace (the server, ringkeeper-bench, the examples);
 #   3. unit tests: cargo nextest run --release --workspace (cargo test without nextest);
 #      then the client crates' doc examples (cargo test --doc, release, both runtime
 #      features) and their rustdoc with warnings as errors (missing docs included);
 #   4. integration tests: pytest tests/clients against the real binary and against
-#      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default).
+#      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default). The client tests run in
+#      PYTEST_WORKERS (default 2) processes (pytest-xdist); PYTEST_WORKERS=0 runs them in one.
 #
 # Idempotent, runnable from any directory, as root on a fresh Debian bookworm.
 # Environment: RK_SERVERS (which servers the client tests use), PYTEST_ARGS (extra
-# pytest arguments, e.g. "-k watches -x"), SKIP_UNIT=1, SKIP_BUILD=1.
+# pytest arguments, e.g. "-k watches -x"), PYTEST_WORKERS, SKIP_UNIT=1, SKIP_BUILD=1.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,6 +50,12 @@ command -v tc >/dev/null 2>&1 && command -v nstat >/dev/null 2>&1 || pkgs+=(ipro
 command -v mkfs.ext4 >/dev/null 2>&1 || pkgs+=(e2fsprogs)
 dpkg -s python3-fusepy >/dev/null 2>&1 || pkgs+=(python3-fusepy)
 dpkg -s libfuse2 >/dev/null 2>&1 || pkgs+=(libfuse2)
+# Kerberos (tests/clients/test_kerberos.py and the GSSAPI unit tests): a KDC of the test's own
+# (krb5kdc, kdb5_util, kadmin.local, kinit), the GSSAPI library the server loads, and the
+# headers the `kerberos` Python package (pure-sasl's GSSAPI) builds against.
+for p in krb5-kdc krb5-admin-server krb5-user libkrb5-dev libgssapi-krb5-2; do
+    dpkg -s "$p" >/dev/null 2>&1 || pkgs+=("$p")
+done
 if [ ${#pkgs[@]} -gt 0 ]; then
     echo "installing: ${pkgs[*]}"
     apt-get update -q
@@ -75,11 +83,16 @@ else
     python3 -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check kazoo pytest pytest-timeout
 fi
-# pure-sasl: kazoo's SASL (tests/clients/test_sasl.py); added to a venv made before it was needed.
-# Through the venv's python (a copied venv's pip script may point at the venv it was copied from).
-if ! "$VENV/bin/python" -c 'import puresasl' >/dev/null 2>&1; then
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check pure-sasl
-fi
+# pure-sasl: kazoo's SASL (tests/clients/test_sasl.py); kerberos: pure-sasl's GSSAPI
+# (test_kerberos.py, built against libkrb5-dev); pytest-xdist: the client tests run in
+# PYTEST_WORKERS processes (most of a test's time is waiting on servers, JVMs and timeouts).
+# Each is added to a venv made before it was needed, through the venv's python (a copied venv's
+# pip script may point at the venv it was copied from).
+for mod_pkg in puresasl:pure-sasl xdist:pytest-xdist kerberos:kerberos; do
+    if ! "$VENV/bin/python" -c "import ${mod_pkg%%:*}" >/dev/null 2>&1; then
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${mod_pkg##*:}"
+    fi
+done
 KAZOO_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("kazoo"))')
 
 # --- 3. build ----------------------------------------------------------------------------
@@ -122,7 +135,7 @@ IT_LOG="$ROOT/target/pytest-clients.log"
 set +e
 # shellcheck disable=SC2086
 timeout --kill-after=30 1200 "$VENV/bin/pytest" -q -rfEs -p no:cacheprovider \
-    --rootdir "$ROOT/tests/clients" -c "$ROOT/tests/clients/pytest.ini" \
+    -n "${PYTEST_WORKERS:-2}" --durations=25 --rootdir "$ROOT/tests/clients" -c "$ROOT/tests/clients/pytest.ini" \
     ${PYTEST_ARGS:-} "$ROOT/tests/clients" 2>&1 | tee "$IT_LOG"
 it_rc=${PIPESTATUS[0]}
 set -e

@@ -115,6 +115,9 @@ pub struct Config {
     pub data_log_dir: PathBuf,
     pub client_port: u16,
     pub client_port_address: IpAddr,
+    /// Whether `clientPort` was set (a member's server line may give the client address
+    /// instead: `member_client_addr`).
+    pub client_port_given: bool,
     /// maxClientCnxns: connections per client IP, across all client cores; 0 = unlimited.
     pub max_client_cnxns: u32,
     /// maxCnxns: client connections of the whole server; 0 = unlimited.
@@ -160,6 +163,15 @@ pub struct Config {
     pub fsync_warning_threshold_ms: u64,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
     pub extended_types_enabled: bool,
+    /// readonlymode.enabled (ZooKeeper reads it as a Java property only, so
+    /// `-Dreadonlymode.enabled=true` in SERVER_JVMFLAGS counts too: `load`): an ensemble member
+    /// without a quorum serves read-only sessions (`server::read_only`).
+    pub read_only_mode_enabled: bool,
+    /// localSessionsEnabled: an ensemble member makes and closes new sessions itself, without
+    /// a txn (`local_session`); localSessionsUpgradingEnabled: such a session that creates an
+    /// ephemeral becomes global first (else the create fails with EphemeralOnLocalSession).
+    pub local_sessions_enabled: bool,
+    pub local_sessions_upgrading_enabled: bool,
     /// audit.enable: ZooKeeper's audit log (`server::audit`).
     pub audit_enabled: bool,
     /// ringkeeper.auditLogFile: where audit lines go (appended); None: stderr.
@@ -193,6 +205,11 @@ pub struct Config {
     pub sasl_rules: crate::sasl::PrincipalRules,
     /// The users read from the JAAS file (`Config::load`; `load_sasl`).
     pub sasl: Option<std::sync::Arc<crate::sasl::ServerSasl>>,
+    /// Quorum SASL's keys (`quorum.auth.enableSasl=true` and the rest of `quorum.auth.*`,
+    /// `quorum.cnxn.threads.size`); None = off.
+    pub quorum_sasl_keys: Option<crate::sasl::quorum::QuorumSaslKeys>,
+    /// Quorum SASL with its JAAS sections read (`load_sasl`).
+    pub quorum_sasl: Option<std::sync::Arc<crate::sasl::quorum::QuorumSasl>>,
     /// `enforce.auth.enabled` + `enforce.auth.schemes`, or `sessionRequireClientSASLAuth`
     /// (= `sasl`): a connection must hold an id of one of these schemes before any request
     /// but auth and sasl; empty = not enforced.
@@ -218,16 +235,59 @@ pub struct Config {
     pub testing_panic_on_path: Option<String>,
 }
 
-/// One `server.N=host:quorumPort:electionPort[:participant|observer][;[clientHost:]clientPort]`.
+/// One quorum address of a server: `host:quorumPort:electionPort`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerAddr {
+    pub host: String,
+    pub quorum_port: u16,
+    /// Checked (distinct from the quorum port) and shown, never listened on: ringkeeper runs
+    /// election on the quorum connection (`docs/peer-protocol.md`, "One port").
+    pub election_port: u16,
+}
+
+/// One `server.N=addr[|addr…][:participant|observer][;[clientHost:]clientPort]`, where an addr is
+/// `host:quorumPort:electionPort` and the role may follow any address (all must agree).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSpec {
     pub id: u64,
-    pub host: String,
-    pub quorum_port: u16,
-    pub election_port: u16,
+    /// The server's quorum addresses, at least one: dialed in this order, the next one when a
+    /// connection fails; the server listens on all of its own.
+    pub addrs: Vec<ServerAddr>,
     pub observer: bool,
     /// The client address, if given: host ("" for all addresses) and port.
     pub client: Option<(String, u16)>,
+}
+
+impl ServerSpec {
+    /// The first quorum address (every spec has one).
+    pub fn first(&self) -> &ServerAddr {
+        &self.addrs[0]
+    }
+
+    /// The line's value as ZooKeeper writes it (`QuorumServer.toString`): every address, the
+    /// role, and the client address with `0.0.0.0` for "all addresses".
+    pub fn value(&self) -> String {
+        let addrs: Vec<String> = self
+            .addrs
+            .iter()
+            .map(|a| format!("{}:{}:{}", bracketed(&a.host), a.quorum_port, a.election_port))
+            .collect();
+        let role = if self.observer { "observer" } else { "participant" };
+        let client = match &self.client {
+            None => String::new(),
+            Some((h, p)) => format!(";{}:{p}", if h.is_empty() { "0.0.0.0".into() } else { bracketed(h) }),
+        };
+        format!("{}:{role}{client}", addrs.join("|"))
+    }
+}
+
+/// An IPv6 literal in brackets, as it must be written before a `:port`.
+fn bracketed(host: &str) -> std::borrow::Cow<'_, str> {
+    if host.contains(':') {
+        format!("[{host}]").into()
+    } else {
+        host.into()
+    }
 }
 
 /// zookeeper.admin.rateLimiterIntervalInMS default (ZooKeeper's: 5 minutes).
@@ -263,37 +323,37 @@ fn parse_port(s: &str, what: &str) -> Result<u16, String> {
     }
 }
 
-/// Parses the value of `server.<id>` as ZooKeeper does (one address; no `|` lists).
+/// Quorum addresses one `server.N` line may list (`|`-separated).
+pub const SERVER_ADDRESSES_MAX: usize = 16;
+
+/// Parses the value of `server.<id>` as ZooKeeper's `QuorumServer` does: one or more
+/// `host:quorumPort:electionPort[:role]` separated by `|` (the roles given must agree), then
+/// `;` and the client address (`port` or `host:port`).
 pub fn parse_server_spec(id: u64, value: &str) -> Result<ServerSpec, String> {
     if !(1..=SERVER_ID_MAX).contains(&id) {
         return Err(format!("server ids run from 1 to {SERVER_ID_MAX} (found {id})"));
     }
-    if value.contains('|') {
-        return Err("several addresses per server ('|') are not supported".into());
-    }
-    let (server, client) = match value.split_once(';') {
+    let (servers, client) = match value.split_once(';') {
         Some((a, b)) => (a.trim(), Some(b.trim())),
         None => (value.trim(), None),
     };
-    if server.is_empty() {
-        return Err("empty server address; expected host:quorumPort:electionPort".into());
-    }
-    let (host, rest) = split_host(server)?;
-    if host.is_empty() {
-        return Err("empty host; expected host:quorumPort:electionPort".into());
-    }
-    let parts: Vec<&str> = rest.split(':').collect();
-    let observer = match parts.as_slice() {
-        [_, _] => false,
-        [_, _, role] if role.eq_ignore_ascii_case("participant") => false,
-        [_, _, role] if role.eq_ignore_ascii_case("observer") => true,
-        [_, _, role] => return Err(format!("the role must be participant or observer (found {role:?})")),
-        _ => return Err("expected host:quorumPort:electionPort[:participant|observer]".into()),
-    };
-    let quorum_port = parse_port(parts[0], "the quorum port")?;
-    let election_port = parse_port(parts[1], "the election port")?;
-    if quorum_port == election_port {
-        return Err(format!("the quorum and election ports must differ (both {quorum_port})"));
+    let mut addrs = Vec::new();
+    let mut role: Option<bool> = None;
+    for server in servers.split('|').map(str::trim) {
+        if addrs.len() == SERVER_ADDRESSES_MAX {
+            return Err(format!("at most {SERVER_ADDRESSES_MAX} addresses per server"));
+        }
+        let (addr, observer) = parse_server_addr(server)?;
+        if let Some(o) = observer {
+            if role.is_some_and(|r| r != o) {
+                return Err("the addresses of one server must have the same role".into());
+            }
+            role = Some(o);
+        }
+        if addrs.contains(&addr) {
+            return Err(format!("the address {}:{} is listed twice", addr.host, addr.quorum_port));
+        }
+        addrs.push(addr);
     }
     let client = match client {
         None => None,
@@ -303,7 +363,32 @@ pub fn parse_server_spec(id: u64, value: &str) -> Result<ServerSpec, String> {
             Some((chost.to_string(), parse_port(cport, "the client port")?))
         }
     };
-    Ok(ServerSpec { id, host: host.to_string(), quorum_port, election_port, observer, client })
+    Ok(ServerSpec { id, addrs, observer: role.unwrap_or(false), client })
+}
+
+/// One `host:quorumPort:electionPort[:participant|observer]`, and its role if it names one.
+fn parse_server_addr(server: &str) -> Result<(ServerAddr, Option<bool>), String> {
+    if server.is_empty() {
+        return Err("empty server address; expected host:quorumPort:electionPort".into());
+    }
+    let (host, rest) = split_host(server)?;
+    if host.is_empty() {
+        return Err("empty host; expected host:quorumPort:electionPort".into());
+    }
+    let parts: Vec<&str> = rest.split(':').collect();
+    let observer = match parts.as_slice() {
+        [_, _] => None,
+        [_, _, role] if role.eq_ignore_ascii_case("participant") => Some(false),
+        [_, _, role] if role.eq_ignore_ascii_case("observer") => Some(true),
+        [_, _, role] => return Err(format!("the role must be participant or observer (found {role:?})")),
+        _ => return Err("expected host:quorumPort:electionPort[:participant|observer]".into()),
+    };
+    let quorum_port = parse_port(parts[0], "the quorum port")?;
+    let election_port = parse_port(parts[1], "the election port")?;
+    if quorum_port == election_port {
+        return Err(format!("the quorum and election ports must differ (both {quorum_port})"));
+    }
+    Ok((ServerAddr { host: host.to_string(), quorum_port, election_port }, observer))
 }
 
 #[derive(Debug)]
@@ -354,6 +439,16 @@ impl std::error::Error for ConfigError {
     }
 }
 
+/// Whether zkEnv's SERVER_JVMFLAGS turn read-only mode on (`-Dreadonlymode.enabled=true`, the
+/// only place ZooKeeper reads it from; the last such flag wins, as the JVM's).
+fn jvm_flags_enable_read_only(jvm_flags: &str) -> bool {
+    jvm_flags
+        .split_whitespace()
+        .filter_map(|f| f.strip_prefix("-Dreadonlymode.enabled="))
+        .next_back()
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
 /// Keys ZooKeeper reads as Java system properties that ringkeeper uses. zoo.cfg may give
 /// them bare or prefixed `zookeeper.`; they are matched by these (unprefixed) names.
 const SYSPROP_KEYS_USED: &[&str] = &[
@@ -383,6 +478,7 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "kerberos.removeRealmFromPrincipal",
     "jute.maxbuffer",
     "znode.container.checkIntervalMs",
+    "readonlymode.enabled",
 ];
 
 /// zoo.cfg keys ZooKeeper knows that a standalone ringkeeper accepts without using them.
@@ -396,8 +492,6 @@ const ZOOCFG_KEYS_UNUSED: &[&str] = &[
     "clientPortListenBacklog",
     "syncEnabled",
     "dynamicConfigFile",
-    "localSessionsEnabled",
-    "localSessionsUpgradingEnabled",
     "connectToLearnerMasterLimit",
     "observerMasterPort",
 ];
@@ -451,7 +545,16 @@ const SECURITY_KEYS_REFUSED: &[&str] =
 const SECURITY_PREFIXES_REFUSED: &[&str] = &["quorum.auth.", "kerberos.", "sasl."];
 
 /// Keys under a refused prefix that ringkeeper honours (client SASL, `crate::sasl`).
-const SECURITY_KEYS_HONOURED: &[&str] = &["kerberos.removeHostFromPrincipal", "kerberos.removeRealmFromPrincipal"];
+const SECURITY_KEYS_HONOURED: &[&str] = &[
+    "kerberos.removeHostFromPrincipal",
+    "kerberos.removeRealmFromPrincipal",
+    "quorum.auth.enableSasl",
+    "quorum.auth.learnerRequireSasl",
+    "quorum.auth.serverRequireSasl",
+    "quorum.auth.learner.saslLoginContext",
+    "quorum.auth.server.saslLoginContext",
+    "quorum.auth.kerberos.servicePrincipal",
+];
 
 /// The JAAS file key (the JVM property's name; `SERVER_JVMFLAGS` may also give it: `load`).
 pub const JAAS_KEY: &str = "java.security.auth.login.config";
@@ -506,8 +609,8 @@ fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
     Some(if switch && asks_for_nothing(value) {
         Ok(())
     } else {
-        Err("not supported yet (ringkeeper has no Kerberos or quorum authentication by SASL yet; client SASL is \
-             DIGEST-MD5 with java.security.auth.login.config)"
+        Err("not supported yet (ringkeeper has no Kerberos yet; client and quorum SASL are DIGEST-MD5 with \
+             java.security.auth.login.config)"
             .into())
     })
 }
@@ -750,6 +853,14 @@ impl Entry<'_> {
         self.int(clip(min), clip(max), unit).map(|v| v as usize)
     }
 
+    /// A non-empty value (a JAAS section name, say).
+    fn nonempty(&self) -> Result<String, ConfigError> {
+        if self.value.is_empty() {
+            return Err(self.bad("empty value"));
+        }
+        Ok(self.value.to_string())
+    }
+
     fn boolean(&self) -> Result<bool, ConfigError> {
         match self.value.to_ascii_lowercase().as_str() {
             "true" | "yes" => Ok(true),
@@ -791,6 +902,7 @@ impl Config {
         let mut data_dir: Option<PathBuf> = None;
         let mut data_log_dir: Option<PathBuf> = None;
         let mut client_port = CLIENT_PORT_DEFAULT;
+        let mut client_port_given = false;
         let mut client_port_address = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
         let mut max_client_cnxns = MAX_CLIENT_CNXNS_DEFAULT;
         let mut max_cnxns = MAX_CNXNS_DEFAULT;
@@ -817,6 +929,9 @@ impl Config {
         let mut admin_ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
+        let mut read_only_mode_enabled = false;
+        let mut local_sessions_enabled = false;
+        let mut local_sessions_upgrading_enabled = false;
         let mut enforce_quota = false;
         let mut audit_enabled = false;
         let mut audit_log_file: Option<PathBuf> = None;
@@ -844,6 +959,8 @@ impl Config {
         let mut enforce_auth_enabled = false;
         let mut enforce_auth_schemes: Vec<String> = Vec::new();
         let mut session_require_sasl = false;
+        let mut quorum_sasl_enabled = false;
+        let mut quorum_sasl_keys = crate::sasl::quorum::QuorumSaslKeys::default();
         // Canonical key → the line that first set it.
         let mut seen: HashMap<String, usize> = HashMap::new();
 
@@ -904,7 +1021,10 @@ impl Config {
                 "tickTime" => tick_time_ms = e.u32(1, TICK_TIME_MS_MAX, " ms")?,
                 "dataDir" => data_dir = Some(e.path()?),
                 "dataLogDir" => data_log_dir = Some(e.path()?),
-                "clientPort" => client_port = e.int(1, u16::MAX.into(), "")? as u16,
+                "clientPort" => {
+                    client_port = e.int(1, u16::MAX.into(), "")? as u16;
+                    client_port_given = true;
+                }
                 "admin.enableServer" => admin_enabled = e.boolean()?,
                 "admin.snapshot.enabled" => admin_snapshot_enabled = e.boolean()?,
                 "admin.restore.enabled" => admin_restore_enabled = e.boolean()?,
@@ -934,6 +1054,16 @@ impl Config {
                 "kerberos.removeHostFromPrincipal" => sasl_rules.remove_host = e.boolean()?,
                 "kerberos.removeRealmFromPrincipal" => sasl_rules.remove_realm = e.boolean()?,
                 "sessionRequireClientSASLAuth" => session_require_sasl = e.boolean()?,
+                "quorum.auth.enableSasl" => quorum_sasl_enabled = e.boolean()?,
+                "quorum.auth.learnerRequireSasl" => quorum_sasl_keys.learner_require = e.boolean()?,
+                "quorum.auth.serverRequireSasl" => quorum_sasl_keys.server_require = e.boolean()?,
+                "quorum.auth.learner.saslLoginContext" => quorum_sasl_keys.learner_section = e.nonempty()?,
+                "quorum.auth.server.saslLoginContext" => quorum_sasl_keys.server_section = e.nonempty()?,
+                "quorum.auth.kerberos.servicePrincipal" => quorum_sasl_keys.service_principal = e.nonempty()?,
+                "quorum.cnxn.threads.size" => {
+                    quorum_sasl_keys.authenticating_max =
+                        e.usize(1, crate::sasl::quorum::QUORUM_CNXN_THREADS_MAX, " connections")?
+                }
                 "enforce.auth.enabled" => enforce_auth_enabled = e.boolean()?,
                 "enforce.auth.schemes" => {
                     // As ZooKeeper's AuthenticationHelper: comma-separated, trimmed, empty dropped.
@@ -998,6 +1128,9 @@ impl Config {
                     fsync_warning_threshold_ms = e.int(0, FSYNC_WARNING_THRESHOLD_MS_MAX as i64, " ms")? as u64
                 }
                 "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
+                "readonlymode.enabled" => read_only_mode_enabled = e.boolean()?,
+                "localSessionsEnabled" => local_sessions_enabled = e.boolean()?,
+                "localSessionsUpgradingEnabled" => local_sessions_upgrading_enabled = e.boolean()?,
                 "enforceQuota" => enforce_quota = e.boolean()?,
                 "audit.enable" => audit_enabled = e.boolean()?,
                 "ringkeeper.auditLogFile" => audit_log_file = Some(PathBuf::from(value)),
@@ -1186,6 +1319,22 @@ impl Config {
         };
         let sasl_keys = jaas_path
             .map(|jaas_path| crate::sasl::SaslKeys { jaas_path, section: crate::sasl::jaas::SERVER_SECTION.into() });
+        // As ZooKeeper's QuorumPeerConfig: requiring quorum SASL needs it enabled.
+        for (require, key) in [
+            (quorum_sasl_keys.learner_require, "quorum.auth.learnerRequireSasl"),
+            (quorum_sasl_keys.server_require, "quorum.auth.serverRequireSasl"),
+        ] {
+            if require && !quorum_sasl_enabled {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    why: format!("quorum.auth.enableSasl is disabled, so {key} cannot be enabled"),
+                });
+            }
+        }
+        let quorum_sasl_keys = quorum_sasl_enabled.then_some(quorum_sasl_keys);
+        if quorum_sasl_keys.is_some() && servers.is_empty() {
+            warnings.push(format!("{origin}: quorum.auth.enableSasl: a standalone server has no peer port (ignored)"));
+        }
         let config = Config {
             client_tls,
             quorum_tls,
@@ -1194,12 +1343,15 @@ impl Config {
             sasl_super_user,
             sasl_rules,
             sasl: None,
+            quorum_sasl_keys,
+            quorum_sasl: None,
             enforce_auth_schemes,
             tick_time_ms,
             data_log_dir: data_log_dir.unwrap_or_else(|| data_dir.clone()),
             data_dir,
             client_port,
             client_port_address,
+            client_port_given,
             max_client_cnxns,
             min_session_timeout_ms,
             max_session_timeout_ms,
@@ -1219,6 +1371,9 @@ impl Config {
             admin_restore_enabled,
             admin_rate_limit_interval_ms,
             extended_types_enabled,
+            read_only_mode_enabled,
+            local_sessions_enabled,
+            local_sessions_upgrading_enabled,
             enforce_quota,
             audit_enabled,
             audit_log_file,
@@ -1254,6 +1409,9 @@ impl Config {
         let (mut config, mut warnings) = Config::parse(&text, &origin)?;
         let jvm_flags = std::env::var("SERVER_JVMFLAGS").unwrap_or_default();
         config.load_sasl(&origin, &jvm_flags, &mut warnings)?;
+        if jvm_flags_enable_read_only(&jvm_flags) {
+            config.read_only_mode_enabled = true;
+        }
         Ok((config, warnings))
     }
 
@@ -1273,17 +1431,34 @@ impl Config {
                     Some(crate::sasl::SaslKeys { jaas_path, section: crate::sasl::jaas::SERVER_SECTION.into() });
             }
         }
+        let invalid = |why: String| ConfigError::Invalid { origin: origin.to_string(), why };
+        let sasl_required = self.enforce_auth_schemes.iter().any(|s| s == crate::tree::acl::SCHEME_SASL);
         let Some(keys) = &self.sasl_keys else {
-            if self.enforce_auth_schemes.iter().any(|s| s == crate::tree::acl::SCHEME_SASL) {
-                return Err(ConfigError::Invalid {
-                    origin: origin.to_string(),
-                    why: format!("sasl authentication is required but no JAAS file is given ({JAAS_KEY})"),
-                });
+            if sasl_required {
+                return Err(invalid(format!("sasl authentication is required but no JAAS file is given ({JAAS_KEY})")));
+            }
+            if self.quorum_sasl_keys.is_some() {
+                return Err(invalid(format!("quorum.auth.enableSasl needs a JAAS file ({JAAS_KEY})")));
             }
             return Ok(());
         };
-        let sasl = crate::sasl::ServerSasl::load(keys, self.sasl_super_user.clone(), self.sasl_rules)
-            .map_err(|e| ConfigError::Invalid { origin: origin.to_string(), why: e.to_string() })?;
+        let jaas = crate::sasl::read_jaas(&keys.jaas_path).map_err(|e| invalid(e.to_string()))?;
+        if let Some(q) = &self.quorum_sasl_keys {
+            let quorum = crate::sasl::quorum::QuorumSasl::from_jaas(q.clone(), &jaas, &keys.jaas_path)
+                .map_err(|e| invalid(e.to_string()))?;
+            self.quorum_sasl = Some(std::sync::Arc::new(quorum));
+            // A file for the quorum alone (no client section) leaves clients without SASL.
+            if !sasl_required && jaas.section(&keys.section).is_err() {
+                warnings.push(format!(
+                    "{origin}: the JAAS file {} has no '{}' section: clients cannot authenticate with SASL",
+                    keys.jaas_path.display(),
+                    keys.section
+                ));
+                return Ok(());
+            }
+        }
+        let sasl = crate::sasl::ServerSasl::from_jaas(keys, &jaas, self.sasl_super_user.clone(), self.sasl_rules)
+            .map_err(|e| invalid(e.to_string()))?;
         self.sasl = Some(std::sync::Arc::new(sasl));
         Ok(())
     }
@@ -1312,6 +1487,39 @@ impl Config {
         SocketAddr::new(self.client_port_address, self.client_port)
     }
 
+    /// Where member `my_id` serves clients, by ZooKeeper's rules
+    /// (`QuorumPeerConfig.setupClientPort`): the client part of its `server.N` line when it has
+    /// one, which must agree with `clientPort`/`clientPortAddress` when those are set too (the
+    /// same address, or the same port when `clientPortAddress` is all addresses); else
+    /// `clientPort`/`clientPortAddress`. A client host name is resolved here.
+    pub fn member_client_addr(&self, my_id: u64) -> Result<SocketAddr, String> {
+        let static_addr = self.client_addr();
+        let Some((host, port)) = self.servers.iter().find(|s| s.id == my_id).and_then(|s| s.client.clone()) else {
+            return Ok(static_addr);
+        };
+        let ip = match host.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) if host.is_empty() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
+                .map_err(|e| format!("server.{my_id}: cannot resolve the client host {host}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("server.{my_id}: the client host {host} resolves to no address"))?
+                .ip(),
+        };
+        let line_addr = SocketAddr::new(ip, port);
+        if self.client_port_given {
+            let agrees =
+                if static_addr.ip().is_unspecified() { static_addr.port() == port } else { static_addr == line_addr };
+            if !agrees {
+                return Err(format!(
+                    "the client address of this server (server.{my_id}) is {line_addr} in its server line but \
+                     {static_addr} by clientPort/clientPortAddress; they must agree (or give only one)"
+                ));
+            }
+        }
+        Ok(line_addr)
+    }
+
     /// The largest txn record this server makes (prep refuses larger ones).
     pub fn txn_bytes_max(&self) -> usize {
         crate::txn::codec::txn_record_bytes_max(self.jute_max_buffer_bytes)
@@ -1338,6 +1546,20 @@ mod tests {
 
     fn parse(text: &str) -> Result<(Config, Vec<String>), ConfigError> {
         Config::parse(text, "test.cfg")
+    }
+
+    #[test]
+    fn read_only_mode_and_local_sessions_keys() {
+        let base = "dataDir=/tmp/x\nclientPort=2181\n";
+        assert!(!ok(base).0.read_only_mode_enabled);
+        assert!(ok(&format!("{base}readonlymode.enabled=true\n")).0.read_only_mode_enabled);
+        assert!(parse(&format!("{base}readonlymode.enabled=maybe\n")).is_err());
+        assert!(jvm_flags_enable_read_only("-Xmx1g -Dreadonlymode.enabled=true"));
+        assert!(!jvm_flags_enable_read_only("-Dreadonlymode.enabled=true -Dreadonlymode.enabled=false"));
+        assert!(!jvm_flags_enable_read_only("-Dzookeeper.readonlymode.enabled=true"));
+        let c = ok(&format!("{base}localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\n")).0;
+        assert!(c.local_sessions_enabled && c.local_sessions_upgrading_enabled);
+        assert!(!ok(base).0.local_sessions_enabled && !ok(base).0.local_sessions_upgrading_enabled);
     }
 
     fn ok(text: &str) -> (Config, Vec<String>) {
@@ -1436,17 +1658,13 @@ mod tests {
             vec![
                 ServerSpec {
                     id: 1,
-                    host: "10.0.0.1".into(),
-                    quorum_port: 2888,
-                    election_port: 3888,
+                    addrs: vec![ServerAddr { host: "10.0.0.1".into(), quorum_port: 2888, election_port: 3888 }],
                     observer: false,
                     client: None
                 },
                 ServerSpec {
                     id: 2,
-                    host: "10.0.0.2".into(),
-                    quorum_port: 2888,
-                    election_port: 3888,
+                    addrs: vec![ServerAddr { host: "10.0.0.2".into(), quorum_port: 2888, election_port: 3888 }],
                     observer: false,
                     client: Some((String::new(), 2181))
                 },
@@ -1514,7 +1732,10 @@ mod tests {
         assert_eq!(c.client_port_address, "10.1.2.3".parse::<IpAddr>().unwrap());
         assert_eq!(c.data_log_dir, PathBuf::from("/long/pathA"));
         assert_eq!(c.max_client_cnxns, 7);
-        assert_eq!((c.servers[0].id, c.servers[0].host.as_str(), c.servers[0].quorum_port), (3, "h", 2888));
+        assert_eq!(
+            (c.servers[0].id, c.servers[0].first().host.as_str(), c.servers[0].first().quorum_port),
+            (3, "h", 2888)
+        );
         // An escaped separator belongs to the key; an even run of backslashes does not continue.
         let (_, w) = ok("dataDir=/d\\\\\nweird\\=key=1\n");
         assert!(w[0].contains("unknown key 'weird=key' at line 2"), "{w:?}");
@@ -1562,9 +1783,6 @@ mod tests {
         let err = Config::parse("dataDir=/d\nssl.quorum.trustStore.location=/t.pem\n", "test.cfg").unwrap_err();
         assert!(err.to_string().contains("sslQuorum"), "{err}");
         let refused = [
-            "quorum.auth.enableSasl=true",
-            "quorum.auth.learnerRequireSasl=true",
-            "quorum.auth.kerberos.servicePrincipal=zk/_HOST",
             "authProvider.1=org.example.CustomAuthenticationProvider",
             "kerberos.principal=zk/h@R",
             "sasl.serverconfig=Other",
@@ -1665,13 +1883,71 @@ sessionRequireClientSASLAuth=true
         assert_eq!(users.password("app1").as_deref(), Some("change-me-app1"));
         assert_eq!(users.len(), 2);
         assert_eq!(jaas.digest_credentials("Client").unwrap().0, "app1");
+        // The Kerberos example: its Server section is a Kerberos identity.
+        let jaas = crate::sasl::jaas::Jaas::parse(include_str!("../configs/kerberos-jaas.conf")).unwrap();
+        assert_eq!(
+            jaas.krb5_identity("Server").unwrap(),
+            Some(("/etc/ringkeeper/zookeeper.keytab".into(), "zookeeper/zk1.example.com@EXAMPLE.COM".into()))
+        );
+        assert!(jaas.krb5_identity("Client").unwrap_err().to_string().contains("keyTab and principal"));
+        // The quorum Kerberos example: both quorum sections are Kerberos identities.
+        let jaas = crate::sasl::jaas::Jaas::parse(include_str!("../configs/quorum-kerberos-jaas.conf")).unwrap();
+        for section in ["QuorumServer", "QuorumLearner"] {
+            let (keytab, principal) = jaas.krb5_identity(section).unwrap().unwrap();
+            assert_eq!(
+                (keytab.as_str(), principal.as_str()),
+                ("/etc/ringkeeper/zkquorum.keytab", "zkquorum/zk1.example.com@EXAMPLE.COM")
+            );
+        }
+    }
+
+    /// Quorum SASL's keys (issue 15): the example parses, its JAAS file (quorum sections only)
+    /// loads without a client Server section, and half a configuration refuses the start.
+    #[test]
+    fn quorum_sasl_keys_and_the_example_config() {
+        let (mut c, warnings) = Config::parse(include_str!("../configs/quorum-sasl.cfg"), "q").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let keys = c.quorum_sasl_keys.clone().unwrap();
+        assert!(keys.learner_require && keys.server_require);
+        assert_eq!((keys.learner_section.as_str(), keys.server_section.as_str()), ("QuorumLearner", "QuorumServer"));
+        assert_eq!(keys.authenticating_max, 20);
+        let dir = crate::storage::files::tests::TempDir::new("quorum-sasl");
+        let jaas = dir.0.join("quorum-jaas.conf");
+        std::fs::write(&jaas, include_str!("../configs/quorum-jaas.conf")).unwrap();
+        c.sasl_keys.as_mut().unwrap().jaas_path = jaas.clone();
+        let mut warnings = Vec::new();
+        c.load_sasl("q", "", &mut warnings).unwrap();
+        let q = c.quorum_sasl.as_ref().unwrap();
+        assert_eq!((q.username(), q.mechanism_name()), ("zkquorum", "DIGEST-MD5"));
+        assert!(c.sasl.is_none() && warnings[0].contains("clients cannot authenticate with SASL"), "{warnings:?}");
+        // Without the key, SERVER_JVMFLAGS names the file; without either, the start is refused.
+        let bare = "dataDir=/d\nserver.1=127.0.0.1:1:2\nserver.2=127.0.0.2:1:2\nquorum.auth.enableSasl=true\n";
+        let (mut c, _) = Config::parse(bare, "t").unwrap();
+        assert!(c.load_sasl("t", "", &mut Vec::new()).unwrap_err().to_string().contains("needs a JAAS file"));
+        c.load_sasl("t", &format!("-Djava.security.auth.login.config={}", jaas.display()), &mut Vec::new()).unwrap();
+        assert!(c.quorum_sasl.is_some());
+        // A JAAS file without the learner section names it.
+        let (mut c, _) = Config::parse(&format!("{bare}quorum.auth.learner.saslLoginContext=Other\n"), "t").unwrap();
+        let err = c.load_sasl("t", &format!("-Djava.security.auth.login.config={}", jaas.display()), &mut Vec::new());
+        assert!(err.unwrap_err().to_string().contains("no JAAS section named 'Other'"));
+        // Requiring SASL without enabling it, and a bad thread count, refuse the start.
+        for (cfg, says) in [
+            ("quorum.auth.learnerRequireSasl=true", "quorum.auth.enableSasl is disabled"),
+            ("zookeeper.quorum.auth.serverRequireSasl=true", "quorum.auth.enableSasl is disabled"),
+            ("quorum.cnxn.threads.size=0", "must be from 1"),
+            ("quorum.auth.enableSasl=maybe", "true/false"),
+        ] {
+            let err = Config::parse(&format!("dataDir=/d\n{cfg}\n"), "t").unwrap_err().to_string();
+            assert!(err.contains(says), "{cfg}: {err}");
+        }
+        quiet("dataDir=/d\nquorum.auth.enableSasl=false\nquorum.cnxn.threads.size=8\n");
     }
 
     #[test]
     fn duplicate_keys_warn_and_the_last_wins() {
         let (c, w) = ok("dataDir=/a\ntickTime=100\ndataDir=/b\nserver.1=x:1:2\nserver.01=y:1:2\n");
         assert_eq!(c.data_dir, PathBuf::from("/b"));
-        assert_eq!((c.servers.len(), c.servers[0].host.as_str()), (1, "y"));
+        assert_eq!((c.servers.len(), c.servers[0].first().host.as_str()), (1, "y"));
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("'dataDir' at line 3 was already set at line 1"), "{w:?}");
         assert!(w[1].contains("'server.01' at line 5 was already set at line 4"), "{w:?}");
@@ -1908,11 +2184,30 @@ sessionRequireClientSASLAuth=true
     fn server_lines_parse_as_zookeeper_writes_them() {
         let p = |v: &str| parse_server_spec(2, v);
         let s = p("zk2.example:2888:3888:observer;[::1]:2182").unwrap();
-        assert_eq!((s.host.as_str(), s.quorum_port, s.election_port, s.observer), ("zk2.example", 2888, 3888, true));
+        let a = s.first();
+        assert_eq!((a.host.as_str(), a.quorum_port, a.election_port, s.observer), ("zk2.example", 2888, 3888, true));
         assert_eq!(s.client, Some(("::1".to_string(), 2182)));
+        assert_eq!(s.value(), "zk2.example:2888:3888:observer;[::1]:2182");
         let s = p("[fe80::1]:2888:3888:PARTICIPANT;0.0.0.0:2181").unwrap();
-        assert_eq!((s.host.as_str(), s.observer, s.client), ("fe80::1", false, Some(("0.0.0.0".into(), 2181))));
-        assert_eq!(p("h:1:2;2181").unwrap().client, Some((String::new(), 2181)));
+        assert_eq!(
+            (s.first().host.as_str(), s.observer, s.client.clone()),
+            ("fe80::1", false, Some(("0.0.0.0".into(), 2181)))
+        );
+        assert_eq!(s.value(), "[fe80::1]:2888:3888:participant;0.0.0.0:2181");
+        let s = p("h:1:2;2181").unwrap();
+        assert_eq!(
+            (s.client.clone(), s.value()),
+            (Some((String::new(), 2181)), "h:1:2:participant;0.0.0.0:2181".into())
+        );
+        // Several addresses ('|'), each with its own ports; a role on any (all that give one agree).
+        let s = p("a:1:2|[::1]:3:4:observer|c:5:6 ; 2181").unwrap();
+        let addrs: Vec<_> = s.addrs.iter().map(|a| (a.host.as_str(), a.quorum_port, a.election_port)).collect();
+        assert_eq!(addrs, [("a", 1, 2), ("::1", 3, 4), ("c", 5, 6)]);
+        assert!(s.observer);
+        assert_eq!(s.value(), "a:1:2|[::1]:3:4|c:5:6:observer;0.0.0.0:2181");
+        assert!(!p("a:1:2:participant|b:1:2").unwrap().observer);
+        let many: Vec<String> = (0..SERVER_ADDRESSES_MAX).map(|i| format!("h{i}:1:2")).collect();
+        assert_eq!(p(&many.join("|")).unwrap().addrs.len(), SERVER_ADDRESSES_MAX);
         for bad in [
             "",
             "h",
@@ -1925,17 +2220,49 @@ sessionRequireClientSASLAuth=true
             "h:2888:3888;",
             "h:2888:3888;x",
             "[::1:2888:3888",
-            "a:1:2|b:1:2",
             "h:1:2:observer:x",
+            "a:1:2|",
+            "|a:1:2",
+            "a:1:2||b:1:2",
+            "a:1:2|b:1",
+            "a:1:2:observer|b:1:2:participant",
+            "a:1:2|a:1:2",
+            "a:1:2|b:3:3",
+            "a:1:2;3:4|b:1:2",
         ] {
             assert!(p(bad).is_err(), "{bad:?} accepted");
         }
         assert!(parse_server_spec(0, "h:1:2").is_err() && parse_server_spec(255, "h:1:2").is_err());
+        let too_many: Vec<String> = (0..=SERVER_ADDRESSES_MAX).map(|i| format!("h{i}:1:2")).collect();
+        assert!(p(&too_many.join("|")).unwrap_err().contains("at most"));
         // In a file, a bad server line is an error naming the line.
         match parse("dataDir=/d\nserver.1=h:2888\n") {
             Err(ConfigError::BadValue { line, key, .. }) => assert_eq!((line, key.as_str()), (2, "server.1")),
             other => panic!("expected a bad value, got {other:?}"),
         }
+    }
+
+    /// A member serves clients where its server line says, by ZooKeeper's rules against
+    /// clientPort/clientPortAddress (`QuorumPeerConfig.setupClientPort`).
+    #[test]
+    fn a_members_client_address_comes_from_its_server_line() {
+        let addr = |text: &str, id| quiet(text).member_client_addr(id);
+        let lines = "dataDir=/d\nserver.1=h:1:2;127.0.0.7:3001\nserver.2=h:3:4;3002\nserver.3=h:5:6\n";
+        assert_eq!(addr(lines, 1), Ok("127.0.0.7:3001".parse().unwrap()));
+        assert_eq!(addr(lines, 2), Ok("0.0.0.0:3002".parse().unwrap()));
+        // No client part: clientPort/clientPortAddress (or the default port).
+        assert_eq!(addr(lines, 3), Ok("0.0.0.0:2181".parse().unwrap()));
+        let with = |extra: &str, id| addr(&format!("{lines}{extra}"), id);
+        assert_eq!(with("clientPort=2999\nclientPortAddress=127.0.0.9\n", 3), Ok("127.0.0.9:2999".parse().unwrap()));
+        // Both given: they must agree; a wildcard clientPortAddress compares ports only.
+        assert_eq!(with("clientPort=3001\n", 1), Ok("127.0.0.7:3001".parse().unwrap()));
+        assert_eq!(with("clientPort=3001\nclientPortAddress=127.0.0.7\n", 1), Ok("127.0.0.7:3001".parse().unwrap()));
+        let err = with("clientPort=3000\n", 1).unwrap_err();
+        assert!(err.contains("server.1") && err.contains("127.0.0.7:3001") && err.contains("0.0.0.0:3000"), "{err}");
+        assert!(with("clientPort=3001\nclientPortAddress=127.0.0.8\n", 1).is_err());
+        assert!(with("clientPort=3002\nclientPortAddress=127.0.0.1\n", 2).is_err());
+        // A client host name is resolved.
+        assert_eq!(addr("dataDir=/d\nserver.1=h:1:2;localhost:3005\nserver.2=h:3:4\n", 1).map(|a| a.port()), Ok(3005));
     }
 
     /// The shipped example ensemble parses: three participants, each its own client port.

@@ -109,6 +109,10 @@ enum Command {
         /// Session timeout in milliseconds (also how long to wait for the first connection).
         #[arg(long, short = 't', value_name = "MS", default_value_t = ringkeeper::cli::SESSION_TIMEOUT_MS_DEFAULT)]
         timeout: u64,
+        /// Allow a read-only server (zkCli's -r): a member without a quorum serves reads, and
+        /// the session moves to a read-write server once one answers.
+        #[arg(long = "read-only", short = 'r')]
+        read_only: bool,
         /// Speak TLS, trusting the CA certificates in this PEM file (zkCli:
         /// zookeeper.client.secure + ssl.trustStore.location).
         #[arg(long, value_name = "PEM")]
@@ -240,6 +244,7 @@ fn offline(command: &Command) -> Option<ExitCode> {
         Command::Cli {
             server,
             timeout,
+            read_only,
             tls_ca,
             tls_cert,
             tls_key,
@@ -267,13 +272,10 @@ fn offline(command: &Command) -> Option<ExitCode> {
                     return Some(ExitCode::from(1));
                 }
             };
-            ExitCode::from(ringkeeper::cli::main(
-                server,
-                std::time::Duration::from_millis(*timeout),
-                tls,
-                sasl,
-                command,
-            ))
+            let options = ringkeeper::client::ClientOptions::default()
+                .session_timeout(std::time::Duration::from_millis(*timeout))
+                .read_only(*read_only);
+            ExitCode::from(ringkeeper::cli::main(server, options, tls, sasl, command))
         }
         Command::LogDump { file } => match read_file(file) {
             Ok(bytes) => {

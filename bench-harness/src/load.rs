@@ -270,6 +270,8 @@ async fn connection(
                         return result;
                     }
                 }
+                // Load sessions never ask for read-only, so they are never asked to probe.
+                Output::ProbeReadWrite(_) => {}
             }
         }
         let done = match &job {

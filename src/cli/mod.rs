@@ -16,21 +16,20 @@ pub mod shell;
 pub mod watch_book;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 /// zkCli's default session timeout (its `-timeout`).
 pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
-/// Runs the CLI: `command` empty for the interactive shell. Returns the exit code.
+/// Runs the CLI: `command` empty for the interactive shell. Returns the exit code. `options`
+/// carry the session timeout and whether a read-only server will do (`-r`).
 pub fn main(
     servers: &str,
-    timeout: Duration,
+    mut options: crate::client::ClientOptions,
     tls: Option<Arc<rustls::ClientConfig>>,
     sasl: Option<crate::client::SaslCredentials>,
     command: &[String],
 ) -> u8 {
     let (servers, command) = (servers.to_string(), command.to_vec());
-    let mut options = crate::client::ClientOptions::default().session_timeout(timeout);
     options.tls = tls;
     options.session.sasl = sasl;
     let run = if command.is_empty() {

@@ -549,7 +549,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
     };
     match *name {
         "ruok" => {}
-        "is_read_only" => field("read_only", json!(false)),
+        "is_read_only" => field("read_only", json!(mode == ServerMode::ReadOnly)),
         "stat_reset" => stats.reset(),
         "dirs" => {
             field("datadir_size", json!(dir_bytes(&config.data_dir)));
@@ -577,7 +577,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
         }
         "stats" => {
             field("version", json!(version()));
-            field("read_only", json!(false));
+            field("read_only", json!(mode == ServerMode::ReadOnly));
             field("server_stats", server_stats_json(stats, mode));
             field("node_count", json!(stats.znodes.load(Relaxed)));
             field("connections", Value::Array(ins.conns().map(|c| conn_json(c, true)).collect()));
@@ -616,7 +616,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
         "server_stats" | "monitor" => {
             field("version", json!(version()));
             field("server_state", json!(mode.name()));
-            field("read_only", json!(false));
+            field("read_only", json!(mode == ServerMode::ReadOnly));
             field("avg_latency", latency_json(t.latency_avg_ms));
             field("max_latency", json!(t.latency_max_ms as u64));
             field("min_latency", json!(t.latency_min_ms as u64));
@@ -628,6 +628,7 @@ fn command(name: &str, config: &Config, stats: &Stats, inspector: Option<&Inspec
             field("watch_count", json!(t.watches));
             field("ephemerals_count", json!(stats.ephemerals.load(Relaxed)));
             field("global_sessions", json!(stats.sessions.load(Relaxed)));
+            field("local_sessions", json!(stats.local_sessions.load(Relaxed)));
             field("approximate_data_size", json!(stats.data_bytes.load(Relaxed)));
             field("last_zxid", json!(stats.zxid.load(Relaxed)));
             if mode == ServerMode::Leader {
@@ -735,6 +736,12 @@ pub fn metrics(stats: &Stats, config: &Config) -> String {
         ("watch_count", "gauge", "watches set", t.watches.to_string()),
         ("ephemerals_count", "gauge", "ephemeral znodes", stats.ephemerals.load(Relaxed).to_string()),
         ("global_sessions", "gauge", "sessions open in the ensemble", stats.sessions.load(Relaxed).to_string()),
+        (
+            "local_sessions",
+            "gauge",
+            "sessions local to this member (localSessionsEnabled, read-only mode)",
+            stats.local_sessions.load(Relaxed).to_string(),
+        ),
         ("approximate_data_size", "gauge", "bytes of znode data and paths", stats.data_bytes.load(Relaxed).to_string()),
         ("num_alive_connections", "gauge", "client connections", t.connections.to_string()),
         ("outstanding_requests", "gauge", "requests read and not yet answered", t.outstanding.to_string()),

@@ -265,6 +265,7 @@ async fn reader<R: AsyncRead + Unpin>(core: &Rc<Core>, conn: &Rc<Conn>, mut rd: 
                             passwd: req.passwd,
                             timeout_ms: req.timeout_ms,
                             last_zxid_seen: req.last_zxid_seen,
+                            read_only: req.read_only,
                         });
                     }
                     Err(e) => {
@@ -352,6 +353,7 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
             node_count: tree.node_count(),
             ephemerals: tree.ephemeral_count(),
             sessions: tree.session_count(),
+            local_sessions: stats.local_sessions.load(Relaxed),
             data_size: tree.approximate_data_size(),
             totals: stats.totals(),
             cores: stats

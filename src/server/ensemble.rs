@@ -11,12 +11,16 @@
 //!   txn's origin when it proposes (its own request, or a follower's numbered request, which it
 //!   names back in a Proposed reply before the commit); connections that closed in between
 //!   just get nothing.
-//! - Sessions are global: created, closed and expired by txns; the leader alone keeps their
+//! - Sessions are global: created, closed and expired by txns (except, with
+//!   `localSessionsEnabled`, a session local to this member until it creates an ephemeral,
+//!   and a read-only member's sessions: `local_sessions.rs`, `read_only.rs`); the leader alone keeps their
 //!   deadlines (refreshed by touches from every member, which a follower forwards as soon as
 //!   its client cores report them) and knows which member owns each; a write from a member
 //!   that does not own its session fails with SessionMoved.
 //! - A member serves clients only while its peer is an established leader or a synced
 //!   follower; on losing that it closes every client connection (clients move elsewhere).
+//!   With `readonlymode.enabled`, a member LOOKING for the grace period serves read-only
+//!   sessions until its peer leaves LOOKING (`read_only.rs`).
 //! - Snapshots are of the committed tree, never of the leader's prep tree. A SNAP to a
 //!   follower streams from an O(1) clone of it in bounded chunks (`snap_stream`), never one
 //!   message; the follower hands its peer the SNAP only once it is whole and durable in a temp
@@ -33,6 +37,11 @@
 //!   not yet proposed pass `FORWARDED_BYTES_MAX`. One pass takes at most
 //!   `PASS_INTAKE_BYTES_MAX` of proposals and forwards. A leader expires no session while it
 //!   holds requests back (their touches are among them).
+
+#[path = "local_sessions.rs"]
+mod local_sessions;
+#[path = "read_only.rs"]
+mod read_only;
 
 use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
@@ -184,6 +193,13 @@ struct Member {
     /// Since when this member has not served (start-up, or losing its leader): the next
     /// time it serves, the difference is the election time.
     unserved_since: Option<std::time::Instant>,
+    /// Serving read-only (`read_only.rs`): its local sessions. `serving` is None meanwhile.
+    read_only: Option<crate::local_session::LocalSessions>,
+    /// Since when the peer has been LOOKING (for the read-only grace period).
+    looking_since: Option<std::time::Instant>,
+    /// While serving, with `localSessionsEnabled`: the sessions made here without a txn
+    /// (`local_sessions.rs`).
+    local: crate::local_session::LocalSessions,
     /// Delivered txns (applied to `committed`) and answers, on their way to the client cores.
     commits: CommitQueue,
     /// Client requests held for the next round of this pass (`commit_queue::Rounds`).
@@ -304,7 +320,7 @@ impl Member {
 
     fn on_client(&mut self, msg: ToPipeline, now: Now) {
         if let ToPipeline::Restore { reply, .. } = msg {
-            // One member's tree replaced alone would diverge from the others' (docs/admin.md).
+            // One member's tree replaced alone would diverge from the others' (docs/security.md).
             let _ = reply.try_send(Err(RESTORE_IN_ENSEMBLE.to_string()));
             return;
         }
@@ -316,6 +332,10 @@ impl Member {
             if let Some(m) = relayed {
                 self.control(m);
             }
+            return;
+        }
+        if self.read_only.is_some() {
+            self.on_read_only_client(msg, now);
             return;
         }
         if self.serving.is_none() {
@@ -333,12 +353,15 @@ impl Member {
             return;
         }
         match msg {
-            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
+            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen, .. } => {
                 if let Some(refusal) = refuse_if_ahead(conn, last_zxid_seen, self.committed.last_zxid()) {
                     self.answer(refusal);
                     return;
                 }
                 let timeout_ms = self.config.negotiate_session_timeout(timeout_ms);
+                if self.local_connect(conn, session_id, &passwd, timeout_ms, now) {
+                    return;
+                }
                 if session_id == 0 {
                     let id = self.sessions.next_session_id();
                     self.connecting.insert(id, (conn, timeout_ms));
@@ -373,6 +396,9 @@ impl Member {
                 let taken = Instant::now();
                 self.stats.pipeline_stages.get(Stage::CoreToPipeline).record(taken.saturating_duration_since(read_at));
                 let Some(&session_id) = self.conn_sessions.get(&conn) else { return };
+                if self.local.contains(session_id) && !self.local_write(conn, xid, session_id, &op, now) {
+                    return;
+                }
                 if self.leading() {
                     if let Some(zxid) = self.prep_write(self.me, session_id, xid, &auth, &op, now) {
                         self.answers.insert(zxid, ((conn, xid), fence));
@@ -411,6 +437,7 @@ impl Member {
                 }
             }
             ToPipeline::Touch { sessions } => {
+                let sessions = self.touch_local(sessions, now);
                 if self.leading() {
                     for s in sessions {
                         self.sessions.touch(s, now.mono_ms);
@@ -419,7 +446,12 @@ impl Member {
                     self.touched.extend(sessions);
                 }
             }
-            ToPipeline::Detached { conn } => self.forget_conn(conn),
+            ToPipeline::Detached { conn } => {
+                if let Some(&s) = self.conn_sessions.get(&conn) {
+                    self.local.detach(s, conn);
+                }
+                self.forget_conn(conn)
+            }
             ToPipeline::Inspect { .. } | ToPipeline::Report { .. } | ToPipeline::Restore { .. } => {}
         }
     }
@@ -505,7 +537,7 @@ impl Member {
         now: Now,
     ) -> Option<Zxid> {
         let tree = self.prep.as_ref()?;
-        let txn_op = if !self.sessions.touch(session_id, now.mono_ms) {
+        let txn_op = if !self.sessions.touch(session_id, now.mono_ms) && !self.local_write_allowed(session_id) {
             TxnOp::Error { err: ErrorCode::SessionExpired.code() }
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
@@ -605,6 +637,15 @@ impl Member {
                 let _ = self.propose(0, 0, op, now);
             }
         }
+    }
+
+    /// A reconfiguration committed: the voters whose pace the flow control follows, the
+    /// quorum size, and whether this member observes, from the new membership.
+    fn reconfigured(&mut self, zxid: Zxid, voters: &[Sid], observers: &[Sid]) {
+        tracing::info!("peer {}: membership {zxid:#x}: voters {voters:?}, observers {observers:?}", self.me);
+        self.other_voters = voters.iter().copied().filter(|&v| v != self.me).collect();
+        self.quorum = voters.len() / 2 + 1;
+        self.observer = observers.contains(&self.me);
     }
 
     // ---- a follower's side ----
@@ -734,6 +775,7 @@ impl Member {
 
     /// After each round of outputs: start or stop serving clients as the peer's role says.
     fn check_role(&mut self, now: Now) {
+        self.leave_read_only_unless_looking();
         let role = self.peer.role();
         let serving_now = match role {
             Role::Leading { serving: true } | Role::Following { serving: true, .. } => Some(role),
@@ -774,6 +816,7 @@ impl Member {
             self.sync_tokens.clear();
             self.syncs.clear();
             self.touched.clear();
+            self.drop_local_sessions();
             self.prep = None;
             self.snap_out.clear();
             self.control(ToClientCore::Serving(ServerMode::NotServing));
@@ -943,6 +986,12 @@ async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<()
                     .await
                     .map_err(|e| format!("clearing the rejoin mark: {e}"))?;
             }
+            PersistOp::Membership { zxid, voters, observers } => {
+                let membership = storage::peer_state::Membership { version: zxid, voters, observers };
+                super::offcore::write_membership(m.config.data_dir.clone(), membership)
+                    .await
+                    .map_err(|e| format!("writing the membership: {e}"))?;
+            }
             PersistOp::InstallSnapshot { zxid, .. } => {
                 // The streamed SNAP was received whole, checked and fsynced before the peer saw it.
                 tracing::info!("peer {}: installing the leader's snapshot at {zxid:#x} (SNAP)", m.me);
@@ -1051,6 +1100,7 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet
                     }
                 }
                 Output::FromLeader { data } => m.on_leader_reply(data),
+                Output::Reconfigured { zxid, voters, observers } => m.reconfigured(zxid, &voters, &observers),
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     m.read_log(to, link, after, upto, check_after)
                 }
@@ -1092,7 +1142,7 @@ async fn quorum_tls(config: &Config) -> Result<Option<Rc<PeerTls>>, String> {
              the server.N address check stands for it"
         );
     }
-    let hosts = config.servers.iter().map(|s| (s.id, s.host.clone())).collect();
+    let hosts = config.servers.iter().map(|s| (s.id, s.addrs.iter().map(|a| a.host.clone()).collect())).collect();
     Ok(Some(Rc::new(PeerTls { ctx: Arc::new(ctx), hosts })))
 }
 
@@ -1102,20 +1152,22 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let mut voters = Vec::new();
     let mut observers = Vec::new();
     let mut peers = BTreeMap::new();
-    let mut listen = None;
     for s in &config.servers {
-        let addr = resolve(&s.host, s.quorum_port)?;
-        if s.id == my_id {
-            listen = Some(addr);
-        }
-        peers.insert(s.id, addr);
+        let addrs = s.addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>()?;
+        peers.insert(s.id, addrs);
         if s.observer {
             observers.push(s.id);
         } else {
             voters.push(s.id);
         }
     }
-    let listen = listen.ok_or_else(|| format!("myid {my_id} names no server.{my_id} line"))?;
+    let listen: Vec<String> = peers
+        .get(&my_id)
+        .ok_or_else(|| format!("myid {my_id} names no server.{my_id} line"))?
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    let listen = listen.join(", ");
     let zab_cfg = ZabConfig {
         my_id,
         voters,
@@ -1125,6 +1177,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         zxid_counter_max: ZXID_COUNTER_MAX,
         sync_chunk_bytes_max: SYNC_CHUNK_BYTES_MAX,
         commit_log_count: usize::try_from(config.commit_log_count).unwrap_or(usize::MAX),
+        // No client request makes a reconfiguration txn yet (opcode 16 is issue 16's step 3),
+        // so no txn here changes the membership.
+        membership_of: zab::no_reconfig,
     };
     let (accepted_epoch, current_epoch) =
         storage::peer_state::read_epochs(&config.data_dir).map_err(|e| format!("reading the epochs: {e}"))?;
@@ -1141,8 +1196,17 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
              established leader"
         );
     }
-    let durable =
-        zab::Durable { accepted_epoch, current_epoch, snapshot_zxid: recovered.snapshot_zxid, log: log_txns, lost_log };
+    let membership = storage::peer_state::read_membership(&config.data_dir)
+        .map_err(|e| format!("reading the membership: {e}"))?
+        .map(|m| (m.version, m.voters, m.observers));
+    let durable = zab::Durable {
+        accepted_epoch,
+        current_epoch,
+        snapshot_zxid: recovered.snapshot_zxid,
+        log: log_txns,
+        lost_log,
+        membership,
+    };
     // The state machine starts at the snapshot; ZAB delivers the log once it is committed.
     if committed.last_zxid() != recovered.snapshot_zxid {
         return Err(format!(
@@ -1159,8 +1223,34 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
     drop(recovered);
     let tls = quorum_tls(&config).await?;
-    let (net, peer_rx) = PeerNet::start_with_tls(my_id, listen, &peers, tls)
-        .map_err(|e| format!("cannot listen for peers on {listen}: {e}"))?;
+    let sasl = config.quorum_sasl.clone().map(|q| {
+        let k = &q.keys;
+        tracing::info!(
+            "quorum SASL ({}): dialing as {:?} (JAAS section {}), accepting {} (section {}); learner requires it: {}, \
+             server requires it: {}; at most {} peer connections authenticating at once",
+            q.mechanism_name(),
+            q.username(),
+            k.learner_section,
+            match &q.mechanism {
+                crate::sasl::quorum::QuorumMechanism::DigestMd5 { users, .. } => format!("{} user(s)", users.len()),
+                crate::sasl::quorum::QuorumMechanism::Kerberos { acceptor, .. } => {
+                    format!("as {} (peers' principals must name their server.N host)", acceptor.principal)
+                }
+            },
+            k.server_section,
+            k.learner_require,
+            k.server_require,
+            k.authenticating_max
+        );
+        if !k.server_require {
+            tracing::warn!(
+                "quorum SASL: quorum.auth.serverRequireSasl=false lets peers in that do not authenticate or fail to"
+            );
+        }
+        let hosts = config.servers.iter().map(|s| (s.id, s.addrs.iter().map(|a| a.host.clone()).collect())).collect();
+        Rc::new(crate::server::peer_auth::PeerSasl::new(q, hosts))
+    });
+    let (net, peer_rx) = PeerNet::start_secured(my_id, &peers, tls, sasl).map_err(|e| e.to_string())?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()
@@ -1200,6 +1290,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         serving: None,
         observer: config.servers.iter().any(|s| s.id == my_id && s.observer),
         unserved_since: Some(std::time::Instant::now()),
+        read_only: None,
+        looking_since: None,
+        local: crate::local_session::LocalSessions::new(config.tick_time_ms),
         commits: CommitQueue::new(),
         rounds: Rounds::default(),
         to_cores: Vec::new(),
@@ -1334,6 +1427,13 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         if ticked.replace(false) && now.mono_ms - last_peer_tick_ms >= config.tick_time_ms as i64 {
             last_peer_tick_ms = now.mono_ms;
             m.step(Input::Tick);
+            m.check_read_only();
+            m.expire_read_only(now);
+            if m.serving.is_some() {
+                m.expire_local(now);
+            }
+            let local = m.local.len() + m.read_only.as_ref().map_or(0, |l| l.len());
+            m.stats.local_sessions.store(local as u64, Ordering::Relaxed);
             // A leader holding requests back holds their touches too: no expiry meanwhile.
             if m.leading() && m.held.is_empty() && m.intake_open(&net) {
                 let reap = now.mono_ms - last_reap_ms >= config.container_check_interval_ms as i64;

@@ -29,6 +29,8 @@ pub struct Facts<'a> {
     pub ephemerals: usize,
     /// Global sessions open.
     pub sessions: usize,
+    /// Sessions local to this member.
+    pub local_sessions: u64,
     pub data_size: i64,
     pub totals: Totals,
     /// Per core: connections, received, sent, outstanding, watches.
@@ -54,7 +56,8 @@ pub fn version() -> String {
 }
 
 pub fn whitelisted(config: &Config, cmd: &str) -> bool {
-    config.four_letter_words.iter().any(|w| w == cmd || w == "*")
+    // As ZooKeeper: `isro` is always allowed where read-only mode is on (clients probe it).
+    (cmd == "isro" && config.read_only_mode_enabled) || config.four_letter_words.iter().any(|w| w == cmd || w == "*")
 }
 
 /// Words ringkeeper answers (the rest of ZooKeeper's list are refused as not supported).
@@ -80,6 +83,7 @@ pub fn answer(cmd: &str, f: &Facts<'_>, stats: &Stats) -> String {
     let serving = f.mode.serving();
     match cmd {
         "ruok" => "imok".into(),
+        "isro" if f.mode == ServerMode::ReadOnly => "ro".into(),
         "isro" => "rw".into(),
         "conf" => conf(f.config),
         "envi" => envi(f.config),
@@ -130,6 +134,9 @@ fn srvr(f: &Facts<'_>, clients: Option<Vec<&ConnInfo>>) -> String {
             list.push('\n');
         }
         list.push('\n');
+    }
+    if f.mode == ServerMode::ReadOnly {
+        list.insert_str(0, "READ-ONLY mode; serving only read-only clients\n");
     }
     let mut out = format!(
         "Zookeeper version: {}\n{list}Latency min/avg/max: {}/{}/{}\nReceived: {}\nSent: {}\nConnections: {}\n\
@@ -328,6 +335,7 @@ fn mntr(f: &Facts<'_>) -> String {
     kv("zk_watch_count", t.watches.to_string());
     kv("zk_ephemerals_count", f.ephemerals.to_string());
     kv("zk_global_sessions", f.sessions.to_string());
+    kv("zk_local_sessions", f.local_sessions.to_string());
     kv("zk_approximate_data_size", f.data_size.to_string());
     kv("zk_last_zxid", format!("{:#x}", f.zxid));
     let (open_fds, max_fds) = file_descriptors();
@@ -376,9 +384,7 @@ fn conf(c: &Config) -> String {
         kv("initLimit", c.init_limit_ticks.to_string());
         kv("syncLimit", c.sync_limit_ticks.to_string());
         for s in &c.servers {
-            let role = if s.observer { "observer" } else { "participant" };
-            let client = s.client.as_ref().map_or(String::new(), |(h, p)| format!(";{h}:{p}"));
-            kv(&format!("server.{}", s.id), format!("{}:{}:{}:{role}{client}", s.host, s.quorum_port, s.election_port));
+            kv(&format!("server.{}", s.id), s.value());
         }
     }
     kv("ringkeeper.clientCores", c.client_cores.to_string());
@@ -418,6 +424,7 @@ mod tests {
             node_count: 9,
             ephemerals: 2,
             sessions: 3,
+            local_sessions: 4,
             data_size: 120,
             totals: Totals {
                 received: 10,

@@ -19,7 +19,15 @@ use std::time::Instant;
 #[derive(Debug)]
 pub enum ToPipeline {
     /// A ConnectRequest: create a session (id 0) or resume one.
-    Connect { conn: ConnRef, session_id: i64, passwd: Bytes, timeout_ms: i32, last_zxid_seen: i64 },
+    /// `read_only`: the request's trailing readOnly flag (None: an old client without it).
+    Connect {
+        conn: ConnRef,
+        session_id: i64,
+        passwd: Bytes,
+        timeout_ms: i32,
+        last_zxid_seen: i64,
+        read_only: Option<bool>,
+    },
     /// A write of the session bound to `conn`, with the connection's ids at the time it was sent.
     /// `fence`: a read of this connection waits between its previous write (or sync, or
     /// connect) still in process and this one, so the two replies must not share a commit
@@ -76,6 +84,9 @@ pub enum Commit {
     Rejected { conn: ConnRef, xid: i32, err: i32 },
     /// Close the connection without a message (its session expired or moved elsewhere).
     Close { conn: ConnRef },
+    /// Reply `result` to write `xid` of `conn`, decided on this member without a txn (a
+    /// local session's closeSession).
+    Local { conn: ConnRef, xid: i32, result: OpResult },
 }
 
 impl Commit {
@@ -88,6 +99,7 @@ impl Commit {
             | Commit::ZxidAhead { conn }
             | Commit::SyncDone { conn, .. }
             | Commit::Rejected { conn, .. }
+            | Commit::Local { conn, .. }
             | Commit::Close { conn } => Some(conn),
         }
     }
@@ -113,15 +125,18 @@ pub enum ServerMode {
     Observer,
     /// An ensemble member outside a quorum (electing, or syncing with a new leader).
     NotServing,
+    /// An ensemble member outside a quorum serving read-only sessions (`readonlymode.enabled`).
+    ReadOnly,
 }
 
 impl ServerMode {
-    pub const ALL: [ServerMode; 5] = [
+    pub const ALL: [ServerMode; 6] = [
         ServerMode::Standalone,
         ServerMode::Leader,
         ServerMode::Follower,
         ServerMode::Observer,
         ServerMode::NotServing,
+        ServerMode::ReadOnly,
     ];
 
     pub fn index(self) -> u8 {
@@ -140,6 +155,7 @@ impl ServerMode {
             ServerMode::Follower => "follower",
             ServerMode::Observer => "observer",
             ServerMode::NotServing => "not serving",
+            ServerMode::ReadOnly => "read-only",
         }
     }
 

@@ -23,6 +23,7 @@ pub mod log_task;
 pub mod log_writer;
 pub mod messages;
 pub mod offcore;
+pub mod peer_auth;
 pub mod peer_net;
 pub mod pipeline;
 pub mod snap_stream;
@@ -78,6 +79,21 @@ pub fn run(mut config: Config) -> Result<(), String> {
     for dir in [&mut config.data_dir, &mut config.data_log_dir] {
         *dir = std::path::absolute(&*dir).map_err(|e| format!("cannot resolve directory {}: {e}", dir.display()))?;
     }
+    // An ensemble member reads its id from `myid` in the data directory.
+    let my_id = if config.is_ensemble() {
+        let id = storage::peer_state::read_myid(&config.data_dir).map_err(|e| e.to_string())?.ok_or_else(|| {
+            format!("{}/myid is missing: an ensemble member needs its server id there", config.data_dir.display())
+        })?;
+        if !config.servers.iter().any(|s| s.id == id) {
+            return Err(format!("myid is {id}, but the configuration has no server.{id} line"));
+        }
+        // Its server line's client part, if any, says where it serves clients.
+        let addr = config.member_client_addr(id)?;
+        (config.client_port_address, config.client_port) = (addr.ip(), addr.port());
+        Some(id)
+    } else {
+        None
+    };
     // The monotonic clock counts from here.
     clock::mono_ms();
     let config = Arc::new(config);
@@ -108,9 +124,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
     }
 
     if let Some(sasl) = &config.sasl {
+        let what = match &sasl.mechanism {
+            crate::sasl::Mechanism::DigestMd5(users) => format!("DIGEST-MD5: {} user(s)", users.len()),
+            crate::sasl::Mechanism::Gssapi(a) => format!("GSSAPI (Kerberos): principal {}", a.principal),
+        };
         tracing::info!(
-            "client SASL DIGEST-MD5: {} user(s) from the Server section of {}{}",
-            sasl.users.len(),
+            "client SASL {what} from the Server section of {}{}",
             sasl.jaas_path.display(),
             sasl.super_user.as_deref().map(|u| format!(", super user {u}")).unwrap_or_default()
         );
@@ -126,18 +145,6 @@ pub fn run(mut config: Config) -> Result<(), String> {
         recovered.records.len()
     );
     let recovered = Arc::new(recovered);
-    // An ensemble member reads its id from `myid` in the data directory.
-    let my_id = if config.is_ensemble() {
-        let id = storage::peer_state::read_myid(&config.data_dir).map_err(|e| e.to_string())?.ok_or_else(|| {
-            format!("{}/myid is missing: an ensemble member needs its server id there", config.data_dir.display())
-        })?;
-        if !config.servers.iter().any(|s| s.id == id) {
-            return Err(format!("myid is {id}, but the configuration has no server.{id} line"));
-        }
-        Some(id)
-    } else {
-        None
-    };
     // The one committed tree, built once for the pipeline and every client core (they share
     // it: read-copy-update). An ensemble member starts from the snapshot alone: ZAB delivers
     // the log once it is committed. The recovered snapshot tree is not kept beside it.

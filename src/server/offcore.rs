@@ -31,6 +31,11 @@ pub async fn write_epochs(data_dir: PathBuf, accepted: u32, current: u32) -> Res
     run(move || peer_state::write_epochs(&data_dir, accepted, current)).await
 }
 
+/// `peer_state::write_membership` on the blocking pool.
+pub async fn write_membership(data_dir: PathBuf, m: peer_state::Membership) -> Result<(), PeerStateError> {
+    run(move || peer_state::write_membership(&data_dir, &m)).await
+}
+
 /// `peer_state::clear_rejoin_pending` on the blocking pool.
 pub async fn clear_rejoin_pending(data_dir: PathBuf) -> Result<(), PeerStateError> {
     run(move || peer_state::clear_rejoin_pending(&data_dir)).await

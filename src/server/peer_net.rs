@@ -25,6 +25,10 @@
 //!   dialer's certificate names the host of the server it says it is. Nothing but rustls's
 //!   handshake state and the hello's bytes exists for a connection before both passed. With
 //!   `portUnification` the acceptor also takes plain connections (first byte not 0x16).
+//! - Quorum SASL (`PeerSasl`, `quorum.auth.enableSasl`): right after the hello the dialer
+//!   authenticates as a SASL client and the acceptor answers on the same connection
+//!   (`peer_auth.rs`); an accepted connection replaces an older one from its server, and gets
+//!   its read buffers, only after that passed. An acceptor without SASL answers `NotSasl`.
 //! - Who may talk (issue 15; an address check on top of TLS, or alone without it):
 //!   a connection from an address that is no `server.N` host is closed at accept; at most
 //!   `PEER_INBOUND_CONNS_PER_SERVER_MAX` connections per server that may connect from an
@@ -38,6 +42,7 @@
 //!   closed), so one server holds one inbound buffer. Each frame is bounded by its kind from
 //!   its first bytes (`proto::peer::frame_kind_bytes_max`) before its body is buffered.
 
+use super::peer_auth::{self, LearnerOutcome, PeerSasl, ServerOutcome};
 use crate::proto::peer::{decode_hello, decode_message, encode_frame, encode_hello, next_frame, PEER_HELLO_BYTES};
 use crate::tls::quorum::{names_host, server_name, QuorumContext};
 use crate::zab::message::{LeaderMsg, Message};
@@ -110,8 +115,8 @@ pub const PEER_REFUSAL_LOG_INTERVAL_MS: u64 = 1_000;
 /// Who may connect to the peer port, and the connections open now.
 struct Gate {
     me: Sid,
-    /// Each server's `server.N` address.
-    hosts: BTreeMap<Sid, IpAddr>,
+    /// Each server's `server.N` addresses (one or more: `|`).
+    hosts: BTreeMap<Sid, Vec<IpAddr>>,
     /// Inbound connections open now, by source address.
     open: RefCell<HashMap<IpAddr, usize>>,
     /// The live inbound connection of each server: a newer one signals the older one to end.
@@ -120,11 +125,12 @@ struct Gate {
     refusals_unlogged: Cell<u64>,
 }
 
-/// Quorum TLS for the transport: the stores' configurations and each server's `server.N` host
-/// as written (the name its certificate must carry).
+/// Quorum TLS for the transport: the stores' configurations and each server's `server.N` hosts
+/// as written, in the line's order (the names its certificate may carry; the dialer asks for
+/// the one of the address it dials).
 pub struct PeerTls {
     pub ctx: Arc<QuorumContext>,
-    pub hosts: BTreeMap<Sid, String>,
+    pub hosts: BTreeMap<Sid, Vec<String>>,
 }
 
 impl PeerTls {
@@ -149,7 +155,12 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 
 impl Gate {
     fn known_address(&self, ip: IpAddr) -> bool {
-        self.hosts.values().any(|h| *h == ip)
+        self.hosts.values().any(|h| h.contains(&ip))
+    }
+
+    /// Whether `ip` is one of this member's own addresses.
+    fn own_address(&self, ip: IpAddr) -> bool {
+        self.hosts.get(&self.me).is_some_and(|h| h.contains(&ip))
     }
 
     /// Inbound connections that may be open at once from `ip`: `PEER_INBOUND_CONNS_PER_SERVER_MAX`
@@ -157,11 +168,8 @@ impl Gate {
     /// all of them for this member's own address (the hello rule's relay or co-located case).
     fn conns_max(&self, ip: IpAddr) -> usize {
         let others = self.hosts.iter().filter(|&(&sid, _)| sid != self.me);
-        let servers = if self.hosts.get(&self.me) == Some(&ip) {
-            others.count()
-        } else {
-            others.filter(|&(_, &h)| h == ip).count()
-        };
+        let servers =
+            if self.own_address(ip) { others.count() } else { others.filter(|&(_, h)| h.contains(&ip)).count() };
         PEER_INBOUND_CONNS_PER_SERVER_MAX * servers.max(1)
     }
 
@@ -190,13 +198,17 @@ impl Gate {
         if sid == self.me {
             return Err(format!("it claims to be this server ({sid})"));
         }
-        let Some(&host) = self.hosts.get(&sid) else {
+        let Some(hosts) = self.hosts.get(&sid) else {
             return Err(format!("it claims server id {sid}, which no server.N line names"));
         };
-        if host == from || self.hosts.get(&self.me) == Some(&from) {
+        if hosts.contains(&from) || self.own_address(from) {
             return Ok(());
         }
-        Err(format!("it claims server id {sid}, whose server.{sid} host is {host}, but comes from {from}"))
+        let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+        Err(format!(
+            "it claims server id {sid}, whose server.{sid} hosts are {}, but comes from {from}",
+            hosts.join("|")
+        ))
     }
 }
 
@@ -263,46 +275,76 @@ pub struct PeerNet {
 const PEER_LISTEN_BACKLOG: i32 = 64;
 
 impl PeerNet {
-    /// Listens on `listen` and dials every peer in `peers` (other than `me`). Received
-    /// messages arrive on the returned receiver as (sender, Some(message)); (sender, None) when
-    /// a connection from that sender closed.
+    /// Listens on `listen` and dials every peer in `peers` (other than `me`), one address
+    /// each. Received messages arrive on the returned receiver as (sender, Some(message));
+    /// (sender, None) when a connection from that sender closed.
     pub fn start(
         me: Sid,
         listen: SocketAddr,
         peers: &BTreeMap<Sid, SocketAddr>,
     ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
-        PeerNet::start_with_tls(me, listen, peers, None)
+        let mut all: BTreeMap<Sid, Vec<SocketAddr>> = peers.iter().map(|(&sid, &a)| (sid, vec![a])).collect();
+        all.insert(me, vec![listen]);
+        PeerNet::start_with_tls(me, &all, None)
     }
 
-    /// `start` with quorum TLS (`sslQuorum`: every connection this server opens is TLS and,
-    /// unless `portUnification`, every one it accepts; `portUnification`: accepted connections
-    /// may be either).
+    /// Listens on every address of `me` in `peers` and dials every other server at its
+    /// addresses in order (the next when a connection fails), with quorum TLS when given
+    /// (`sslQuorum`: every connection this server opens is TLS and, unless
+    /// `portUnification`, every one it accepts; `portUnification`: accepted connections may be
+    /// either).
     pub fn start_with_tls(
         me: Sid,
-        listen: SocketAddr,
-        peers: &BTreeMap<Sid, SocketAddr>,
+        peers: &BTreeMap<Sid, Vec<SocketAddr>>,
         tls: Option<Rc<PeerTls>>,
     ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
+        PeerNet::start_secured(me, peers, tls, None)
+    }
+
+    /// `start_with_tls` with quorum SASL (`quorum.auth.enableSasl`): every connection this
+    /// server opens authenticates right after its hello, and every one it accepts is asked
+    /// to (`peer_auth.rs`). Without it, an accepted auth frame is answered `NotSasl`.
+    pub fn start_secured(
+        me: Sid,
+        peers: &BTreeMap<Sid, Vec<SocketAddr>>,
+        tls: Option<Rc<PeerTls>>,
+        sasl: Option<Rc<PeerSasl>>,
+    ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
+        let own = peers.get(&me).filter(|a| !a.is_empty()).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("no peer address for this server ({me})"))
+        })?;
         // No SO_REUSEPORT: a second server on the same port is an error, not a silent sharer.
-        let listener = super::startup::bind_listener(listen, false, PEER_LISTEN_BACKLOG)?;
+        let mut listeners = Vec::with_capacity(own.len());
+        for &listen in own {
+            let listener = super::startup::bind_listener(listen, false, PEER_LISTEN_BACKLOG)
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot listen for peers on {listen}: {e}")))?;
+            listeners.push(listener);
+        }
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
         let tx = Rc::new(tx);
         let mut tasks = Vec::new();
         let snap_bytes_in = Rc::new(Cell::new(0));
         let gate = Rc::new(Gate {
             me,
-            hosts: peers.iter().map(|(&sid, a)| (sid, canonical_ip(a.ip()))).collect(),
+            hosts: peers.iter().map(|(&sid, a)| (sid, a.iter().map(|a| canonical_ip(a.ip())).collect())).collect(),
             open: RefCell::new(HashMap::new()),
             live: RefCell::new(BTreeMap::new()),
             last_refusal_log: Cell::new(None),
             refusals_unlogged: Cell::new(0),
         });
-        let inbound = Inbound { tx: tx.clone(), snap_bytes_in: snap_bytes_in.clone(), gate, tls: tls.clone() };
-        tasks.push(glommio::spawn_local(accept_loop(listener, Rc::new(inbound))).detach());
-        // Dial from this server's own address, so that peers see it as its server.N host.
-        let source = Some(listen.ip()).filter(|ip| !ip.is_unspecified());
+        let inbound = Inbound {
+            tx: tx.clone(),
+            snap_bytes_in: snap_bytes_in.clone(),
+            gate,
+            tls: tls.clone(),
+            sasl: sasl.clone(),
+        };
+        let inbound = Rc::new(inbound);
+        for listener in listeners {
+            tasks.push(glommio::spawn_local(accept_loop(listener, inbound.clone())).detach());
+        }
         let mut out = BTreeMap::new();
-        for (&sid, &addr) in peers {
+        for (&sid, addrs) in peers {
             if sid == me {
                 continue;
             }
@@ -314,8 +356,12 @@ impl PeerNet {
                 reset: Semaphore::new(0),
             });
             let dial_tls = tls.clone().filter(|t| t.ctx.settings.ssl_quorum);
-            tasks
-                .push(glommio::spawn_local(dial_loop(me, sid, addr, source, o.clone(), tx.clone(), dial_tls)).detach());
+            // Dial from one of this server's own addresses, so that peers see it as a server.N
+            // host of it: the one in the same place of the line, else the first of the family.
+            let routes: Vec<Route> =
+                addrs.iter().enumerate().map(|(i, &to)| Route { to, from: source_for(own, i, to), index: i }).collect();
+            let dial = Dial { me, to: sid, routes, tls: dial_tls, sasl: sasl.clone() };
+            tasks.push(glommio::spawn_local(dial_loop(dial, o.clone(), tx.clone())).detach());
             out.insert(sid, o);
         }
         let net = PeerNet {
@@ -417,34 +463,75 @@ impl Drop for PeerNet {
     }
 }
 
-/// Keeps one outgoing connection to `to` up and writes what is queued for it; tells the shell
-/// (`to`, None) when a connection that was up is lost. With `tls`, each connection is a TLS
-/// client to `to`'s `server.N` host, presenting this server's certificate.
-async fn dial_loop(
+/// One way to reach a peer: its address `index` in its `server.N` line, and the own address
+/// to dial from (None: the kernel's choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Route {
+    to: SocketAddr,
+    from: Option<IpAddr>,
+    index: usize,
+}
+
+/// The own address to dial `to` (a peer's address `index`) from: own address `index` when it is
+/// of the same family (the line's places pair the networks, as ZooKeeper's multi-address
+/// setups do), else the first own one of that family; none when the own one is a wildcard.
+fn source_for(own: &[SocketAddr], index: usize, to: SocketAddr) -> Option<IpAddr> {
+    let same_family = |a: &&SocketAddr| a.is_ipv4() == to.is_ipv4();
+    let own = own.get(index).filter(same_family).or_else(|| own.iter().find(same_family))?;
+    Some(own.ip()).filter(|ip| !ip.is_unspecified())
+}
+
+/// What one dialer needs: who it is, whom it dials by which routes, and how it secures the
+/// connection (quorum TLS, quorum SASL).
+struct Dial {
     me: Sid,
     to: Sid,
-    addr: SocketAddr,
-    source: Option<IpAddr>,
-    o: Rc<Outbound>,
-    tx: Rc<LocalSender<PeerIn>>,
+    routes: Vec<Route>,
     tls: Option<Rc<PeerTls>>,
-) {
-    let mut last_tls_failure_log: Option<Instant> = None;
+    sasl: Option<Rc<PeerSasl>>,
+}
+
+impl Dial {
+    /// Logs a failed TLS handshake or quorum SASL exchange with the peer at `addr`, at most
+    /// once per `PEER_REFUSAL_LOG_INTERVAL_MS` per dialer.
+    fn failed(&self, last_log: &mut Option<Instant>, addr: SocketAddr, what: &str, why: &str) {
+        if last_log.is_none_or(|t| t.elapsed() >= Duration::from_millis(PEER_REFUSAL_LOG_INTERVAL_MS)) {
+            *last_log = Some(Instant::now());
+            tracing::warn!("peer {}: {what} to peer {} at {addr} failed: {why}", self.me, self.to);
+        }
+    }
+}
+
+/// Keeps one outgoing connection to `to` up and writes what is queued for it; tells the shell
+/// (`to`, None) when a connection that was up is lost. Each attempt goes to the next of the
+/// peer's addresses after a failed one (a lost connection tries the same address first). With
+/// `tls`, each connection is a TLS client to the dialed address's `server.N` host, presenting
+/// this server's certificate; with `sasl`, it authenticates after the hello
+/// (`peer_auth::learner`).
+async fn dial_loop(d: Dial, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
+    let mut last_failure_log: Option<Instant> = None;
+    let mut next = 0;
     loop {
-        match connect_from(source, addr).await {
+        let Some(&route) = d.routes.get(next % d.routes.len().max(1)) else { return };
+        let addr = route.to;
+        // A failed attempt moves on to the next address; a connection that was up tries the
+        // same one again first.
+        next = (next + 1) % d.routes.len();
+        match connect_from(route.from, addr).await {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
-                let carried_on = match &tls {
-                    None => outbound(me, to, addr, stream, &o, &tx).await,
-                    Some(t) => match tls_connect(t, to, stream).await {
-                        Ok(s) => outbound(me, to, addr, s, &o, &tx).await,
+                let carried_on = match &d.tls {
+                    None => {
+                        next = route.index;
+                        outbound(&d, addr, stream, &o, &tx, &mut last_failure_log).await
+                    }
+                    Some(t) => match tls_connect(t, d.to, route.index, stream).await {
+                        Ok(s) => {
+                            next = route.index;
+                            outbound(&d, addr, s, &o, &tx, &mut last_failure_log).await
+                        }
                         Err(why) => {
-                            let due = last_tls_failure_log
-                                .is_none_or(|t| t.elapsed() >= Duration::from_millis(PEER_REFUSAL_LOG_INTERVAL_MS));
-                            if due {
-                                last_tls_failure_log = Some(Instant::now());
-                                tracing::warn!("peer {me}: TLS to peer {to} at {addr} failed: {why}");
-                            }
+                            d.failed(&mut last_failure_log, addr, "TLS", &why);
                             true
                         }
                     },
@@ -453,7 +540,7 @@ async fn dial_loop(
                     return;
                 }
             }
-            Err(e) => tracing::debug!("peer {me}: cannot reach peer {to} at {addr}: {e}"),
+            Err(e) => tracing::debug!("peer {}: cannot reach peer {} at {addr}: {e}", d.me, d.to),
         }
         glommio::timer::sleep(Duration::from_millis(PEER_RECONNECT_MS)).await;
     }
@@ -465,9 +552,11 @@ async fn dial_loop(
 async fn tls_connect(
     tls: &PeerTls,
     to: Sid,
+    index: usize,
     stream: TcpStream,
 ) -> Result<futures_rustls::client::TlsStream<TcpStream>, String> {
-    let host = tls.hosts.get(&to).ok_or_else(|| format!("no server.{to} line"))?;
+    let host =
+        tls.hosts.get(&to).and_then(|h| h.get(index)).ok_or_else(|| format!("no server.{to} address {index}"))?;
     let name = server_name(host)?;
     let configs = tls.configs().await;
     let handshake = async {
@@ -483,20 +572,39 @@ async fn tls_connect(
     futures_lite::future::or(handshake, deadline).await
 }
 
-/// Sends the hello on a new connection to `to`, then what is queued, until the connection is
-/// lost (false if the transport was dropped meanwhile: the dialer ends).
-async fn outbound<S: AsyncWrite + Unpin>(
-    me: Sid,
-    to: Sid,
+/// Sends the hello on a new connection to `to` (and authenticates, with quorum SASL), then
+/// what is queued, until the connection is lost (false if the transport was dropped
+/// meanwhile: the dialer ends).
+async fn outbound<S: AsyncRead + AsyncWrite + Unpin>(
+    d: &Dial,
     addr: SocketAddr,
     mut stream: S,
     o: &Outbound,
     tx: &LocalSender<PeerIn>,
+    last_failure_log: &mut Option<Instant>,
 ) -> bool {
+    let (me, to) = (d.me, d.to);
     let mut hello = BytesMut::new();
     encode_hello(&mut hello, me);
     if stream.write_all(&hello).await.is_err() || stream.flush().await.is_err() {
         return true;
+    }
+    if let Some(p) = &d.sasl {
+        match peer_auth::learner(&mut stream, p, to).await {
+            Ok(LearnerOutcome::Authenticated) => {
+                tracing::info!("peer {me}: authenticated to peer {to} by quorum SASL as {:?}", p.sasl.username())
+            }
+            Ok(LearnerOutcome::Unauthenticated(why)) => d.failed(
+                last_failure_log,
+                addr,
+                "quorum SASL",
+                &format!("{why}; going on without it (quorum.auth.learnerRequireSasl=false)"),
+            ),
+            Err(why) => {
+                d.failed(last_failure_log, addr, "quorum SASL", &why);
+                return true;
+            }
+        }
     }
     o.buf.borrow_mut().clear();
     // A reset asked for before this connection concerns the previous one.
@@ -583,6 +691,7 @@ struct Inbound {
     snap_bytes_in: Rc<Cell<usize>>,
     gate: Rc<Gate>,
     tls: Option<Rc<PeerTls>>,
+    sasl: Option<Rc<PeerSasl>>,
 }
 
 async fn accept_loop(listener: TcpListener, inbound: Rc<Inbound>) {
@@ -713,13 +822,20 @@ async fn read_loop(stream: TcpStream, ip: IpAddr, slot: Slot, inbound: Rc<Inboun
 /// check stands.
 fn tls_identity_ok(tls: &PeerTls, leaf: Option<&CertificateDer<'_>>, sid: Sid) -> Result<(), String> {
     let (Some(leaf), true) = (leaf, tls.ctx.settings.stores.client_hostname_verification) else { return Ok(()) };
-    let host = tls.hosts.get(&sid).ok_or_else(|| format!("no server.{sid} line"))?;
-    names_host(leaf, host).map_err(|why| format!("it says it is server {sid}, but {why}"))
+    let hosts = tls.hosts.get(&sid).ok_or_else(|| format!("no server.{sid} line"))?;
+    let mut why = String::new();
+    for host in hosts {
+        match names_host(leaf, host) {
+            Ok(()) => return Ok(()),
+            Err(e) => why = e,
+        }
+    }
+    Err(format!("it says it is server {sid}, but {why}"))
 }
 
 /// An accepted connection from its hello on: `tls` holds quorum TLS and the peer's
 /// certificate when the connection is TLS.
-async fn serve_inbound<S: AsyncRead + Unpin>(
+async fn serve_inbound<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     tls: Option<(&PeerTls, Option<CertificateDer<'static>>)>,
     ip: IpAddr,
@@ -735,12 +851,35 @@ async fn serve_inbound<S: AsyncRead + Unpin>(
             return;
         }
     }
+    // Quorum SASL (or, without it here, a NotSasl answer to a dialer that asks), before
+    // anything but bounded auth frames is read.
+    let mut buf = BytesMut::new();
+    match peer_auth::server(&mut stream, inbound.sasl.as_deref(), sid).await {
+        Err(why) => {
+            gate.refused(format_args!("{peer}: server {sid}: quorum SASL: {why}"));
+            return;
+        }
+        Ok((outcome, head)) => {
+            match outcome {
+                ServerOutcome::Authenticated(user) => {
+                    tracing::info!("peer {}: peer {sid} ({peer}) authenticated by quorum SASL as {user:?}", gate.me)
+                }
+                ServerOutcome::Unauthenticated(Some(why)) => gate.refused(format_args!(
+                    "{peer}: server {sid}: quorum SASL: {why}; let in all the same (quorum.auth.serverRequireSasl=false)"
+                )),
+                ServerOutcome::Unauthenticated(None) => {}
+            }
+            if let Some(head) = head {
+                buf.extend_from_slice(&head);
+            }
+        }
+    }
     // This connection replaces an older one from the same server (which ends as if closed).
     let ended = Rc::new(Semaphore::new(0));
     if let Some(older) = gate.live.borrow_mut().insert(sid, ended.clone()) {
         older.signal(1);
     }
-    read_frames(&mut stream, sid, peer, &ended, &inbound.tx, &inbound.snap_bytes_in).await;
+    read_frames(&mut stream, buf, sid, peer, &ended, &inbound.tx, &inbound.snap_bytes_in).await;
     {
         let mut live = gate.live.borrow_mut();
         if live.get(&sid).is_some_and(|l| Rc::ptr_eq(l, &ended)) {
@@ -753,17 +892,18 @@ async fn serve_inbound<S: AsyncRead + Unpin>(
     drop(slot);
 }
 
-/// Reads frames from an accepted peer until the connection ends, a frame is bad, or `ended`
-/// is signalled.
+/// Reads frames from an accepted peer (the first bytes already in `buf`) until the connection
+/// ends, a frame is bad, or `ended` is signalled.
 async fn read_frames<S: AsyncRead + Unpin>(
     stream: &mut S,
+    mut buf: BytesMut,
     sid: Sid,
     peer: &str,
     ended: &Semaphore,
     tx: &LocalSender<PeerIn>,
     snap_bytes_in: &Cell<usize>,
 ) {
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    buf.reserve(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     loop {
         let read = async { Some(stream.read(&mut chunk).await) };
@@ -827,7 +967,7 @@ mod tests {
     fn gate(me: Sid, hosts: &[(Sid, &str)]) -> Gate {
         Gate {
             me,
-            hosts: hosts.iter().map(|&(sid, h)| (sid, h.parse().unwrap())).collect(),
+            hosts: hosts.iter().map(|&(sid, h)| (sid, vec![h.parse().unwrap()])).collect(),
             open: RefCell::new(HashMap::new()),
             live: RefCell::new(BTreeMap::new()),
             last_refusal_log: Cell::new(None),
@@ -1036,6 +1176,132 @@ mod tests {
             .unwrap();
     }
 
+    /// A member's quorum SASL whose JAAS file holds `password` in both sections.
+    /// `PeerNet::start_secured` for servers with one address each (`peers` includes `me`).
+    fn start_sasl(
+        me: Sid,
+        listen: SocketAddr,
+        peers: &BTreeMap<Sid, SocketAddr>,
+        sasl: Option<Rc<PeerSasl>>,
+    ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
+        let mut all: BTreeMap<Sid, Vec<SocketAddr>> = peers.iter().map(|(&sid, &a)| (sid, vec![a])).collect();
+        all.insert(me, vec![listen]);
+        PeerNet::start_secured(me, &all, None, sasl)
+    }
+
+    fn quorum_sasl(password: &str, require: bool) -> Rc<PeerSasl> {
+        let jaas = crate::sasl::jaas::Jaas::parse(&format!(
+            "QuorumServer {{ org.apache.zookeeper.server.auth.DigestLoginModule required user_zk=\"{password}\"; }};\n\
+             QuorumLearner {{ org.apache.zookeeper.server.auth.DigestLoginModule required username=\"zk\" \
+             password=\"{password}\"; }};"
+        ))
+        .unwrap();
+        let keys = crate::sasl::quorum::QuorumSaslKeys {
+            learner_require: require,
+            server_require: require,
+            ..Default::default()
+        };
+        let q = crate::sasl::quorum::QuorumSasl::from_jaas(keys, &jaas, std::path::Path::new("/j")).unwrap();
+        Rc::new(PeerSasl::new(Arc::new(q), BTreeMap::new()))
+    }
+
+    /// Quorum SASL (issue 15): members with the secret authenticate both ways on each
+    /// connection and talk; a member with a wrong password, or without SASL, is refused by
+    /// members that require it, and nothing it sends reaches them; a member without quorum
+    /// SASL answers NotSasl, so a member that does not require SASL still talks to it.
+    #[test]
+    fn quorum_sasl_admits_the_secret_holders_only() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let (a, b, c) = (free_addr(), free_addr(), free_addr());
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b), (3, c)].into();
+                let sasl = |pw, require| Some(quorum_sasl(pw, require));
+                let (net1, rx1) = start_sasl(1, a, &peers, sasl("right", true)).unwrap();
+                let (net2, rx2) = start_sasl(2, b, &peers, sasl("right", true)).unwrap();
+                send_until_connected(&net2, 1, &note(1)).await;
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(1)))), "authenticated, and talking");
+                send_until_connected(&net1, 2, &note(2)).await;
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(2)))));
+                // Server 3 with a wrong password: its connections are refused both ways (its
+                // learner requires SASL too, so it drops what 1 refused to authenticate).
+                let (net3, rx3) = start_sasl(3, c, &peers, sasl("wrong", true)).unwrap();
+                glommio::timer::sleep(Duration::from_millis(800)).await;
+                assert!(!net3.connected(1) && !net3.connected(2), "a wrong password never connects");
+                assert!(!net1.connected(3), "nor does a member refused by it");
+                assert_eq!(net3.send(1, &note(3)), Sent::Down);
+                assert_eq!(recv_within(&rx1, 300).await, None, "nothing from server 3 reached server 1");
+                drop((net3, rx3));
+                glommio::timer::sleep(Duration::from_millis(100)).await; // its listener closes
+                                                                         // Server 3 without quorum SASL: refused by members that require it.
+                let (net3, _rx3) = PeerNet::start(3, c, &peers).unwrap();
+                send_until_connected(&net3, 1, &note(4)).await; // its dialer sees no SASL
+                assert_eq!(recv_within(&rx1, 500).await, None, "a peer without SASL is refused before any message");
+                // A member that does not require SASL goes on with one that has none: 3 answers
+                // NotSasl, 1's learner (not requiring) carries on.
+                drop((net1, rx1, net3));
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                let (net1, _rx1) = start_sasl(1, a, &peers, sasl("right", false)).unwrap();
+                let (_net3, rx3) = PeerNet::start(3, c, &peers).unwrap();
+                send_until_connected(&net1, 3, &note(5)).await;
+                assert_eq!(recv_within(&rx3, 2000).await, Some((1, Some(note(5)))));
+                drop(net2);
+                drop(rx2);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// `quorum.cnxn.threads.size`: with a bound of 1, a second connection that starts an
+    /// exchange while one is under way is refused at once; a stalled exchange ends with its
+    /// deadline and frees its place; members still authenticate afterwards.
+    #[test]
+    fn quorum_sasl_bounds_the_exchanges_under_way() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let free_on = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap();
+                let (a, b) = (free_on("127.0.0.1"), free_on("127.0.0.2"));
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+                let mut one = quorum_sasl("right", true);
+                let p = Rc::get_mut(&mut one).unwrap();
+                Arc::get_mut(&mut p.sasl).unwrap().keys.authenticating_max = 1;
+                let (net1, rx1) = start_sasl(1, a, &peers, Some(one)).unwrap();
+                // An exchange that starts and stalls: hello, the learner's first auth frame,
+                // then nothing (it holds the one place until its deadline).
+                let start = || {
+                    let mut s = connect_from_std("127.0.0.2", a);
+                    let mut f = BytesMut::from(&hello_of(2)[..]);
+                    crate::proto::peer::encode_auth_frame(&mut f, crate::proto::peer::AuthStatus::InProgress, &[]);
+                    std::io::Write::write_all(&mut s, &f).unwrap();
+                    s
+                };
+                let _stalled = start();
+                glommio::timer::sleep(Duration::from_millis(300)).await;
+                let mut second = start();
+                glommio::timer::sleep(Duration::from_millis(300)).await; // the server's turn (one thread)
+                let mut got = Vec::new();
+                let read = std::io::Read::read_to_end(&mut second, &mut got);
+                // Closed (a reset: the refusal left the frame's last byte unread), nothing answered.
+                let closed = match &read {
+                    Ok(_) => true,
+                    Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+                };
+                assert!(
+                    closed && got.is_empty(),
+                    "past quorum.cnxn.threads.size, refused unanswered: {read:?} {got:?}"
+                );
+                // After the deadline the place is free again: a real member authenticates.
+                glommio::timer::sleep(Duration::from_millis(super::super::peer_auth::PEER_AUTH_TIMEOUT_MS)).await;
+                let (net2, _rx2) = start_sasl(2, b, &peers, Some(quorum_sasl("right", true))).unwrap();
+                send_until_connected(&net2, 1, &note(8)).await;
+                assert_eq!(recv_within(&rx1, 3000).await, Some((2, Some(note(8)))));
+                drop((net1, net2));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
     #[test]
     fn peers_exchange_messages_reconnect_and_shrug_off_garbage() {
         LocalExecutorBuilder::default()
@@ -1095,5 +1361,68 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
+    }
+
+    /// A server with several addresses (`|`) listens on all of them; a dialer whose first
+    /// address for it fails moves on to the next; a hello from any of a server's hosts passes.
+    #[test]
+    fn several_addresses_per_server_listen_on_all_and_dial_with_failover() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let (a, c, x, y) = (free_addr(), free_addr(), free_addr(), free_addr());
+                let dead = free_addr(); // nothing listens there
+                let two: BTreeMap<Sid, Vec<SocketAddr>> = [(1, vec![a]), (2, vec![x, y]), (3, vec![c])].into();
+                let (net2, rx2) = PeerNet::start_with_tls(2, &two, None).unwrap();
+                // Peer 1 knows server 2 first at a dead address, then at y.
+                let view1: BTreeMap<Sid, Vec<SocketAddr>> = [(1, vec![a]), (2, vec![dead, y])].into();
+                let (net1, _rx1) = PeerNet::start_with_tls(1, &view1, None).unwrap();
+                // Peer 3 knows it only at x.
+                let view3: BTreeMap<Sid, Vec<SocketAddr>> = [(3, vec![c]), (2, vec![x])].into();
+                let (net3, _rx3) = PeerNet::start_with_tls(3, &view3, None).unwrap();
+                send_until_connected(&net1, 2, &note(1)).await;
+                send_until_connected(&net3, 2, &note(3)).await;
+                let mut from = Vec::new();
+                while from.len() < 2 {
+                    match recv_within(&rx2, 3000).await {
+                        Some((sid, Some(Message::Notification { round, .. }))) => from.push((sid, round)),
+                        Some(_) => continue,
+                        None => break,
+                    }
+                }
+                from.sort();
+                assert_eq!(from, [(1, 1), (3, 3)], "server 2 heard both, over both of its addresses");
+                drop((net1, net2, net3));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_dialer_binds_the_own_address_in_the_same_place_of_the_line() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let own = [a("10.0.0.1:1"), a("192.168.0.1:1"), a("[fd00::1]:1")];
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        assert_eq!(source_for(&own, 0, a("10.0.0.2:1")), ip("10.0.0.1"));
+        assert_eq!(source_for(&own, 1, a("192.168.0.2:1")), ip("192.168.0.1"));
+        // Another family in that place: the first own address of the target's family.
+        assert_eq!(source_for(&own, 0, a("[fd00::2]:1")), ip("fd00::1"));
+        assert_eq!(source_for(&own, 5, a("10.0.0.9:1")), ip("10.0.0.1"));
+        assert_eq!(source_for(&[a("0.0.0.0:1")], 0, a("10.0.0.9:1")), None);
+        assert_eq!(source_for(&[a("[::1]:1")], 0, a("10.0.0.9:1")), None);
+        let g = Gate {
+            me: 1,
+            hosts: [(1, vec![ip("10.0.0.1").unwrap()]), (2, vec![ip("10.0.0.2").unwrap(), ip("10.1.0.2").unwrap()])]
+                .into(),
+            open: RefCell::new(HashMap::new()),
+            live: RefCell::new(BTreeMap::new()),
+            last_refusal_log: Cell::new(None),
+            refusals_unlogged: Cell::new(0),
+        };
+        assert!(
+            g.hello_allowed(2, ip("10.1.0.2").unwrap()).is_ok() && g.hello_allowed(2, ip("10.0.0.2").unwrap()).is_ok()
+        );
+        let err = g.hello_allowed(2, ip("10.2.0.2").unwrap()).unwrap_err();
+        assert!(err.contains("10.0.0.2|10.1.0.2"), "{err}");
     }
 }

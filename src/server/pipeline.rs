@@ -164,7 +164,7 @@ impl Pipeline {
     /// Handles one message; sessions are timed by `now.mono_ms`, txns dated `now.wall_ms`.
     fn handle(&mut self, msg: ToPipeline, now: Now) {
         match msg {
-            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen } => {
+            ToPipeline::Connect { conn, session_id, passwd, timeout_ms, last_zxid_seen, .. } => {
                 if let Some(refusal) = refuse_if_ahead(conn, last_zxid_seen, self.tree.last_zxid()) {
                     self.answer(refusal);
                     return;

@@ -109,6 +109,9 @@ pub struct Stats {
     pub znodes: AtomicU64,
     pub ephemerals: AtomicU64,
     pub sessions: AtomicU64,
+    /// Sessions local to this member (localSessionsEnabled, read-only mode): the pipeline
+    /// core publishes the count each tick.
+    pub local_sessions: AtomicU64,
     pub data_bytes: AtomicI64,
     /// `ServerMode` as its index in `ServerMode::ALL`.
     pub mode: AtomicU8,
@@ -212,6 +215,7 @@ impl Stats {
             znodes: AtomicU64::new(0),
             ephemerals: AtomicU64::new(0),
             sessions: AtomicU64::new(0),
+            local_sessions: AtomicU64::new(0),
             data_bytes: AtomicI64::new(0),
             mode: AtomicU8::new(0),
             fsync_count: AtomicU64::new(0),

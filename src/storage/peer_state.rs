@@ -2,7 +2,9 @@
 //! the decimal number alone in `dataDir/myid`), `epochs` (the accepted and the current epoch,
 //! written together so they can never disagree with each other after a crash), and
 //! `rejoin.pending` (this member set damaged log segments aside and has not synced with an
-//! established leader since: it must not count toward a quorum until it has).
+//! established leader since: it must not count toward a quorum until it has), and
+//! `membership` (the last committed reconfiguration: its zxid and the voting and observing
+//! sids, issue 16; absent: the static `server.N` lines).
 //! Rules: `epochs` is replaced atomically (`write_atomic`) and carries a crc32c; a damaged or
 //! impossible file (accepted below current) is an error naming the file, never a silent reset.
 //! `rejoin.pending` is written durably before any log data is set aside, and removed only
@@ -17,6 +19,17 @@ use std::path::{Path, PathBuf};
 pub const MYID_FILE: &str = "myid";
 pub const EPOCHS_FILE: &str = "epochs";
 pub const REJOIN_PENDING_FILE: &str = "rejoin.pending";
+pub const MEMBERSHIP_FILE: &str = "membership";
+/// Bytes a `membership` file may hold (255 sids of 3 digits and commas, twice, and a version).
+const MEMBERSHIP_FILE_BYTES_MAX: u64 = 4096;
+
+/// The last committed reconfiguration: its zxid (the version) and the voting and observing sids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    pub version: i64,
+    pub voters: Vec<u64>,
+    pub observers: Vec<u64>,
+}
 /// `epochs`: magic, version, accepted u32, current u32, crc32c of the 12 bytes before it.
 const EPOCHS_MAGIC: [u8; 4] = *b"RKEP";
 const EPOCHS_VERSION: u32 = 1;
@@ -111,6 +124,62 @@ pub fn clear_rejoin_pending(dir: &Path) -> Result<(), PeerStateError> {
     }
 }
 
+/// The committed membership, None if no reconfiguration has committed here (the file is absent).
+pub fn read_membership(dir: &Path) -> Result<Option<Membership>, PeerStateError> {
+    let path = dir.join(MEMBERSHIP_FILE);
+    let text = match fs::metadata(&path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(PeerStateError::Io { path, err }),
+        Ok(m) if m.len() > MEMBERSHIP_FILE_BYTES_MAX => {
+            return Err(PeerStateError::Damaged { path, reason: "larger than any membership" })
+        }
+        Ok(_) => fs::read_to_string(&path).map_err(|err| PeerStateError::Io { path: path.clone(), err })?,
+    };
+    decode_membership(&text).map(Some).map_err(|reason| PeerStateError::Damaged { path, reason })
+}
+
+/// Replaces the membership file (atomically, durably).
+pub fn write_membership(dir: &Path, m: &Membership) -> Result<(), PeerStateError> {
+    let path = dir.join(MEMBERSHIP_FILE);
+    write_atomic(&path, encode_membership(m).as_bytes()).map_err(|err| PeerStateError::Io { path, err })
+}
+
+/// `version=0x…`, `voters=1,2,3`, `observers=4` (empty after `=` for none), one per line.
+fn encode_membership(m: &Membership) -> String {
+    let list = |ids: &[u64]| ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    format!("version={:#x}\nvoters={}\nobservers={}\n", m.version, list(&m.voters), list(&m.observers))
+}
+
+fn decode_membership(text: &str) -> Result<Membership, &'static str> {
+    let mut lines = text.lines();
+    let mut field = |key: &str| -> Result<&str, &'static str> {
+        let line = lines.next().ok_or("a line is missing")?;
+        line.strip_prefix(key).and_then(|r| r.strip_prefix('=')).ok_or("a line is not the one expected")
+    };
+    let version = field("version")?;
+    let version = version
+        .strip_prefix("0x")
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .ok_or("the version is no hexadecimal zxid")? as i64;
+    let ids = |v: &str| -> Result<Vec<u64>, &'static str> {
+        if v.is_empty() {
+            return Ok(Vec::new());
+        }
+        v.split(',')
+            .map(|i| i.parse::<u64>().ok().filter(|i| (1..=SID_MAX).contains(i)).ok_or("a server id is out of range"))
+            .collect()
+    };
+    let voters = ids(field("voters")?)?;
+    let observers = ids(field("observers")?)?;
+    if voters.is_empty() {
+        return Err("it names no voter");
+    }
+    if lines.next().is_some_and(|l| !l.is_empty()) {
+        return Err("it has lines after the observers");
+    }
+    Ok(Membership { version, voters, observers })
+}
+
 fn encode_epochs(accepted: u32, current: u32) -> [u8; EPOCHS_FILE_BYTES] {
     let mut b = [0u8; EPOCHS_FILE_BYTES];
     b[..4].copy_from_slice(&EPOCHS_MAGIC);
@@ -182,6 +251,35 @@ mod tests {
         for text in ["0", "255", "-1", "x", "", "1 2"] {
             fs::write(dir.0.join(MYID_FILE), text).unwrap();
             assert!(matches!(read_myid(&dir.0), Err(PeerStateError::BadMyid { .. })), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_membership_file_round_trips_and_damage_is_named() {
+        let dir = TempDir::new("membership");
+        assert_eq!(read_membership(&dir.0).unwrap(), None);
+        let m = Membership { version: 0x1_0000_0006, voters: vec![1, 2, 3, 4, 5], observers: vec![] };
+        write_membership(&dir.0, &m).unwrap();
+        assert_eq!(read_membership(&dir.0).unwrap(), Some(m.clone()));
+        assert_eq!(
+            std::fs::read_to_string(&dir.0.join(MEMBERSHIP_FILE)).unwrap(),
+            "version=0x100000006\nvoters=1,2,3,4,5\nobservers=\n"
+        );
+        let m2 = Membership { version: 0x2_0000_0001, voters: vec![2, 3, 4], observers: vec![1, 5] };
+        write_membership(&dir.0, &m2).unwrap();
+        assert_eq!(read_membership(&dir.0).unwrap(), Some(m2));
+        for bad in [
+            "",
+            "version=6\nvoters=1\nobservers=\n",
+            "version=0x6\nvoters=\nobservers=\n",
+            "version=0x6\nvoters=1,0\nobservers=\n",
+            "version=0x6\nvoters=1,x\nobservers=\n",
+            "version=0x6\nobservers=\nvoters=1\n",
+            "version=0x6\nvoters=1\nobservers=2\nmore=1\n",
+        ] {
+            std::fs::write(&dir.0.join(MEMBERSHIP_FILE), bad).unwrap();
+            let err = read_membership(&dir.0).unwrap_err().to_string();
+            assert!(err.contains("membership is damaged"), "{bad:?}: {err}");
         }
     }
 }

@@ -30,8 +30,14 @@ struct Net {
 impl Net {
     fn new() -> Net {
         let t1 = Txn { zxid: make_zxid(1, 1), data: Bytes::from_static(b"t1") };
-        let d =
-            Durable { accepted_epoch: 1, current_epoch: 1, snapshot_zxid: 0, log: vec![t1.clone()], lost_log: false };
+        let d = Durable {
+            accepted_epoch: 1,
+            current_epoch: 1,
+            snapshot_zxid: 0,
+            log: vec![t1.clone()],
+            lost_log: false,
+            membership: None,
+        };
         let mut n = Net {
             peers: BTreeMap::new(),
             durable: BTreeMap::new(),
@@ -51,6 +57,7 @@ impl Net {
                 zxid_counter_max: 1000,
                 sync_chunk_bytes_max: 1 << 20,
                 commit_log_count: 500,
+                membership_of: super::no_reconfig,
             };
             n.durable.insert(id, d.clone());
             n.pending.insert(id, VecDeque::new());
@@ -91,6 +98,7 @@ impl Net {
                     d.accepted_epoch = accepted;
                     d.current_epoch = current;
                 }
+                PersistOp::Membership { zxid, voters, observers } => d.membership = Some((zxid, voters, observers)),
                 PersistOp::Append(txns) => {
                     for t in txns {
                         if let Some((who, prev)) = self.logged.get(&t.zxid) {

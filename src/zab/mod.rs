@@ -11,6 +11,9 @@ mod double_promise;
 pub mod election;
 pub mod message;
 pub mod peer;
+pub mod quorum;
+#[cfg(test)]
+mod reconfig_scenarios;
 #[cfg(test)]
 mod scenarios;
 #[cfg(test)]
@@ -54,6 +57,10 @@ pub struct Durable {
     /// acknowledged txns it no longer holds: until it has synced with an established leader it
     /// counts toward no quorum (see `peer`). Cleared by `PersistOp::Rejoined`.
     pub lost_log: bool,
+    /// The membership committed at or before the snapshot (its reconfiguration's zxid, voters,
+    /// observers), as the shell keeps it beside the snapshot; None: the static configuration's.
+    /// Reconfigurations in the log are found there again (`ZabConfig::membership_of`).
+    pub membership: Option<(Zxid, Vec<Sid>, Vec<Sid>)>,
 }
 
 /// Ensemble membership and timing, in ticks.
@@ -78,6 +85,15 @@ pub struct ZabConfig {
     /// Delivered txns a peer keeps in memory at most (ZooKeeper's commitLogCount): a follower
     /// behind them is synced from the log on disk (`Output::ReadLog`) or with a SNAP.
     pub commit_log_count: usize,
+    /// Reads the membership a txn installs when it commits (a reconfiguration, ZooKeeper's
+    /// txn type 16): Some((voters, observers)), or None for every other txn. The sans-IO core
+    /// keeps txns opaque; this is the one thing it asks of their bytes.
+    pub membership_of: fn(&[u8]) -> Option<(Vec<Sid>, Vec<Sid>)>,
+}
+
+/// `ZabConfig::membership_of` for a shell whose txns never change the membership.
+pub fn no_reconfig(_: &[u8]) -> Option<(Vec<Sid>, Vec<Sid>)> {
+    None
 }
 
 impl ZabConfig {

@@ -18,9 +18,17 @@
 //!   notifications carry `NON_VOTE` and say LOOKING (no vote, no FOLLOWING backing), it never
 //!   leads, and its ACKEPOCH is never fresh (so no leader counts it in the discovery quorum
 //!   whose histories a new leader must cover). Then it persists `Rejoined` and votes again.
+//! - Reconfiguration (issue 16; `ZabConfig::membership_of` names the txns that change the
+//!   membership): logged, uncommitted reconfigurations are `next_configs`; while there is one,
+//!   a txn at or after it commits only with a majority of the active voters AND of its voters
+//!   (`quorum::commit_point`), the learners it makes voters acknowledge proposals, and a new
+//!   leader whose history holds one is established only with both majorities. It activates
+//!   when it is delivered (committed), on every member alike; a leader that is no voter of
+//!   the new membership, or a member that is no member of it, steps down and elects.
 
 use super::election::{Election, Outcome};
 use super::message::{Envelope, FollowerMsg, LeaderMsg, LinkId, Message, PeerState, Vote};
+use super::quorum::{commit_point, majority, NextVoters};
 use super::{make_zxid, Durable, Sid, Txn, ZabConfig, Zxid};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -46,6 +54,13 @@ pub enum PersistOp {
     /// A peer that had lost logged txns (`Durable::lost_log`) is synced with an established
     /// leader: record that it counts toward quorums again.
     Rejoined,
+    /// The reconfiguration at `zxid` committed: its membership is the one to start with from
+    /// now on (`Durable::membership`).
+    Membership {
+        zxid: Zxid,
+        voters: Vec<Sid>,
+        observers: Vec<Sid>,
+    },
 }
 
 /// What a peer that lost logged txns announces instead of a vote: itself, with a history
@@ -93,6 +108,13 @@ pub enum Input {
     /// as ZooKeeper's initLimit bounds each read of a SNAP, not the whole).
     Heard {
         from: Sid,
+    },
+    /// The shell restored a leader's snapshot (`Output::Restore`) whose state holds a committed
+    /// reconfiguration at `zxid`, the last in it: that membership is active now.
+    SnapshotMembership {
+        zxid: Zxid,
+        voters: Vec<Sid>,
+        observers: Vec<Sid>,
     },
     /// The shell's answer to `Output::ReadLog` for follower `to` on `link`.
     LogRead {
@@ -144,6 +166,30 @@ pub enum Output {
     FromLeader {
         data: Bytes,
     },
+    /// A reconfiguration committed at `zxid` (its version) is active here from now on.
+    Reconfigured {
+        zxid: Zxid,
+        voters: Vec<Sid>,
+        observers: Vec<Sid>,
+    },
+}
+
+/// The last logged reconfiguration not yet committed: its zxid, voters and observers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextConfig {
+    pub zxid: Zxid,
+    pub voters: Vec<Sid>,
+    pub observers: Vec<Sid>,
+}
+
+/// Deliberate bugs the reconfiguration scenarios must catch (tests only).
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconfigMutation {
+    /// A reconfiguration activates when it is logged, not when it commits.
+    ActivateWhenLogged,
+    /// While a reconfiguration is pending, only its voters' majority commits.
+    NewQuorumOnly,
 }
 
 /// The role, for the shell and for tests.
@@ -308,6 +354,10 @@ pub struct Peer {
     links_opened: u64,
     /// See `Durable::lost_log`.
     lost_log: bool,
+    /// See the module doc (reconfiguration): logged and not committed, in zxid order.
+    next_configs: Vec<NextConfig>,
+    #[cfg(test)]
+    mutation: Option<ReconfigMutation>,
 }
 
 impl Peer {
@@ -320,6 +370,21 @@ impl Peer {
         assert!(durable.log.first().is_none_or(|t| t.zxid > durable.snapshot_zxid), "log starts before its snapshot");
         let me = cfg.my_id;
         let own = Vote { leader: me, zxid: 0, peer_epoch: 0 };
+        let mut cfg = cfg;
+        if let Some((_, voters, observers)) = &durable.membership {
+            cfg.voters = voters.clone();
+            cfg.observers = observers.clone();
+        }
+        // Reconfigurations logged after the committed membership: pending until delivered.
+        let active_version = durable.membership.as_ref().map_or(0, |m| m.0);
+        let next_configs = durable
+            .log
+            .iter()
+            .filter(|t| t.zxid > active_version)
+            .filter_map(|t| {
+                (cfg.membership_of)(&t.data).map(|(voters, observers)| NextConfig { zxid: t.zxid, voters, observers })
+            })
+            .collect();
         Peer {
             cfg,
             accepted_epoch: durable.accepted_epoch,
@@ -338,6 +403,92 @@ impl Peer {
             incarnation,
             links_opened: 0,
             lost_log: durable.lost_log,
+            next_configs,
+            #[cfg(test)]
+            mutation: None,
+        }
+    }
+
+    /// Tests only: makes this peer carry a deliberate reconfiguration bug.
+    #[cfg(test)]
+    pub fn set_mutation(&mut self, m: ReconfigMutation) {
+        self.mutation = Some(m);
+    }
+
+    /// The active voters and observers.
+    pub fn membership(&self) -> (&[Sid], &[Sid]) {
+        (&self.cfg.voters, &self.cfg.observers)
+    }
+
+    /// The logged reconfigurations not yet committed, oldest first.
+    pub fn next_configs(&self) -> &[NextConfig] {
+        &self.next_configs
+    }
+
+    /// Whether `sid` votes in the active membership or in one pending commit.
+    fn votes_now_or_next(&self, sid: Sid) -> bool {
+        self.cfg.is_voter(sid) || self.next_configs.iter().any(|n| n.voters.contains(&sid))
+    }
+
+    /// Notes the reconfigurations among txns just logged (the last one is pending).
+    fn note_reconfigs(&mut self, txns: &[Txn], out: &mut Vec<Output>) {
+        for t in txns {
+            if let Some((voters, observers)) = (self.cfg.membership_of)(&t.data) {
+                self.next_configs.push(NextConfig { zxid: t.zxid, voters, observers });
+                #[cfg(test)]
+                if self.mutation == Some(ReconfigMutation::ActivateWhenLogged) {
+                    self.activate(t.zxid, out);
+                }
+            }
+        }
+        let _ = out;
+    }
+
+    /// Makes the pending reconfiguration at `zxid` the active membership.
+    fn activate(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
+        let Some(i) = self.next_configs.iter().position(|n| n.zxid == zxid) else { return };
+        let n = self.next_configs.remove(i);
+        tracing::info!(
+            "peer {}: membership {zxid:#x} active: voters {:?}, observers {:?}",
+            self.cfg.my_id,
+            n.voters,
+            n.observers
+        );
+        self.cfg.voters = n.voters.clone();
+        self.cfg.observers = n.observers.clone();
+        let op = PersistOp::Membership { zxid, voters: n.voters.clone(), observers: n.observers.clone() };
+        self.persist(op, AfterPersist::Nothing, out);
+        out.push(Output::Reconfigured { zxid, voters: n.voters, observers: n.observers });
+    }
+
+    /// Looking: a member (not this peer) that claims to lead and that a majority of the active
+    /// voters, or of the voters of a membership pending in this log, answer they follow or lead
+    /// (ZooKeeper's peers adopt a newer membership from the election instead; following is
+    /// safe either way: the leader needs its own quorums for everything it commits).
+    fn backed_leader(&self) -> Option<Sid> {
+        let RoleState::Looking(e) = &self.state else { return None };
+        let me = self.cfg.my_id;
+        let claims = e.settled.iter().filter(|(s, (v, st, _))| *st == PeerState::Leading && v.leader == **s);
+        claims.map(|(s, _)| *s).find(|&l| {
+            l != me
+                && self.cfg.is_member(l)
+                && (backed_by_voters(e, l, &self.cfg.voters) >= self.cfg.quorum()
+                    || self.next_configs.iter().any(|n| backed_by_voters(e, l, &n.voters) >= majority(&n.voters)))
+        })
+    }
+
+    /// After a reconfiguration: a leader that no longer votes, or a member that is no longer
+    /// one, steps down (its followers elect under the new membership).
+    fn check_membership(&mut self, out: &mut Vec<Output>) {
+        let me = self.cfg.my_id;
+        let leaves = match &self.state {
+            RoleState::Leading(_) => !self.cfg.is_voter(me),
+            RoleState::Following(_) => !self.cfg.is_member(me),
+            RoleState::Looking(_) => false,
+        };
+        if leaves {
+            tracing::info!("peer {me}: not a voter of the active membership any more; stepping down");
+            self.enter_looking(out);
         }
     }
 
@@ -407,6 +558,13 @@ impl Peer {
             Input::Reply { to, data } => self.on_reply(to, data, out),
             Input::SnapshotTaken { zxid } => self.on_snapshot_taken(zxid),
             Input::LogRead { to, link, txns } => self.on_log_read(to, link, txns, out),
+            Input::SnapshotMembership { zxid, voters, observers } => {
+                if zxid <= self.delivered {
+                    self.next_configs.retain(|n| n.zxid > zxid);
+                    self.next_configs.insert(0, NextConfig { zxid, voters, observers });
+                    self.activate(zxid, out);
+                }
+            }
             Input::Heard { from } => {
                 let tick = self.tick;
                 match &mut self.state {
@@ -421,6 +579,7 @@ impl Peer {
             }
             Input::Message { from, msg } => self.on_message(from, msg, out),
         }
+        self.check_membership(out);
     }
 
     // ---- plumbing ----
@@ -450,7 +609,15 @@ impl Peer {
 
     /// Whether this peer may vote, lead, and count toward quorums.
     fn counts(&self) -> bool {
-        self.cfg.is_voter(self.cfg.my_id) && !self.lost_log
+        self.votes_now_or_next(self.cfg.my_id) && !self.lost_log
+    }
+
+    /// Whether `set` holds a majority of the active voters and of every pending membership's
+    /// (what discovery, sync and establishment need while a reconfiguration is pending).
+    fn has_quorums<'a>(&self, set: impl Iterator<Item = &'a Sid> + Clone) -> bool {
+        let held = |voters: &[Sid]| set.clone().filter(|s| voters.contains(s)).count();
+        held(&self.cfg.voters) >= self.cfg.quorum()
+            && self.next_configs.iter().all(|n| held(&n.voters) >= majority(&n.voters))
     }
 
     /// Whether `z` is in this peer's history as far as memory shows (the window's start or a
@@ -495,6 +662,7 @@ impl Peer {
             );
             self.log.push(t.clone());
         }
+        self.note_reconfigs(&txns, out);
         if txns.is_empty() {
             if !matches!(then, AfterPersist::Nothing) {
                 self.persist(PersistOp::Append(txns), then, out);
@@ -511,6 +679,7 @@ impl Peer {
             return;
         }
         self.committed = z;
+        let mut activations = Vec::new();
         let start = self.log.partition_point(|t| t.zxid <= self.delivered);
         for t in &self.log[start..] {
             if t.zxid > self.committed {
@@ -518,6 +687,12 @@ impl Peer {
             }
             out.push(Output::Deliver(t.clone()));
             self.delivered = t.zxid;
+            if self.next_configs.iter().any(|n| n.zxid == t.zxid) {
+                activations.push(t.zxid);
+            }
+        }
+        for z in activations {
+            self.activate(z, out);
         }
         self.trim_window();
     }
@@ -540,7 +715,9 @@ impl Peer {
     fn broadcast_vote(&self, out: &mut Vec<Output>) {
         if let RoleState::Looking(e) = &self.state {
             let note = self.notification(e.vote, e.round, PeerState::Looking);
-            for &v in &self.cfg.voters {
+            // Observers too: one may lead (or follow) in a membership newer than this peer's,
+            // and answers with its claim (`backed_leader`).
+            for &v in self.cfg.voters.iter().chain(&self.cfg.observers) {
                 if v != self.cfg.my_id {
                     self.send(v, note.clone(), out);
                 }
@@ -553,8 +730,20 @@ impl Peer {
         let quorum = self.cfg.quorum();
         let from_voter = self.cfg.is_voter(from);
         match &mut self.state {
-            // An observer's notification only asks who leads; it is no vote.
-            RoleState::Looking(_) if !from_voter => {}
+            // A member that only observes here may lead, or follow, in a newer membership this
+            // peer has not caught up with: a leader's own claim, and the answers of the voters
+            // of a membership pending in this peer's log, are kept (`backed_leader` decides).
+            // Any other notification of a non-voter only asks who leads; it is no vote.
+            RoleState::Looking(e) if !from_voter => {
+                let pending_voter = self.next_configs.iter().any(|n| n.voters.contains(&from));
+                let claim = state == PeerState::Leading && vote.leader == from;
+                if claim || (pending_voter && state != PeerState::Looking) {
+                    e.receive(me, from, vote, round, state);
+                }
+                if let Some(leader) = self.backed_leader() {
+                    self.become_follower(leader, out);
+                }
+            }
             RoleState::Looking(e) => {
                 let changed = e.receive(me, from, vote, round, state);
                 self.round = e.round;
@@ -574,7 +763,11 @@ impl Peer {
                         }
                     } else if self.cfg.is_voter(leader) {
                         self.become_follower(leader, out);
+                    } else if let Some(leader) = self.backed_leader() {
+                        self.become_follower(leader, out);
                     }
+                } else if let Some(leader) = self.backed_leader() {
+                    self.become_follower(leader, out);
                 }
             }
             RoleState::Following(f) => {
@@ -677,6 +870,7 @@ impl Peer {
                     self.delivered
                 );
                 self.log.clear();
+                self.next_configs.clear();
                 self.base = zxid;
                 self.mem_base = zxid;
                 self.committed = zxid;
@@ -700,6 +894,7 @@ impl Peer {
                     );
                     if t < self.last_zxid() {
                         self.log.truncate(self.log.partition_point(|x| x.zxid <= t));
+                        self.next_configs.retain(|n| n.zxid <= t);
                         self.persist(PersistOp::Truncate { after: t }, AfterPersist::Nothing, out);
                     }
                 }
@@ -738,7 +933,10 @@ impl Peer {
                     return self.enter_looking(out);
                 }
                 let zxid = txn.zxid;
-                let then = if self.cfg.is_voter(self.cfg.my_id) {
+                let reconfig = (self.cfg.membership_of)(&txn.data).is_some_and(|(v, _)| v.contains(&self.cfg.my_id));
+                // A learner acknowledges if it votes now, or in the membership pending commit
+                // (this proposal may be that reconfiguration).
+                let then = if self.votes_now_or_next(self.cfg.my_id) || reconfig {
                     AfterPersist::SendAck { zxid }
                 } else {
                     AfterPersist::Nothing
@@ -837,7 +1035,7 @@ impl Peer {
         l.epoch_acks.remove(&from);
         l.newleader_acks.remove(&from);
         l.acked.remove(&from);
-        if !self.cfg.is_voter(from) {
+        if !self.votes_now_or_next(from) {
             // An observer neither chooses the epoch nor holds a promise that could block it.
             let l = self.leading();
             if let (Some(epoch), true) = (l.epoch, l.epoch_persisted) {
@@ -868,11 +1066,11 @@ impl Peer {
     }
 
     fn check_epoch_quorum(&mut self, out: &mut Vec<Output>) {
-        let quorum = self.cfg.quorum();
-        let l = self.leading();
-        if l.epoch.is_some() || l.accepted_seen.len() < quorum {
+        let RoleState::Leading(l) = &self.state else { return };
+        if l.epoch.is_some() || !self.has_quorums(l.accepted_seen.keys()) {
             return;
         }
+        let l = self.leading();
         let epoch = l.accepted_seen.values().copied().max().unwrap_or(0) + 1;
         l.epoch = Some(epoch);
         self.accepted_epoch = epoch;
@@ -894,7 +1092,7 @@ impl Peer {
     }
 
     fn on_ack_epoch(&mut self, from: Sid, current_epoch: u32, last_zxid: Zxid, fresh: bool, out: &mut Vec<Output>) {
-        let voter = self.cfg.is_voter(from);
+        let voter = self.votes_now_or_next(from);
         // An observer ahead of the leader only holds txns no quorum logged: TRUNC sorts it out.
         if voter && (current_epoch, last_zxid) > (self.current_epoch, self.last_zxid()) {
             tracing::warn!(
@@ -920,11 +1118,11 @@ impl Peer {
     }
 
     fn check_sync_start(&mut self, out: &mut Vec<Output>) {
-        let quorum = self.cfg.quorum();
-        let l = self.leading();
-        if l.sync_started || !l.epoch_persisted || l.epoch_acks.len() < quorum {
+        let RoleState::Leading(l) = &self.state else { return };
+        if l.sync_started || !l.epoch_persisted || !self.has_quorums(l.epoch_acks.iter()) {
             return;
         }
+        let l = self.leading();
         l.sync_started = true;
         let epoch = l.epoch.expect("sync before the epoch was chosen");
         let ready: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.ack_epoch.is_some()).map(|(s, _)| *s).collect();
@@ -1067,7 +1265,7 @@ impl Peer {
         if let Some(v) = l.followers.get_mut(&from) {
             v.newleader_acked = true;
         }
-        if self.cfg.is_voter(from) {
+        if self.votes_now_or_next(from) {
             self.leading().newleader_acks.insert(from);
             // NEWLEADER is acknowledged once the synced history is durable there: it counts
             // as an ack of every proposal that history held.
@@ -1091,11 +1289,12 @@ impl Peer {
 
     fn check_established(&mut self, out: &mut Vec<Output>) {
         let me = self.cfg.my_id;
-        let quorum = self.cfg.quorum();
-        let l = self.leading();
-        if l.established || !l.newleader_acks.contains(&me) || l.newleader_acks.len() < quorum {
+        // A history holding a pending reconfiguration needs its voters' majority too.
+        let RoleState::Leading(l) = &self.state else { return };
+        if l.established || !l.newleader_acks.contains(&me) || !self.has_quorums(l.newleader_acks.iter()) {
             return;
         }
+        let l = self.leading();
         l.established = true;
         let acked: Vec<Sid> = l.followers.iter().filter(|(_, v)| v.newleader_acked).map(|(s, _)| *s).collect();
         // A quorum holds this leader's whole history: all of it is committed.
@@ -1136,24 +1335,24 @@ impl Peer {
         // The chaos rig's mutant (feature `mutation-leader-acks-alone`, never in production
         // builds): one ack (the leader's own) commits, so the checkers must catch lost writes.
         let quorum = if cfg!(feature = "mutation-leader-acks-alone") { 1 } else { self.cfg.quorum() };
-        let l = self.leading();
+        let RoleState::Leading(l) = &mut self.state else { return };
         let mine = l.acked.entry(from).or_insert(zxid);
         *mine = (*mine).max(zxid);
-        if l.acked.len() < quorum {
-            return;
-        }
-        // The highest zxid a quorum has logged: the highest acknowledgement that at least a
-        // quorum of voters reached (a few voters, whatever the number of proposals in flight;
-        // no allocation).
-        let Some(quorum_logged) = l
-            .acked
-            .values()
-            .copied()
-            .filter(|&z| l.acked.values().filter(|&&other| other >= z).count() >= quorum)
-            .max()
-        else {
-            return;
+        // The highest zxid the quorums it needs have logged: a majority of the voters, and of
+        // a pending reconfiguration's voters from its zxid on (`quorum::commit_point`; a few
+        // voters, whatever the number of proposals in flight).
+        let next: Vec<NextVoters<'_>> =
+            self.next_configs.iter().map(|n| NextVoters { zxid: n.zxid, voters: &n.voters }).collect();
+        #[cfg(test)]
+        let quorum_logged = match (self.mutation, next.last()) {
+            (Some(ReconfigMutation::NewQuorumOnly), Some(n)) => {
+                commit_point(n.voters, majority(n.voters), &[], &l.acked)
+            }
+            _ => commit_point(&self.cfg.voters, quorum, &next, &l.acked),
         };
+        #[cfg(not(test))]
+        let quorum_logged = commit_point(&self.cfg.voters, quorum, &next, &l.acked);
+        let Some(quorum_logged) = quorum_logged else { return };
         let mut upto = None;
         while let Some(&z) = l.outstanding.front() {
             if z > quorum_logged {
@@ -1178,7 +1377,7 @@ impl Peer {
             }
             FollowerMsg::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch, out),
             FollowerMsg::Ack { zxid } => {
-                if self.cfg.is_voter(from) && self.leading().followers.get(&from).is_some_and(|v| v.synced) {
+                if self.votes_now_or_next(from) && self.leading().followers.get(&from).is_some_and(|v| v.synced) {
                     self.ack(from, zxid, out);
                 }
             }
@@ -1391,4 +1590,9 @@ impl Peer {
             }
         }
     }
+}
+
+/// How many of `voters` answered this election FOLLOWING or LEADING with `leader` as theirs.
+fn backed_by_voters(e: &Election, leader: Sid, voters: &[Sid]) -> usize {
+    e.settled.iter().filter(|(s, (v, ..))| voters.contains(s) && v.leader == leader).count()
 }

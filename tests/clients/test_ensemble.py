@@ -49,17 +49,18 @@ TEST_PREALLOC_KB = 4096
 
 class Ensemble:
     def __init__(self, n, tmp_path, observers=0, snap_count=100000, client_cores=1,
-                 prealloc_kb=TEST_PREALLOC_KB):
+                 prealloc_kb=TEST_PREALLOC_KB, server_line="short"):
         self.n = n
         self.dir = str(tmp_path / "ensemble")
         self.env = dict(os.environ, RK_ENSEMBLE_DIR=self.dir, RK_BIN=RK_BIN, RK_TICK_TIME=str(TICK_MS),
                         RK_OBSERVERS=str(observers), RK_SNAP_COUNT=str(snap_count),
-                        RK_CLIENT_CORES=str(client_cores))
+                        RK_CLIENT_CORES=str(client_cores), RK_SERVER_LINE=server_line)
         if prealloc_kb is not None:  # None: the server's default
             self.env["RK_PREALLOC_KB"] = str(prealloc_kb)
         for _ in range(100):
             base = random.randrange(20000, 30000)
-            ports = [base + i for i in range(n)] + [base + off + i for off in (10000, 10200) for i in range(1, n + 1)]
+            ports = [base + i for i in range(n)] + [base + off + i for off in (10000, 10200, 10300)
+                                                    for i in range(1, n + 1)]
             if _ports_free(ports):
                 break
         self.base = base
@@ -138,8 +139,8 @@ def _zombie(pid):
 def ensemble(tmp_path):
     made = []
 
-    def make(n, observers=0, snap_count=100000, client_cores=1, prealloc_kb=TEST_PREALLOC_KB):
-        e = Ensemble(n, tmp_path, observers, snap_count, client_cores, prealloc_kb).start()
+    def make(n, observers=0, snap_count=100000, client_cores=1, prealloc_kb=TEST_PREALLOC_KB, server_line="short"):
+        e = Ensemble(n, tmp_path, observers, snap_count, client_cores, prealloc_kb, server_line).start()
         made.append(e)
         return e
     yield make
@@ -268,6 +269,71 @@ def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, 
     e.wait_serving([1, 2, 3], timeout=30.0)
     assert_acked_on(e, leader, kazoo_factory, "/w", acked)
     assert_same_trees(e, [1, 2, 3])
+
+
+def _listening_ports():
+    """TCP ports in LISTEN state on this host (IPv4 and IPv6), from /proc/net/tcp*."""
+    ports = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(name) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A":
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_full_server_lines_two_addresses_and_client_parts_serve(ensemble, kazoo_factory, tmp_path):
+    """Issue 16's server line: each member has two peer addresses (`a|b`) and its client address
+    only in its server line (`;127.0.0.1:PORT`, no clientPort key). Every member listens on both
+    of its peer addresses and on its line's client port, `conf` shows the lines as ZooKeeper
+    writes them, writes through every member survive a kill -9 of the leader, and a client
+    address that contradicts clientPort refuses the start."""
+    e = ensemble(3, server_line="full")
+    leader = e.wait_serving([1, 2, 3])
+    with open(os.path.join(e.dir, "1", "zoo.cfg")) as f:
+        assert "clientPort" not in f.read()
+    listening = _listening_ports()
+    for i in (1, 2, 3):
+        for port in (e.base + 10000 + i, e.base + 10300 + i, e.base + i - 1):
+            assert port in listening, f"member {i} does not listen on {port}"
+        # The election ports are not listened on: election runs on the quorum connections.
+        assert e.base + 10100 + i not in listening and e.base + 10400 + i not in listening
+    conf = four_letter_word(e.hostport(2), "conf")
+    assert f"clientPort={e.base + 1}\n" in conf and "clientPortAddress=127.0.0.1\n" in conf, conf
+    b = e.base
+    assert (f"server.3=127.0.0.1:{b + 10003}:{b + 10103}|127.0.0.1:{b + 10303}:{b + 10403}:participant;"
+            f"127.0.0.1:{b + 2}\n") in conf, conf
+    clients = [client(kazoo_factory, e.hostport(i)) for i in (1, 2, 3)]
+    clients[0].create("/full")
+    acked = {}
+    write_round(clients, "/full", 0, 60, acked)
+    assert len(acked) == 60
+    e.kill9(leader)
+    clients.pop(leader - 1).stop()
+    survivors = [i for i in (1, 2, 3) if i != leader]
+    e.wait_serving(survivors, timeout=30.0)
+    write_round(clients, "/full", 60, 60, acked)
+    assert len(acked) >= 110, f"writes go on after the election ({len(acked)} of 120)"
+    for c in clients:
+        c.stop()
+    e.restart(leader)
+    e.wait_serving([1, 2, 3], timeout=30.0)
+    for i in (1, 2, 3):
+        assert_acked_on(e, i, kazoo_factory, "/full", acked)
+
+    # clientPort that contradicts the member's server line: the start is refused, saying why.
+    d = tmp_path / "conflict"
+    (d / "data").mkdir(parents=True)
+    (d / "data" / "myid").write_text("1\n")
+    (d / "zoo.cfg").write_text(
+        f"dataDir={d / 'data'}\nclientPort={b + 50}\npreAllocSize={TEST_PREALLOC_KB}\n"
+        f"ringkeeper.cpuPinning=false\nadmin.enableServer=false\n"
+        f"server.1=127.0.0.1:{b + 10051}:{b + 10151};127.0.0.1:{b + 51}\n"
+        f"server.2=127.0.0.1:{b + 10052}:{b + 10152}\nserver.3=127.0.0.1:{b + 10053}:{b + 10153}\n")
+    r = subprocess.run([RK_BIN, "serve", "--config", str(d / "zoo.cfg")], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert f"127.0.0.1:{b + 51} in its server line but 0.0.0.0:{b + 50} by clientPort" in r.stderr + r.stdout, r
 
 
 def test_a_stopped_follower_drops_out_rejoins_and_catches_up(ensemble, kazoo_factory):

@@ -71,6 +71,14 @@ impl ClientOptions {
         self
     }
 
+    /// Accepts a read-only server (`readonlymode.enabled` members without a quorum) as the
+    /// Java client's canBeReadOnly: the session is ConnectedReadOnly there, looks for a
+    /// read-write server in the background and moves to it (SyncConnected).
+    pub fn read_only(mut self, allowed: bool) -> ClientOptions {
+        self.session.can_be_read_only = allowed;
+        self
+    }
+
     /// Asks for this session timeout, and waits as long for the first session in `connect`.
     pub fn session_timeout(mut self, timeout: Duration) -> ClientOptions {
         self.session.session_timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);

@@ -16,6 +16,14 @@
 //! divided by the number of servers. After a dropped connection the next server is tried
 //! after a random delay below `RECONNECT_JITTER_MS_MAX`; once every server has failed in a
 //! row, the next round waits `RECONNECT_BACKOFF_MS`.
+//!
+//! Read-only (`can_be_read_only`), as the Java client: a read-only server's ConnectResponse
+//! makes the session ConnectedReadOnly; while so, the core asks the driver to probe the next
+//! server with `isro` (`Output::ProbeReadWrite`, first after `RW_PROBE_INTERVAL_MS_MIN`,
+//! then twice as long each time up to `RW_PROBE_INTERVAL_MS_MAX`); a server answering `rw`
+//! (`read_write_found`) takes the next connection. Until a read-write server has accepted it
+//! once, the client asks for a new session on each connection (a read-only server's session
+//! is local to it), so the move ends in SyncConnected with a new session id.
 
 use std::collections::VecDeque;
 
@@ -47,6 +55,12 @@ pub const RECONNECT_BACKOFF_MS: u64 = 1_000;
 /// Upper bound of the random delay before reconnecting after a dropped connection, so that
 /// the clients of a failed server do not all arrive at the same instant.
 pub const RECONNECT_JITTER_MS_MAX: u64 = 50;
+/// While connected to a read-only server, the first probe of another server for read-write
+/// (`isro`) comes after this; each later one waits twice as long as the last, up to
+/// `RW_PROBE_INTERVAL_MS_MAX` (Java's minPingRwTimeout / maxPingRwTimeout).
+pub const RW_PROBE_INTERVAL_MS_MIN: u64 = 100;
+/// The longest wait between two read-write probes (Java's maxPingRwTimeout).
+pub const RW_PROBE_INTERVAL_MS_MAX: u64 = 60_000;
 
 /// What the application chooses about its session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +141,10 @@ pub enum Output<C> {
     },
     /// A session state change, for the default watcher.
     Session(WatchedEvent),
+    /// Connected read-only: ask this server `isro` on a connection of its own (Java's
+    /// pingRwServer) and report `read_write_found` if it answers `rw`. Nothing to report
+    /// otherwise; the next probe is the core's to schedule.
+    ProbeReadWrite(HostPort),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,6 +256,12 @@ pub struct Session<C> {
     /// server's proof): nothing else is sent meanwhile, not even pings, and SyncConnected
     /// waits for its end.
     sasl: Option<ringkeeper_proto::digest_md5::Client>,
+    /// A read-write server accepted this client once (Java's seenRwServerBefore): until
+    /// then a connection asks for a new session (id 0), since a read-only server's session
+    /// is local to it and unknown to the quorum.
+    seen_read_write: bool,
+    /// Connected read-only: when the next read-write probe goes out, and the wait after it.
+    rw_probe: Option<(u64, u64)>,
 }
 
 impl<C> Session<C> {
@@ -274,6 +298,8 @@ impl<C> Session<C> {
             last_send_ms: now_ms,
             outputs: VecDeque::new(),
             sasl: None,
+            seen_read_write: session_id != 0,
+            rw_probe: None,
         };
         s.schedule_attempt(now_ms, 0);
         s.tick(now_ms);
@@ -362,7 +388,9 @@ impl<C> Session<C> {
             Phase::Waiting { at_ms, .. } => Some(*at_ms),
             Phase::Connecting { deadline_ms, .. } | Phase::Closing { deadline_ms } => Some(*deadline_ms),
             Phase::Connected { .. } => {
-                Some((self.last_recv_ms + self.read_timeout_ms()).min(self.last_send_ms + self.ping_interval_ms()))
+                let idle =
+                    (self.last_recv_ms + self.read_timeout_ms()).min(self.last_send_ms + self.ping_interval_ms());
+                Some(self.rw_probe.map_or(idle, |(at, _)| idle.min(at)))
             }
             Phase::Dead(_) => None,
         }
@@ -403,8 +431,15 @@ impl<C> Session<C> {
             Phase::Connected { .. } => {
                 if now_ms >= self.last_recv_ms + self.read_timeout_ms() {
                     self.lose_connection(now_ms);
+                    return;
                 } else if self.sasl.is_none() && now_ms >= self.last_send_ms + self.ping_interval_ms() {
                     self.write_frame(XID_PING, &Request::Ping, now_ms);
+                }
+                if let Some((_, wait)) = self.rw_probe.filter(|(at, _)| now_ms >= *at) {
+                    let (server, _) = self.hosts.next_server();
+                    self.outputs.push_back(Output::ProbeReadWrite(server));
+                    let next = (wait * 2).min(RW_PROBE_INTERVAL_MS_MAX);
+                    self.rw_probe = Some((now_ms + wait, next));
                 }
             }
             Phase::Closing { deadline_ms } if now_ms >= deadline_ms => self.end(SessionState::Closed),
@@ -422,7 +457,7 @@ impl<C> Session<C> {
             protocol_version: 0,
             last_zxid_seen: self.last_zxid,
             timeout_ms: i32::try_from(self.config.session_timeout_ms).unwrap_or(i32::MAX),
-            session_id: self.session_id,
+            session_id: if self.seen_read_write { self.session_id } else { 0 },
             passwd: Bytes::copy_from_slice(&self.passwd),
             read_only: Some(self.config.can_be_read_only),
         };
@@ -651,6 +686,7 @@ impl<C> Session<C> {
     }
 
     fn drop_transport(&mut self) {
+        self.rw_probe = None;
         if self.transport {
             self.transport = false;
             self.outputs.push_back(Output::Disconnect);
@@ -682,6 +718,20 @@ impl<C> Session<C> {
 
     /// The connection (or the attempt) is gone: ConnectionLoss for what was outstanding, and
     /// the next server after a short random delay.
+    /// A probe found `server` read-write while this session is connected read-only: the
+    /// connection goes (Disconnected, requests in flight fail with ConnectionLoss) and the
+    /// next one is to that server (Java's RWServerFoundException). Ignored otherwise.
+    pub fn read_write_found(&mut self, server: HostPort, now_ms: u64) {
+        if !matches!(self.phase, Phase::Connected { read_only: true, .. }) {
+            return;
+        }
+        self.drop_transport();
+        self.fail_outstanding(KeeperError::ConnectionLoss);
+        self.outputs.push_back(Output::Session(WatchedEvent::session(KeeperState::Disconnected)));
+        self.phase = Phase::Waiting { at_ms: now_ms, server };
+        self.tick(now_ms);
+    }
+
     fn lose_connection(&mut self, now_ms: u64) {
         let was_connected = matches!(self.phase, Phase::Connected { .. });
         match self.phase {
@@ -735,6 +785,9 @@ impl<C> Session<C> {
             self.negotiated_ms = resp.timeout_ms as u32;
             let read_only = resp.read_only == Some(true);
             self.phase = Phase::Connected { server, read_only };
+            self.seen_read_write |= !read_only;
+            self.rw_probe =
+                read_only.then_some((self.last_recv_ms + RW_PROBE_INTERVAL_MS_MIN, RW_PROBE_INTERVAL_MS_MIN));
             self.ever_connected = true;
             self.hosts.on_connected();
             if let Some(creds) = self.config.sasl.clone() {

@@ -768,3 +768,68 @@ fn sasl_refused_or_without_a_server_mechanism_is_auth_failed() {
         assert_eq!(connected_events(&h.take()), 0);
     }
 }
+
+/// The server accepts the handshake with this session id and readOnly flag.
+fn accept(h: &mut Harness, session_id: i64, read_only: bool) -> ConnectRequest {
+    h.s.transport_connected(h.now);
+    let mut frames = h.written();
+    let req = decode_connect_request(frames.remove(0)).unwrap();
+    let mut out = BytesMut::new();
+    let resp =
+        ConnectResponse { protocol_version: 0, timeout_ms: 9000, session_id, passwd: PW, read_only: Some(read_only) };
+    encode_connect_response(&mut out, &resp);
+    h.feed(&out);
+    req
+}
+
+fn probes(outs: &[Output<u32>]) -> Vec<HostPort> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::ProbeReadWrite(hp) => Some(hp.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn read_only_session_probes_for_read_write_and_moves_with_a_new_session() {
+    let config = SessionConfig { can_be_read_only: true, ..SessionConfig::default() };
+    let mut h = Harness::new(config, 3, "");
+    h.take();
+    let req = accept(&mut h, 0x0100_0000_0000_0777, true);
+    assert_eq!(req.read_only, Some(true));
+    assert_eq!(sessions(&h.take()), vec![KeeperState::ConnectedReadOnly]);
+    assert_eq!(h.s.state(), SessionState::ConnectedReadOnly);
+    // Probes: after 100 ms, then waits doubling (100, 200, 400 ...), each to the next server.
+    assert_eq!(h.s.next_deadline(), Some(RW_PROBE_INTERVAL_MS_MIN));
+    let mut at = Vec::new();
+    for t in 1..=1600 {
+        h.advance(t);
+        if !probes(&h.take()).is_empty() {
+            at.push(t);
+        }
+    }
+    assert_eq!(at, vec![100, 200, 400, 800, 1600]);
+    // A server that answers rw takes the next connection: Disconnected, then a new session
+    // (the read-only one was local to its server), SyncConnected.
+    h.s.read_write_found(hp(2182), h.now);
+    let outs = h.take();
+    assert!(matches!(outs[0], Output::Disconnect));
+    assert_eq!(sessions(&outs), vec![KeeperState::Disconnected]);
+    assert_eq!(connects(&outs), vec![hp(2182)]);
+    let req = accept(&mut h, SID, false);
+    assert_eq!(req.session_id, 0, "never seen a read-write server: asks for a new session");
+    assert_eq!(sessions(&h.take()), vec![KeeperState::SyncConnected]);
+    assert_eq!((h.s.state(), h.s.session_id()), (SessionState::Connected, SID));
+    // Read-write now: no more probes, and a found server changes nothing.
+    h.advance(h.now + 5000);
+    assert!(probes(&h.take()).is_empty());
+    h.s.read_write_found(hp(2183), h.now);
+    assert!(h.take().is_empty());
+    // Seen read-write: a later read-only server is asked to resume the session.
+    h.s.transport_closed(h.now);
+    h.advance(h.now + 2000);
+    h.take();
+    let req = accept(&mut h, SID, true);
+    assert_eq!(req.session_id, SID);
+}

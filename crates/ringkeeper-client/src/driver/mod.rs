@@ -53,9 +53,15 @@ pub trait Runtime: 'static {
     fn sleep(duration: Duration) -> Self::Sleep;
 }
 
+/// How long a read-write probe (`isro` on a connection of its own) may take (Java's 1 s socket
+/// timeout in pingRwServer).
+pub const RW_PROBE_MS_MAX: u64 = 1_000;
+
 /// What woke the driver up.
 enum Wake<S> {
     Timer,
+    /// A read-write probe ended: the server if it answered `rw`.
+    Probed(Option<HostPort>),
     Connected(S),
     Closed,
     Read(usize),
@@ -130,6 +136,26 @@ fn deliver(sink: &WatchSink, event: WatchedEvent) -> bool {
     }
 }
 
+/// Asks `server` `isro` on a connection of its own: Some(server) if it answers `rw` within
+/// `RW_PROBE_MS_MAX`.
+async fn probe_read_write<R: Runtime>(server: HostPort, tls: Option<Arc<rustls::ClientConfig>>) -> Option<HostPort> {
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let tcp = R::connect(server.clone()).await.ok()?;
+        let mut s = tls_stream::wrap(tcp, &server, tls).await.ok()?;
+        s.write_all(b"isro").await.ok()?;
+        s.flush().await.ok()?;
+        let mut answer = [0u8; 2];
+        s.read_exact(&mut answer).await.ok()?;
+        (&answer == b"rw").then_some(())
+    };
+    let timeout = async {
+        R::sleep(Duration::from_millis(RW_PROBE_MS_MAX)).await;
+        None
+    };
+    futures_lite::future::or(ask, timeout).await.map(|()| server)
+}
+
 async fn run<R: Runtime>(
     mut core: Session<Completion>,
     commands: async_channel::Receiver<Command>,
@@ -144,6 +170,8 @@ async fn run<R: Runtime>(
     let mut ready = Some(ready);
     let mut stream: Option<tls_stream::MaybeTls<R::Stream>> = None;
     let mut connecting = None;
+    // At most one read-write probe at a time; a new one replaces an unfinished one.
+    let mut probing = None;
     let mut timer: Option<(u64, Pin<Box<R::Sleep>>)> = None;
     let mut sinks: HashMap<WatcherId, WatchSink> = HashMap::new();
     let mut read_buf = vec![0u8; READ_CHUNK_BYTES];
@@ -191,6 +219,9 @@ async fn run<R: Runtime>(
                 Output::Session(event) => {
                     let _ = events.try_send(event);
                 }
+                Output::ProbeReadWrite(server) => {
+                    probing = Some(Box::pin(probe_read_write::<R>(server, tls.clone())));
+                }
             }
         }
         let state = core.state();
@@ -215,6 +246,11 @@ async fn run<R: Runtime>(
             if let Some((_, t)) = timer.as_mut() {
                 if t.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Wake::Timer);
+                }
+            }
+            if let Some(p) = probing.as_mut() {
+                if let Poll::Ready(found) = p.as_mut().poll(cx) {
+                    return Poll::Ready(Wake::Probed(found));
                 }
             }
             if let Some(c) = connecting.as_mut() {
@@ -257,6 +293,12 @@ async fn run<R: Runtime>(
         let t = now();
         match wake {
             Wake::Timer => timer = None,
+            Wake::Probed(found) => {
+                probing = None;
+                if let Some(server) = found {
+                    core.read_write_found(server, t);
+                }
+            }
             Wake::Connected(s) => {
                 connecting = None;
                 stream = Some(s);
