@@ -42,6 +42,8 @@ command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
 command -v nft >/dev/null 2>&1 || pkgs+=(nftables) # delay relays of scripts/netns.sh (no netem)
 dpkg -s faketime >/dev/null 2>&1 || pkgs+=(faketime) # the clock-step tests (libfaketime)
 command -v openssl >/dev/null 2>&1 || pkgs+=(openssl) # certificates for the TLS tests
+# The font ringkeeper-bench's charts lay their text out with (plotters + ab_glyph, SVG and PNG).
+dpkg -s fonts-dejavu-core >/dev/null 2>&1 || pkgs+=(fonts-dejavu-core)
 # The chaos rig's nemeses (scripts/chaos.sh): ip/tc/nstat for namespaces, partitions, dup and
 # reorder; mkfs.ext4 for the disk volumes; fusepy + libfuse2 for the ioerror layer (~0.4 MB).
 command -v tc >/dev/null 2>&1 && command -v nstat >/dev/null 2>&1 || pkgs+=(iproute2)

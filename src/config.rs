@@ -152,6 +152,13 @@ pub struct Config {
     /// who wants it reachable says so), 8080.
     pub admin_enabled: bool,
     pub admin_addr: SocketAddr,
+    /// zookeeper.admin.snapshot.enabled / zookeeper.admin.restore.enabled (default on, as
+    /// ZooKeeper 3.9): the admin `snapshot` and `restore` commands; off, they answer 503.
+    pub admin_snapshot_enabled: bool,
+    pub admin_restore_enabled: bool,
+    /// zookeeper.admin.rateLimiterIntervalInMS: one `snapshot` (and one `restore`) per this
+    /// interval, others get 429 (ZooKeeper's default: 5 minutes).
+    pub admin_rate_limit_interval_ms: u64,
     /// fsync.warningthresholdms: a log fdatasync slower than this is logged as a warning.
     pub fsync_warning_threshold_ms: u64,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
@@ -282,6 +289,11 @@ fn bracketed(host: &str) -> std::borrow::Cow<'_, str> {
         host.into()
     }
 }
+
+/// zookeeper.admin.rateLimiterIntervalInMS default (ZooKeeper's: 5 minutes).
+pub const ADMIN_RATE_LIMIT_INTERVAL_MS_DEFAULT: u64 = 300_000;
+/// The largest zookeeper.admin.rateLimiterIntervalInMS taken (ZooKeeper parses an int).
+pub const ADMIN_RATE_LIMIT_INTERVAL_MS_MAX: u64 = i32::MAX as u64;
 
 /// admin.serverPort default (ZooKeeper's).
 pub const ADMIN_PORT_DEFAULT: u16 = 8080;
@@ -452,6 +464,9 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "fsync.warningthresholdms",
     "extendedTypesEnabled",
     "enforceQuota",
+    "admin.snapshot.enabled",
+    "admin.restore.enabled",
+    "admin.rateLimiterIntervalInMS",
     "audit.enable",
     "DigestAuthenticationProvider.superDigest",
     "4lw.commands.whitelist",
@@ -907,6 +922,9 @@ impl Config {
         let mut force_sync = true;
         let mut fsync_warning_threshold_ms = FSYNC_WARNING_THRESHOLD_MS_DEFAULT;
         let mut admin_enabled = true;
+        let mut admin_snapshot_enabled = true;
+        let mut admin_restore_enabled = true;
+        let mut admin_rate_limit_interval_ms = ADMIN_RATE_LIMIT_INTERVAL_MS_DEFAULT;
         let mut log_level: Option<String> = None;
         let mut admin_ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
@@ -1008,6 +1026,11 @@ impl Config {
                     client_port_given = true;
                 }
                 "admin.enableServer" => admin_enabled = e.boolean()?,
+                "admin.snapshot.enabled" => admin_snapshot_enabled = e.boolean()?,
+                "admin.restore.enabled" => admin_restore_enabled = e.boolean()?,
+                "admin.rateLimiterIntervalInMS" => {
+                    admin_rate_limit_interval_ms = e.int(0, ADMIN_RATE_LIMIT_INTERVAL_MS_MAX as i64, " ms")? as u64
+                }
                 "ringkeeper.logLevel" => log_level = Some(value.to_string()),
                 "admin.serverPort" => admin_port = e.int(1, u16::MAX.into(), "")? as u16,
                 "admin.serverAddress" => {
@@ -1344,6 +1367,9 @@ impl Config {
             admin_enabled,
             log_level,
             admin_addr: SocketAddr::new(admin_ip, admin_port),
+            admin_snapshot_enabled,
+            admin_restore_enabled,
+            admin_rate_limit_interval_ms,
             extended_types_enabled,
             read_only_mode_enabled,
             local_sessions_enabled,

@@ -1187,6 +1187,10 @@ async fn answer_admin(core: &Rc<Core>, end: super::admin::InspectorEnd) {
                     })
                     .detach();
                 }
+                super::admin::Ask::Tree { reply } => {
+                    let _ = reply.try_send(core.tree.borrow().clone());
+                }
+                super::admin::Ask::Restore { tree, reply } => core.send(ToPipeline::Restore { tree, reply }),
                 super::admin::Ask::RootAcl { reply } => {
                     let acl =
                         core.tree.borrow().get("/").map(|n| n.acl.clone()).unwrap_or_else(|| Arc::from(Vec::new()));
@@ -1213,6 +1217,7 @@ fn write_response(opcode: OpCode, result: OpResult) -> (i32, Response) {
         | OpResult::SessionClosed
         | OpResult::SessionCreated
         | OpResult::SecretSet
+        | OpResult::Restored
         | OpResult::Checked => (0, Response::None),
         OpResult::Multi(results) => {
             let results: Vec<MultiResult> = results

@@ -81,6 +81,11 @@ use std::time::Instant;
 
 /// The largest zxid counter a leader uses before it forces a new epoch (ZooKeeper's rule).
 pub const ZXID_COUNTER_MAX: u32 = 0xffff_fffe;
+/// Why an ensemble member refuses the admin `restore` (ZooKeeper 3.9 restores only the member
+/// it is sent to, leaving the others' trees different; ZAB sync by zxid would not repair it).
+pub const RESTORE_IN_ENSEMBLE: &str = "restore is for a standalone server: on an ensemble member it would leave \
+     this member's tree different from the others' (stop the ensemble, restore a standalone server, then seed \
+     the members from its data directory)";
 /// Txn bytes in one Sync message at most (well under the peer frame limit).
 pub const SYNC_CHUNK_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// Peer messages waiting for the pipeline before the transport's reader waits.
@@ -314,6 +319,11 @@ impl Member {
     }
 
     fn on_client(&mut self, msg: ToPipeline, now: Now) {
+        if let ToPipeline::Restore { reply, .. } = msg {
+            // One member's tree replaced alone would diverge from the others' (docs/security.md).
+            let _ = reply.try_send(Err(RESTORE_IN_ENSEMBLE.to_string()));
+            return;
+        }
         if let ToPipeline::Inspect { .. } | ToPipeline::Report { .. } = msg {
             // Inspections are answered serving or not; only a leader expires sessions.
             let (leading, sessions) = (self.leading(), &self.sessions);
@@ -335,7 +345,10 @@ impl Member {
                     self.answer(Commit::Close { conn })
                 }
                 ToPipeline::Detached { conn } => self.forget_conn(conn),
-                ToPipeline::Touch { .. } | ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
+                ToPipeline::Touch { .. }
+                | ToPipeline::Inspect { .. }
+                | ToPipeline::Report { .. }
+                | ToPipeline::Restore { .. } => {}
             }
             return;
         }
@@ -439,7 +452,7 @@ impl Member {
                 }
                 self.forget_conn(conn)
             }
-            ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
+            ToPipeline::Inspect { .. } | ToPipeline::Report { .. } | ToPipeline::Restore { .. } => {}
         }
     }
 

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod admin_auth;
+pub mod admin_transfer;
 pub mod audit;
 pub mod client_core;
 pub mod clock;
