@@ -19,8 +19,8 @@
 # with matched settings: fsync on for both (forceSync=yes), data on the same disk (under the
 # results directory), tickTime 2000, maxClientCnxns 0, Java heap $ZK_HEAP (default 2g).
 # Everything lands in bench-results/<timestamp>/ (results.csv, one .json/.md per server,
-# summary.md with the ringkeeper/ZooKeeper ratio per point, throughput.svg,
-# latency-p99.svg, server logs). --docs also rewrites docs/benchmarks.md from this run (keeping
+# summary.md with the ringkeeper/ZooKeeper ratio per point, throughput.svg/.png,
+# latency-p99.svg/.png drawn by plotters (needs a TTF font: fonts-dejavu-core), server logs). --docs also rewrites docs/benchmarks.md from this run (keeping
 # the "## " sections other scripts wrote, such as scripts/bench-state.py's).
 # --summarize DIR writes the summary (and with --docs, the docs) of an earlier run's
 # directory again, without running anything (give the same options and environment).

@@ -2,7 +2,8 @@
 # ringkeeper's test entry point (called by .ci/run).
 #
 #   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
-#      Python venv at target/venv with kazoo, pure-sasl, pytest, pytest-timeout, pytest-xdist); needs cargo;
+#      Python venv at target/venv with kazoo, pure-sasl, kerberos, pytest, pytest-timeout,
+#      pytest-xdist; MIT krb5's KDC and GSSAPI library); needs cargo;
 #   2. cargo build --release --workspace (the server, ringkeeper-bench, the examples);
 #   3. unit tests: cargo nextest run --release --workspace (cargo test without nextest);
 #      then the client crates' doc examples (cargo test --doc, release, both runtime
@@ -41,12 +42,20 @@ command -v cc >/dev/null 2>&1 || pkgs+=(build-essential)
 command -v nft >/dev/null 2>&1 || pkgs+=(nftables) # delay relays of scripts/netns.sh (no netem)
 dpkg -s faketime >/dev/null 2>&1 || pkgs+=(faketime) # the clock-step tests (libfaketime)
 command -v openssl >/dev/null 2>&1 || pkgs+=(openssl) # certificates for the TLS tests
+# The font ringkeeper-bench's charts lay their text out with (plotters + ab_glyph, SVG and PNG).
+dpkg -s fonts-dejavu-core >/dev/null 2>&1 || pkgs+=(fonts-dejavu-core)
 # The chaos rig's nemeses (scripts/chaos.sh): ip/tc/nstat for namespaces, partitions, dup and
 # reorder; mkfs.ext4 for the disk volumes; fusepy + libfuse2 for the ioerror layer (~0.4 MB).
 command -v tc >/dev/null 2>&1 && command -v nstat >/dev/null 2>&1 || pkgs+=(iproute2)
 command -v mkfs.ext4 >/dev/null 2>&1 || pkgs+=(e2fsprogs)
 dpkg -s python3-fusepy >/dev/null 2>&1 || pkgs+=(python3-fusepy)
 dpkg -s libfuse2 >/dev/null 2>&1 || pkgs+=(libfuse2)
+# Kerberos (tests/clients/test_kerberos.py and the GSSAPI unit tests): a KDC of the test's own
+# (krb5kdc, kdb5_util, kadmin.local, kinit), the GSSAPI library the server loads, and the
+# headers the `kerberos` Python package (pure-sasl's GSSAPI) builds against.
+for p in krb5-kdc krb5-admin-server krb5-user libkrb5-dev libgssapi-krb5-2; do
+    dpkg -s "$p" >/dev/null 2>&1 || pkgs+=("$p")
+done
 if [ ${#pkgs[@]} -gt 0 ]; then
     echo "installing: ${pkgs[*]}"
     apt-get update -q
@@ -74,11 +83,12 @@ else
     python3 -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check kazoo pytest pytest-timeout
 fi
-# pure-sasl: kazoo's SASL (tests/clients/test_sasl.py); pytest-xdist: the client tests run in
+# pure-sasl: kazoo's SASL (tests/clients/test_sasl.py); kerberos: pure-sasl's GSSAPI
+# (test_kerberos.py, built against libkrb5-dev); pytest-xdist: the client tests run in
 # PYTEST_WORKERS processes (most of a test's time is waiting on servers, JVMs and timeouts).
 # Each is added to a venv made before it was needed, through the venv's python (a copied venv's
 # pip script may point at the venv it was copied from).
-for mod_pkg in puresasl:pure-sasl xdist:pytest-xdist; do
+for mod_pkg in puresasl:pure-sasl xdist:pytest-xdist kerberos:kerberos; do
     if ! "$VENV/bin/python" -c "import ${mod_pkg%%:*}" >/dev/null 2>&1; then
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${mod_pkg##*:}"
     fi

@@ -152,6 +152,13 @@ pub struct Config {
     /// who wants it reachable says so), 8080.
     pub admin_enabled: bool,
     pub admin_addr: SocketAddr,
+    /// zookeeper.admin.snapshot.enabled / zookeeper.admin.restore.enabled (default on, as
+    /// ZooKeeper 3.9): the admin `snapshot` and `restore` commands; off, they answer 503.
+    pub admin_snapshot_enabled: bool,
+    pub admin_restore_enabled: bool,
+    /// zookeeper.admin.rateLimiterIntervalInMS: one `snapshot` (and one `restore`) per this
+    /// interval, others get 429 (ZooKeeper's default: 5 minutes).
+    pub admin_rate_limit_interval_ms: u64,
     /// fsync.warningthresholdms: a log fdatasync slower than this is logged as a warning.
     pub fsync_warning_threshold_ms: u64,
     /// zookeeper.extendedTypesEnabled: TTL nodes.
@@ -198,6 +205,11 @@ pub struct Config {
     pub sasl_rules: crate::sasl::PrincipalRules,
     /// The users read from the JAAS file (`Config::load`; `load_sasl`).
     pub sasl: Option<std::sync::Arc<crate::sasl::ServerSasl>>,
+    /// Quorum SASL's keys (`quorum.auth.enableSasl=true` and the rest of `quorum.auth.*`,
+    /// `quorum.cnxn.threads.size`); None = off.
+    pub quorum_sasl_keys: Option<crate::sasl::quorum::QuorumSaslKeys>,
+    /// Quorum SASL with its JAAS sections read (`load_sasl`).
+    pub quorum_sasl: Option<std::sync::Arc<crate::sasl::quorum::QuorumSasl>>,
     /// `enforce.auth.enabled` + `enforce.auth.schemes`, or `sessionRequireClientSASLAuth`
     /// (= `sasl`): a connection must hold an id of one of these schemes before any request
     /// but auth and sasl; empty = not enforced.
@@ -277,6 +289,11 @@ fn bracketed(host: &str) -> std::borrow::Cow<'_, str> {
         host.into()
     }
 }
+
+/// zookeeper.admin.rateLimiterIntervalInMS default (ZooKeeper's: 5 minutes).
+pub const ADMIN_RATE_LIMIT_INTERVAL_MS_DEFAULT: u64 = 300_000;
+/// The largest zookeeper.admin.rateLimiterIntervalInMS taken (ZooKeeper parses an int).
+pub const ADMIN_RATE_LIMIT_INTERVAL_MS_MAX: u64 = i32::MAX as u64;
 
 /// admin.serverPort default (ZooKeeper's).
 pub const ADMIN_PORT_DEFAULT: u16 = 8080;
@@ -447,6 +464,9 @@ const SYSPROP_KEYS_USED: &[&str] = &[
     "fsync.warningthresholdms",
     "extendedTypesEnabled",
     "enforceQuota",
+    "admin.snapshot.enabled",
+    "admin.restore.enabled",
+    "admin.rateLimiterIntervalInMS",
     "audit.enable",
     "DigestAuthenticationProvider.superDigest",
     "4lw.commands.whitelist",
@@ -525,7 +545,16 @@ const SECURITY_KEYS_REFUSED: &[&str] =
 const SECURITY_PREFIXES_REFUSED: &[&str] = &["quorum.auth.", "kerberos.", "sasl."];
 
 /// Keys under a refused prefix that ringkeeper honours (client SASL, `crate::sasl`).
-const SECURITY_KEYS_HONOURED: &[&str] = &["kerberos.removeHostFromPrincipal", "kerberos.removeRealmFromPrincipal"];
+const SECURITY_KEYS_HONOURED: &[&str] = &[
+    "kerberos.removeHostFromPrincipal",
+    "kerberos.removeRealmFromPrincipal",
+    "quorum.auth.enableSasl",
+    "quorum.auth.learnerRequireSasl",
+    "quorum.auth.serverRequireSasl",
+    "quorum.auth.learner.saslLoginContext",
+    "quorum.auth.server.saslLoginContext",
+    "quorum.auth.kerberos.servicePrincipal",
+];
 
 /// The JAAS file key (the JVM property's name; `SERVER_JVMFLAGS` may also give it: `load`).
 pub const JAAS_KEY: &str = "java.security.auth.login.config";
@@ -580,8 +609,8 @@ fn security_key(key: &str, value: &str) -> Option<Result<(), String>> {
     Some(if switch && asks_for_nothing(value) {
         Ok(())
     } else {
-        Err("not supported yet (ringkeeper has no Kerberos or quorum authentication by SASL yet; client SASL is \
-             DIGEST-MD5 with java.security.auth.login.config)"
+        Err("not supported yet (ringkeeper has no Kerberos yet; client and quorum SASL are DIGEST-MD5 with \
+             java.security.auth.login.config)"
             .into())
     })
 }
@@ -824,6 +853,14 @@ impl Entry<'_> {
         self.int(clip(min), clip(max), unit).map(|v| v as usize)
     }
 
+    /// A non-empty value (a JAAS section name, say).
+    fn nonempty(&self) -> Result<String, ConfigError> {
+        if self.value.is_empty() {
+            return Err(self.bad("empty value"));
+        }
+        Ok(self.value.to_string())
+    }
+
     fn boolean(&self) -> Result<bool, ConfigError> {
         match self.value.to_ascii_lowercase().as_str() {
             "true" | "yes" => Ok(true),
@@ -885,6 +922,9 @@ impl Config {
         let mut force_sync = true;
         let mut fsync_warning_threshold_ms = FSYNC_WARNING_THRESHOLD_MS_DEFAULT;
         let mut admin_enabled = true;
+        let mut admin_snapshot_enabled = true;
+        let mut admin_restore_enabled = true;
+        let mut admin_rate_limit_interval_ms = ADMIN_RATE_LIMIT_INTERVAL_MS_DEFAULT;
         let mut log_level: Option<String> = None;
         let mut admin_ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
@@ -919,6 +959,8 @@ impl Config {
         let mut enforce_auth_enabled = false;
         let mut enforce_auth_schemes: Vec<String> = Vec::new();
         let mut session_require_sasl = false;
+        let mut quorum_sasl_enabled = false;
+        let mut quorum_sasl_keys = crate::sasl::quorum::QuorumSaslKeys::default();
         // Canonical key → the line that first set it.
         let mut seen: HashMap<String, usize> = HashMap::new();
 
@@ -984,6 +1026,11 @@ impl Config {
                     client_port_given = true;
                 }
                 "admin.enableServer" => admin_enabled = e.boolean()?,
+                "admin.snapshot.enabled" => admin_snapshot_enabled = e.boolean()?,
+                "admin.restore.enabled" => admin_restore_enabled = e.boolean()?,
+                "admin.rateLimiterIntervalInMS" => {
+                    admin_rate_limit_interval_ms = e.int(0, ADMIN_RATE_LIMIT_INTERVAL_MS_MAX as i64, " ms")? as u64
+                }
                 "ringkeeper.logLevel" => log_level = Some(value.to_string()),
                 "admin.serverPort" => admin_port = e.int(1, u16::MAX.into(), "")? as u16,
                 "admin.serverAddress" => {
@@ -1007,6 +1054,16 @@ impl Config {
                 "kerberos.removeHostFromPrincipal" => sasl_rules.remove_host = e.boolean()?,
                 "kerberos.removeRealmFromPrincipal" => sasl_rules.remove_realm = e.boolean()?,
                 "sessionRequireClientSASLAuth" => session_require_sasl = e.boolean()?,
+                "quorum.auth.enableSasl" => quorum_sasl_enabled = e.boolean()?,
+                "quorum.auth.learnerRequireSasl" => quorum_sasl_keys.learner_require = e.boolean()?,
+                "quorum.auth.serverRequireSasl" => quorum_sasl_keys.server_require = e.boolean()?,
+                "quorum.auth.learner.saslLoginContext" => quorum_sasl_keys.learner_section = e.nonempty()?,
+                "quorum.auth.server.saslLoginContext" => quorum_sasl_keys.server_section = e.nonempty()?,
+                "quorum.auth.kerberos.servicePrincipal" => quorum_sasl_keys.service_principal = e.nonempty()?,
+                "quorum.cnxn.threads.size" => {
+                    quorum_sasl_keys.authenticating_max =
+                        e.usize(1, crate::sasl::quorum::QUORUM_CNXN_THREADS_MAX, " connections")?
+                }
                 "enforce.auth.enabled" => enforce_auth_enabled = e.boolean()?,
                 "enforce.auth.schemes" => {
                     // As ZooKeeper's AuthenticationHelper: comma-separated, trimmed, empty dropped.
@@ -1262,6 +1319,22 @@ impl Config {
         };
         let sasl_keys = jaas_path
             .map(|jaas_path| crate::sasl::SaslKeys { jaas_path, section: crate::sasl::jaas::SERVER_SECTION.into() });
+        // As ZooKeeper's QuorumPeerConfig: requiring quorum SASL needs it enabled.
+        for (require, key) in [
+            (quorum_sasl_keys.learner_require, "quorum.auth.learnerRequireSasl"),
+            (quorum_sasl_keys.server_require, "quorum.auth.serverRequireSasl"),
+        ] {
+            if require && !quorum_sasl_enabled {
+                return Err(ConfigError::Invalid {
+                    origin: origin.to_string(),
+                    why: format!("quorum.auth.enableSasl is disabled, so {key} cannot be enabled"),
+                });
+            }
+        }
+        let quorum_sasl_keys = quorum_sasl_enabled.then_some(quorum_sasl_keys);
+        if quorum_sasl_keys.is_some() && servers.is_empty() {
+            warnings.push(format!("{origin}: quorum.auth.enableSasl: a standalone server has no peer port (ignored)"));
+        }
         let config = Config {
             client_tls,
             quorum_tls,
@@ -1270,6 +1343,8 @@ impl Config {
             sasl_super_user,
             sasl_rules,
             sasl: None,
+            quorum_sasl_keys,
+            quorum_sasl: None,
             enforce_auth_schemes,
             tick_time_ms,
             data_log_dir: data_log_dir.unwrap_or_else(|| data_dir.clone()),
@@ -1292,6 +1367,9 @@ impl Config {
             admin_enabled,
             log_level,
             admin_addr: SocketAddr::new(admin_ip, admin_port),
+            admin_snapshot_enabled,
+            admin_restore_enabled,
+            admin_rate_limit_interval_ms,
             extended_types_enabled,
             read_only_mode_enabled,
             local_sessions_enabled,
@@ -1353,17 +1431,34 @@ impl Config {
                     Some(crate::sasl::SaslKeys { jaas_path, section: crate::sasl::jaas::SERVER_SECTION.into() });
             }
         }
+        let invalid = |why: String| ConfigError::Invalid { origin: origin.to_string(), why };
+        let sasl_required = self.enforce_auth_schemes.iter().any(|s| s == crate::tree::acl::SCHEME_SASL);
         let Some(keys) = &self.sasl_keys else {
-            if self.enforce_auth_schemes.iter().any(|s| s == crate::tree::acl::SCHEME_SASL) {
-                return Err(ConfigError::Invalid {
-                    origin: origin.to_string(),
-                    why: format!("sasl authentication is required but no JAAS file is given ({JAAS_KEY})"),
-                });
+            if sasl_required {
+                return Err(invalid(format!("sasl authentication is required but no JAAS file is given ({JAAS_KEY})")));
+            }
+            if self.quorum_sasl_keys.is_some() {
+                return Err(invalid(format!("quorum.auth.enableSasl needs a JAAS file ({JAAS_KEY})")));
             }
             return Ok(());
         };
-        let sasl = crate::sasl::ServerSasl::load(keys, self.sasl_super_user.clone(), self.sasl_rules)
-            .map_err(|e| ConfigError::Invalid { origin: origin.to_string(), why: e.to_string() })?;
+        let jaas = crate::sasl::read_jaas(&keys.jaas_path).map_err(|e| invalid(e.to_string()))?;
+        if let Some(q) = &self.quorum_sasl_keys {
+            let quorum = crate::sasl::quorum::QuorumSasl::from_jaas(q.clone(), &jaas, &keys.jaas_path)
+                .map_err(|e| invalid(e.to_string()))?;
+            self.quorum_sasl = Some(std::sync::Arc::new(quorum));
+            // A file for the quorum alone (no client section) leaves clients without SASL.
+            if !sasl_required && jaas.section(&keys.section).is_err() {
+                warnings.push(format!(
+                    "{origin}: the JAAS file {} has no '{}' section: clients cannot authenticate with SASL",
+                    keys.jaas_path.display(),
+                    keys.section
+                ));
+                return Ok(());
+            }
+        }
+        let sasl = crate::sasl::ServerSasl::from_jaas(keys, &jaas, self.sasl_super_user.clone(), self.sasl_rules)
+            .map_err(|e| invalid(e.to_string()))?;
         self.sasl = Some(std::sync::Arc::new(sasl));
         Ok(())
     }
@@ -1688,9 +1783,6 @@ mod tests {
         let err = Config::parse("dataDir=/d\nssl.quorum.trustStore.location=/t.pem\n", "test.cfg").unwrap_err();
         assert!(err.to_string().contains("sslQuorum"), "{err}");
         let refused = [
-            "quorum.auth.enableSasl=true",
-            "quorum.auth.learnerRequireSasl=true",
-            "quorum.auth.kerberos.servicePrincipal=zk/_HOST",
             "authProvider.1=org.example.CustomAuthenticationProvider",
             "kerberos.principal=zk/h@R",
             "sasl.serverconfig=Other",
@@ -1791,6 +1883,64 @@ sessionRequireClientSASLAuth=true
         assert_eq!(users.password("app1").as_deref(), Some("change-me-app1"));
         assert_eq!(users.len(), 2);
         assert_eq!(jaas.digest_credentials("Client").unwrap().0, "app1");
+        // The Kerberos example: its Server section is a Kerberos identity.
+        let jaas = crate::sasl::jaas::Jaas::parse(include_str!("../configs/kerberos-jaas.conf")).unwrap();
+        assert_eq!(
+            jaas.krb5_identity("Server").unwrap(),
+            Some(("/etc/ringkeeper/zookeeper.keytab".into(), "zookeeper/zk1.example.com@EXAMPLE.COM".into()))
+        );
+        assert!(jaas.krb5_identity("Client").unwrap_err().to_string().contains("keyTab and principal"));
+        // The quorum Kerberos example: both quorum sections are Kerberos identities.
+        let jaas = crate::sasl::jaas::Jaas::parse(include_str!("../configs/quorum-kerberos-jaas.conf")).unwrap();
+        for section in ["QuorumServer", "QuorumLearner"] {
+            let (keytab, principal) = jaas.krb5_identity(section).unwrap().unwrap();
+            assert_eq!(
+                (keytab.as_str(), principal.as_str()),
+                ("/etc/ringkeeper/zkquorum.keytab", "zkquorum/zk1.example.com@EXAMPLE.COM")
+            );
+        }
+    }
+
+    /// Quorum SASL's keys (issue 15): the example parses, its JAAS file (quorum sections only)
+    /// loads without a client Server section, and half a configuration refuses the start.
+    #[test]
+    fn quorum_sasl_keys_and_the_example_config() {
+        let (mut c, warnings) = Config::parse(include_str!("../configs/quorum-sasl.cfg"), "q").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let keys = c.quorum_sasl_keys.clone().unwrap();
+        assert!(keys.learner_require && keys.server_require);
+        assert_eq!((keys.learner_section.as_str(), keys.server_section.as_str()), ("QuorumLearner", "QuorumServer"));
+        assert_eq!(keys.authenticating_max, 20);
+        let dir = crate::storage::files::tests::TempDir::new("quorum-sasl");
+        let jaas = dir.0.join("quorum-jaas.conf");
+        std::fs::write(&jaas, include_str!("../configs/quorum-jaas.conf")).unwrap();
+        c.sasl_keys.as_mut().unwrap().jaas_path = jaas.clone();
+        let mut warnings = Vec::new();
+        c.load_sasl("q", "", &mut warnings).unwrap();
+        let q = c.quorum_sasl.as_ref().unwrap();
+        assert_eq!((q.username(), q.mechanism_name()), ("zkquorum", "DIGEST-MD5"));
+        assert!(c.sasl.is_none() && warnings[0].contains("clients cannot authenticate with SASL"), "{warnings:?}");
+        // Without the key, SERVER_JVMFLAGS names the file; without either, the start is refused.
+        let bare = "dataDir=/d\nserver.1=127.0.0.1:1:2\nserver.2=127.0.0.2:1:2\nquorum.auth.enableSasl=true\n";
+        let (mut c, _) = Config::parse(bare, "t").unwrap();
+        assert!(c.load_sasl("t", "", &mut Vec::new()).unwrap_err().to_string().contains("needs a JAAS file"));
+        c.load_sasl("t", &format!("-Djava.security.auth.login.config={}", jaas.display()), &mut Vec::new()).unwrap();
+        assert!(c.quorum_sasl.is_some());
+        // A JAAS file without the learner section names it.
+        let (mut c, _) = Config::parse(&format!("{bare}quorum.auth.learner.saslLoginContext=Other\n"), "t").unwrap();
+        let err = c.load_sasl("t", &format!("-Djava.security.auth.login.config={}", jaas.display()), &mut Vec::new());
+        assert!(err.unwrap_err().to_string().contains("no JAAS section named 'Other'"));
+        // Requiring SASL without enabling it, and a bad thread count, refuse the start.
+        for (cfg, says) in [
+            ("quorum.auth.learnerRequireSasl=true", "quorum.auth.enableSasl is disabled"),
+            ("zookeeper.quorum.auth.serverRequireSasl=true", "quorum.auth.enableSasl is disabled"),
+            ("quorum.cnxn.threads.size=0", "must be from 1"),
+            ("quorum.auth.enableSasl=maybe", "true/false"),
+        ] {
+            let err = Config::parse(&format!("dataDir=/d\n{cfg}\n"), "t").unwrap_err().to_string();
+            assert!(err.contains(says), "{cfg}: {err}");
+        }
+        quiet("dataDir=/d\nquorum.auth.enableSasl=false\nquorum.cnxn.threads.size=8\n");
     }
 
     #[test]

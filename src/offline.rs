@@ -61,6 +61,7 @@ pub fn describe_op(op: &TxnOp) -> String {
     match op {
         TxnOp::CreateSession { timeout_ms } => format!("createSession timeout={timeout_ms}ms"),
         TxnOp::CloseSession => "closeSession".into(),
+        TxnOp::Restore => "restore (the tree was replaced: see snapshot.<this zxid>)".into(),
         // The key itself is never printed: it would let whoever reads the dump compute every
         // session's password.
         TxnOp::SessionSecret { .. } => "sessionSecret (set; not shown)".into(),

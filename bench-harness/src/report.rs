@@ -1,15 +1,18 @@
 //! Results: one row per point, written as CSV (appended, one file per results directory),
 //! JSON and a markdown table; the summary of a directory (every label side by side, the
-//! ringkeeper/ZooKeeper ratio per point) and its plots as SVG.
+//! ringkeeper/ZooKeeper ratio per point) and its charts as SVG and PNG, drawn by plotters.
 //! Rules: numbers come only from measured rows; a row's fields are fixed (`CSV_HEADER`); a
 //! directory's CSV may hold runs of several servers, told apart by their label, which names
 //! the server and the setup as `<server>-<setup>` (`ringkeeper-standalone`,
 //! `zookeeper-ensemble3`, `ceiling-standalone`).
 
 use crate::load::PointResult;
+use plotters::coord::Shift;
+use plotters::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::OnceLock;
 
 pub const CSV_HEADER: &str = "label,workload,read_pct,clients,outstanding,payload_bytes,seconds,ops_per_s,\
                               p50_ms,p90_ms,p99_ms,p999_ms,max_ms,errors,events_per_s,reconnects,target_rate,\
@@ -318,98 +321,201 @@ fn table(header: &[String], ratios: &BTreeSet<u64>, lines: &[Vec<String>]) -> St
     out
 }
 
-const PALETTE: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+/// Line colours, one per label in label order (matplotlib's first eight).
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+];
+/// A chart's size in pixels (SVG user units).
+pub const CHART_WIDTH_PX: u32 = 760;
+pub const CHART_HEIGHT_PX: u32 = 440;
+/// Where the TTF font for chart text is looked for, in order (Debian: fonts-dejavu-core,
+/// fonts-liberation). plotters lays text out with it for both SVG and PNG.
+pub const CHART_FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
 
-/// A line chart of `value` against the read share, one line per label, as SVG.
-pub fn svg_chart(rows: &[Row], workload: &str, title: &str, y_label: &str, value: fn(&Row) -> f64) -> String {
-    let (w, h, left, right, top, bottom) = (760.0, 440.0, 80.0, 190.0, 40.0, 50.0);
-    let rows: Vec<&Row> = rows.iter().filter(|r| r.workload == workload && r.target_rate == 0.0).collect();
-    let mut lines: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-    for r in &rows {
-        lines.entry(r.label.as_str()).or_default().push((r.read_pct, value(r)));
-    }
-    let y_max = rows.iter().map(|r| value(r)).fold(0.0f64, f64::max).max(1e-9) * 1.1;
-    let x = |pct: f64| left + pct / 100.0 * (w - left - right);
-    let y = |v: f64| h - bottom - v / y_max * (h - top - bottom);
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" \
-         font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">{title}</text>\n",
-        (w - right + left) / 2.0
-    );
-    for i in 0..=5 {
-        let v = y_max / 5.0 * i as f64;
-        let _ = writeln!(
-            out,
-            "<line x1=\"{left}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" \
-             text-anchor=\"end\">{}</text>",
-            w - right,
-            left - 6.0,
-            y(v) + 4.0,
-            if y_max >= 100.0 { format!("{v:.0}") } else { format!("{v:.2}") },
-            y = y(v)
-        );
-    }
-    for pct in (0..=100).step_by(10) {
-        let px = x(pct as f64);
-        let _ = writeln!(
-            out,
-            "<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"#999\"/><text x=\"{px:.1}\" y=\"{}\" \
-             text-anchor=\"middle\">{pct}</text>",
-            h - bottom,
-            h - bottom + 5.0,
-            h - bottom + 18.0
-        );
-    }
-    let _ = writeln!(
-        out,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">read share, %</text>\n<text x=\"18\" y=\"{}\" \
-         transform=\"rotate(-90 18 {})\" text-anchor=\"middle\">{y_label}</text>",
-        (w - right + left) / 2.0,
-        h - 12.0,
-        h / 2.0,
-        h / 2.0
-    );
-    for (i, (label, mut pts)) in lines.into_iter().enumerate() {
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let color = PALETTE[i % PALETTE.len()];
-        let path: Vec<String> = pts.iter().map(|(p, v)| format!("{:.1},{:.1}", x(*p), y(*v))).collect();
-        let _ = writeln!(
-            out,
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
-            path.join(" ")
-        );
-        for (p, v) in &pts {
-            let _ = writeln!(out, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>", x(*p), y(*v));
-        }
-        let ly = top + 20.0 + 18.0 * i as f64;
-        let _ = writeln!(
-            out,
-            "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{color}\" stroke-width=\"3\"/><text x=\"{}\" \
-             y=\"{}\">{label}</text>",
-            w - right + 12.0,
-            w - right + 32.0,
-            w - right + 38.0,
-            ly + 4.0
-        );
-    }
-    out.push_str("</svg>\n");
-    out
+/// Why a chart was not drawn.
+#[derive(Debug)]
+pub enum ChartError {
+    /// None of `CHART_FONT_PATHS` is a readable TTF font.
+    NoFont,
+    /// plotters could not draw or write it.
+    Draw(String),
 }
 
-/// Writes `summary.md`, `throughput.svg` and `latency-p99.svg` for `workload` in `dir`.
+impl std::fmt::Display for ChartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChartError::NoFont => write!(
+                f,
+                "charts need a TTF font and none of {} is one (Debian: apt-get install fonts-dejavu-core)",
+                CHART_FONT_PATHS.join(", ")
+            ),
+            ChartError::Draw(e) => write!(f, "drawing the chart: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ChartError {}
+
+/// Registers the first font of `CHART_FONT_PATHS` as plotters' "sans-serif", once per process
+/// (plotters keeps it for the process's life, so its bytes are leaked once).
+fn ensure_font() -> Result<(), ChartError> {
+    static FONT: OnceLock<bool> = OnceLock::new();
+    let found = *FONT.get_or_init(|| {
+        CHART_FONT_PATHS.iter().any(|p| match std::fs::read(p) {
+            Ok(bytes) => {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok()
+            }
+            Err(_) => false,
+        })
+    });
+    if found {
+        Ok(())
+    } else {
+        Err(ChartError::NoFont)
+    }
+}
+
+/// What a chart shows: one line per label of `(read share, value)` points, sorted by share,
+/// and the top of the y axis.
+struct Lines {
+    lines: Vec<(String, Vec<(f64, f64)>)>,
+    y_max: f64,
+}
+
+fn lines(rows: &[Row], workload: &str, value: fn(&Row) -> f64) -> Lines {
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.workload == workload && r.target_rate == 0.0).collect();
+    let mut by_label: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for r in &rows {
+        by_label.entry(r.label.as_str()).or_default().push((r.read_pct, value(r)));
+    }
+    let lines = by_label
+        .into_iter()
+        .map(|(label, mut pts)| {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (label.to_string(), pts)
+        })
+        .collect();
+    let y_max = rows.iter().map(|r| value(r)).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    Lines { lines, y_max }
+}
+
+/// Draws the line chart on any plotters backend (SVG or bitmap).
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    data: &Lines,
+    title: &str,
+    y_label: &str,
+) -> Result<(), ChartError> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| ChartError::Draw(e.to_string());
+    root.fill(&WHITE).map_err(err)?;
+    let y_max = data.y_max;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(14)
+        .x_label_area_size(42)
+        .y_label_area_size(78)
+        .build_cartesian_2d(0f64..100f64, 0f64..y_max)
+        .map_err(err)?;
+    let y_format = |v: &f64| if y_max >= 100.0 { format!("{v:.0}") } else { format!("{v:.2}") };
+    chart
+        .configure_mesh()
+        .x_labels(11)
+        .y_labels(6)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&y_format)
+        .x_desc("read share, %")
+        .y_desc(y_label)
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(err)?;
+    for (i, (label, pts)) in data.lines.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// A line chart of `value` against the read share, one line per label, as SVG.
+pub fn svg_chart(
+    rows: &[Row],
+    workload: &str,
+    title: &str,
+    y_label: &str,
+    value: fn(&Row) -> f64,
+) -> Result<String, ChartError> {
+    ensure_font()?;
+    let data = lines(rows, workload, value);
+    let mut out = String::new();
+    draw(
+        SVGBackend::with_string(&mut out, (CHART_WIDTH_PX, CHART_HEIGHT_PX)).into_drawing_area(),
+        &data,
+        title,
+        y_label,
+    )?;
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The same chart as a PNG file at `path`.
+pub fn png_chart(
+    path: &Path,
+    rows: &[Row],
+    workload: &str,
+    title: &str,
+    y_label: &str,
+    value: fn(&Row) -> f64,
+) -> Result<(), ChartError> {
+    ensure_font()?;
+    let data = lines(rows, workload, value);
+    draw(BitMapBackend::new(path, (CHART_WIDTH_PX, CHART_HEIGHT_PX)).into_drawing_area(), &data, title, y_label)
+}
+
+/// The charts `write_summary` draws: file stem, title, y axis, value.
+type ChartSpec = (&'static str, &'static str, &'static str, fn(&Row) -> f64);
+const CHARTS: [ChartSpec; 2] = [
+    ("throughput", "Throughput", "operations per second", |r| r.ops_per_s),
+    ("latency-p99", "p99 latency", "ms", |r| r.p99_ms),
+];
+
+/// Writes `summary.md`, and `throughput` and `latency-p99` charts as `.svg` and `.png`, for
+/// `workload` in `dir`.
 pub fn write_summary(dir: &Path, workload: &str, preamble: &str) -> std::io::Result<String> {
     let rows = read_rows(dir)?;
     let text = format!("{preamble}{}", summary(&rows, workload));
     std::fs::write(dir.join("summary.md"), &text)?;
-    std::fs::write(
-        dir.join("throughput.svg"),
-        svg_chart(&rows, workload, &format!("Throughput, {workload}"), "operations per second", |r| r.ops_per_s),
-    )?;
-    std::fs::write(
-        dir.join("latency-p99.svg"),
-        svg_chart(&rows, workload, &format!("p99 latency, {workload}"), "ms", |r| r.p99_ms),
-    )?;
+    for (stem, title, y_label, value) in CHARTS {
+        let title = format!("{title}, {workload}");
+        let svg = svg_chart(&rows, workload, &title, y_label, value).map_err(std::io::Error::other)?;
+        std::fs::write(dir.join(format!("{stem}.svg")), svg)?;
+        png_chart(&dir.join(format!("{stem}.png")), &rows, workload, &title, y_label, value)
+            .map_err(std::io::Error::other)?;
+    }
     Ok(text)
 }
 
@@ -474,8 +580,32 @@ mod tests {
         );
         assert!(s.contains("| 90 | – | 1234 | 412 | 3.00× |"), "{s}");
         assert!(s.contains("| 0 | 9000 | 100 | 50 | 2.00× |"), "{s}");
-        let svg = svg_chart(&rows, "get-set", "t", "ops", |r| r.ops_per_s);
-        assert_eq!(svg.matches("<polyline").count(), 3);
-        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        let svg = svg_chart(&rows, "get-set", "t", "ops", |r| r.ops_per_s).expect("a chart");
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"), "{svg}");
+        // One line and one legend entry per label, one circle per point.
+        for (label, color) in [("ceiling-standalone", "#1f77b4"), ("zookeeper-standalone", "#2ca02c")] {
+            assert!(svg.contains(&format!(">\n{label}\n</text>")), "{label}: {svg}");
+            let stroke = format!("stroke=\"{color}\"");
+            let polylines = svg.lines().filter(|l| l.starts_with("<polyline") && l.to_lowercase().contains(&stroke));
+            assert_eq!(polylines.count(), 2, "{label}'s line and its legend entry: {svg}");
+        }
+        assert_eq!(svg.matches("<circle").count(), rows.len());
+    }
+
+    #[test]
+    fn png_charts_are_written() {
+        let rows = vec![row("ringkeeper-standalone", 0.0, 100.0), row("ringkeeper-standalone", 50.0, 300.0)];
+        let dir = std::env::temp_dir().join(format!("rk-bench-png-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("t.png");
+        let drawn = png_chart(&path, &rows, "get-set", "t", "ops", |r| r.ops_per_s);
+        let bytes = std::fs::read(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+        drawn.expect("a chart");
+        let bytes = bytes.expect("the PNG file");
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        // IHDR: width and height.
+        assert_eq!(u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]), CHART_WIDTH_PX);
+        assert_eq!(u32::from_be_bytes([bytes[20], bytes[21], bytes[22], bytes[23]]), CHART_HEIGHT_PX);
     }
 }

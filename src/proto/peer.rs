@@ -159,6 +159,65 @@ pub fn next_frame(buf: &mut BytesMut) -> Result<Option<Bytes>, PeerCodecError> {
     Ok(Some(buf.split_to(len).freeze()))
 }
 
+/// The tag (first byte after the length word) of a quorum-auth frame (`quorum.auth.*`, sent
+/// only right after the hello, `server/peer_auth.rs`); no message tag is this.
+pub const PEER_AUTH_TAG: u8 = 0xA5;
+/// Bytes of a quorum-auth frame after its length word: tag, status, token. A SASL token is at
+/// most `sasl::digest_md5::TOKEN_BYTES_MAX`; a GSSAPI one could be larger, so room is left.
+pub const PEER_AUTH_FRAME_BYTES_MAX: usize = 2 + 16 * 1024;
+/// Bytes before an auth frame's token: the length word, the tag and the status.
+pub const PEER_AUTH_HEAD_BYTES: usize = 4 + 1 + 1;
+
+/// Where a quorum-auth exchange stands, as each frame says (ZooKeeper's QuorumAuth.Status,
+/// plus `NotSasl`: the accepting member has no quorum SASL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthStatus {
+    InProgress = 1,
+    Success = 2,
+    Error = 3,
+    NotSasl = 4,
+}
+
+impl AuthStatus {
+    fn from_u8(b: u8) -> Option<AuthStatus> {
+        Some(match b {
+            1 => AuthStatus::InProgress,
+            2 => AuthStatus::Success,
+            3 => AuthStatus::Error,
+            4 => AuthStatus::NotSasl,
+            _ => return None,
+        })
+    }
+}
+
+/// Appends one quorum-auth frame. The caller keeps `token` under the frame's bound.
+pub fn encode_auth_frame(out: &mut BytesMut, status: AuthStatus, token: &[u8]) {
+    out.put_u32((2 + token.len()) as u32);
+    out.put_u8(PEER_AUTH_TAG);
+    out.put_u8(status as u8);
+    out.put_slice(token);
+}
+
+/// Whether a frame's first 5 bytes (length word and tag) open a quorum-auth frame, and if so
+/// its length (checked against `PEER_AUTH_FRAME_BYTES_MAX` before anything is read of it).
+pub fn auth_frame_len(first: &[u8; 5]) -> Result<Option<usize>, PeerCodecError> {
+    if first[4] != PEER_AUTH_TAG {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([first[0], first[1], first[2], first[3]]) as usize;
+    if !(2..=PEER_AUTH_FRAME_BYTES_MAX).contains(&len) {
+        return Err(PeerCodecError::FrameTooLarge { len, max: PEER_AUTH_FRAME_BYTES_MAX });
+    }
+    Ok(Some(len))
+}
+
+/// The status and token of an auth frame's body after its tag (`len - 1` bytes: status, token).
+pub fn decode_auth_body(body: &[u8]) -> Result<(AuthStatus, &[u8]), PeerCodecError> {
+    let (&status, token) = body.split_first().ok_or(PeerCodecError::Truncated)?;
+    let status = AuthStatus::from_u8(status).ok_or(PeerCodecError::UnknownTag { what: "auth status", tag: status })?;
+    Ok((status, token))
+}
+
 /// Appends `msg` as one frame.
 pub fn encode_frame(out: &mut BytesMut, msg: &Message) {
     let start = out.len();
@@ -560,6 +619,25 @@ mod tests {
             };
             assert_eq!(decode_message(Bytes::from(longer)), Err(expected));
         }
+    }
+
+    #[test]
+    fn auth_frames_round_trip_and_are_bounded_from_their_head() {
+        let mut b = BytesMut::new();
+        encode_auth_frame(&mut b, AuthStatus::InProgress, b"token");
+        let first: [u8; 5] = b[..5].try_into().unwrap();
+        assert_eq!(auth_frame_len(&first), Ok(Some(7)));
+        assert_eq!(decode_auth_body(&b[5..]), Ok((AuthStatus::InProgress, &b"token"[..])));
+        // A message frame is no auth frame; a too-long or too-short auth frame is an error.
+        let mut m = BytesMut::new();
+        encode_frame(&mut m, &every_message()[0]);
+        assert_eq!(auth_frame_len(&m[..5].try_into().unwrap()), Ok(None));
+        let huge = [0x10, 0, 0, 0, PEER_AUTH_TAG];
+        assert!(matches!(auth_frame_len(&huge), Err(PeerCodecError::FrameTooLarge { .. })));
+        assert!(auth_frame_len(&[0, 0, 0, 1, PEER_AUTH_TAG]).is_err());
+        assert!(decode_auth_body(&[9]).is_err() && decode_auth_body(&[]).is_err());
+        // No message kind has the auth tag.
+        assert!(frame_kind_bytes_max(&[PEER_AUTH_TAG]).is_err());
     }
 
     #[test]

@@ -11,6 +11,8 @@ use std::collections::HashMap;
 
 /// ZooKeeper's login module for DIGEST-MD5 (server and client sections).
 pub const DIGEST_LOGIN_MODULE: &str = "org.apache.zookeeper.server.auth.DigestLoginModule";
+/// The JDK's Kerberos login module (a `Server` section with it means SASL GSSAPI).
+pub const KRB5_LOGIN_MODULE: &str = "com.sun.security.auth.module.Krb5LoginModule";
 /// The section a ZooKeeper server reads (`zookeeper.sasl.serverconfig`'s default).
 pub const SERVER_SECTION: &str = "Server";
 /// The section a ZooKeeper client reads (`zookeeper.sasl.clientconfig`'s default).
@@ -76,10 +78,9 @@ impl std::fmt::Display for JaasError {
             JaasError::Syntax { line, why } => write!(f, "line {line}: {why}"),
             JaasError::DuplicateSection(s) => write!(f, "section {s} is given twice"),
             JaasError::NoSection(s) => write!(f, "no JAAS section named '{s}'"),
-            JaasError::NoDigestModule(s) => write!(
-                f,
-                "section '{s}' has no {DIGEST_LOGIN_MODULE} (ringkeeper does DIGEST-MD5 only; Kerberos/GSSAPI is not supported)"
-            ),
+            JaasError::NoDigestModule(s) => {
+                write!(f, "section '{s}' has no {DIGEST_LOGIN_MODULE} (nor, for a server section, {KRB5_LOGIN_MODULE})")
+            }
             JaasError::Incomplete { section, why } => write!(f, "section '{section}': {why}"),
             JaasError::TooLarge => write!(f, "larger than {JAAS_FILE_BYTES_MAX} bytes"),
         }
@@ -260,6 +261,22 @@ impl Jaas {
             });
         }
         Ok(DigestUsers(users))
+    }
+
+    /// The Kerberos identity of a section that names `Krb5LoginModule` (the JDK's): its
+    /// `keyTab` and `principal` options; None without such a module.
+    pub fn krb5_identity(&self, section: &str) -> Result<Option<(String, String)>, JaasError> {
+        let Some(module) = self.section(section)?.iter().find(|m| m.class == KRB5_LOGIN_MODULE) else {
+            return Ok(None);
+        };
+        let get = |key: &str| module.options.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        match (get("keyTab"), get("principal")) {
+            (Some(k), Some(p)) => Ok(Some((k, p))),
+            _ => Err(JaasError::Incomplete {
+                section: section.into(),
+                why: format!("{KRB5_LOGIN_MODULE} needs keyTab and principal options"),
+            }),
+        }
     }
 
     /// A client section's DIGEST-MD5 credentials (`username`, `password`).

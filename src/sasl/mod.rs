@@ -1,13 +1,19 @@
 //! SASL for client connections (issue 15): DIGEST-MD5 (`digest_md5.rs`, sans-IO, RFC 2831),
+//! quorum SASL's settings (`quorum.rs`; the exchange runs in `server/peer_auth.rs`),
 //! JAAS files as ZooKeeper names them (`jaas.rs`), and the server's settings: the users of
 //! the JAAS `Server` section, `superUser`, and the `kerberos.remove{Host,Realm}FromPrincipal`
 //! rules that turn an authenticated name into the connection's `sasl:` id.
-//! Rules: no I/O except `ServerSasl::load` (at start, never on a client core); GSSAPI/Kerberos
-//! is not here (a JAAS Server section without a DigestLoginModule refuses the start).
+//! GSSAPI/Kerberos (`gssapi.rs`, the system's library) when the `Server` section names
+//! `Krb5LoginModule` (with `keyTab` and `principal`), as ZooKeeper picks its mechanism.
+//! Rules: no I/O except `ServerSasl::load` (at start, never on a client core) and a GSSAPI
+//! exchange's steps (run on the blocking pool); a Server section with neither module refuses
+//! the start.
 
 // The mechanism itself (both sides) lives in the protocol crate, shared with the client.
 pub use ringkeeper_proto::digest_md5;
+pub mod gssapi;
 pub mod jaas;
+pub mod quorum;
 
 use std::path::{Path, PathBuf};
 
@@ -67,11 +73,28 @@ pub fn id_is_valid(id: &str) -> bool {
     }
 }
 
-/// The server's SASL: the users, who is super, the principal rules. Shared by the client
-/// cores (read only).
+/// The mechanism a server offers, from its JAAS `Server` section: Kerberos when it names
+/// `Krb5LoginModule` (ZooKeeper's choice when its login has a Kerberos principal), else
+/// DIGEST-MD5 with the section's users.
+#[derive(Debug, Clone)]
+pub enum Mechanism {
+    DigestMd5(jaas::DigestUsers),
+    Gssapi(std::sync::Arc<gssapi::Acceptor>),
+}
+
+/// One connection's exchange, by mechanism.
+pub enum ServerExchange {
+    DigestMd5(digest_md5::Server),
+    Gssapi(Box<gssapi::GssServer>),
+    /// A GSSAPI step is running on the blocking pool: a token now breaks the protocol.
+    InFlight,
+}
+
+/// The server's SASL: the mechanism (its users or Kerberos identity), who is super, the
+/// principal rules. Shared by the client cores (read only).
 #[derive(Debug, Clone)]
 pub struct ServerSasl {
-    pub users: jaas::DigestUsers,
+    pub mechanism: Mechanism,
     /// `superUser`: this authorized id also gets `super:`.
     pub super_user: Option<String>,
     pub rules: PrincipalRules,
@@ -84,6 +107,7 @@ pub struct ServerSasl {
 pub enum SaslLoadError {
     Io { path: PathBuf, err: std::io::Error },
     Jaas { path: PathBuf, err: jaas::JaasError },
+    Gssapi { path: PathBuf, err: gssapi::GssError },
 }
 
 impl std::fmt::Display for SaslLoadError {
@@ -91,6 +115,7 @@ impl std::fmt::Display for SaslLoadError {
         match self {
             SaslLoadError::Io { path, err } => write!(f, "cannot read the JAAS file {}: {err}", path.display()),
             SaslLoadError::Jaas { path, err } => write!(f, "JAAS file {}: {err}", path.display()),
+            SaslLoadError::Gssapi { path, err } => write!(f, "JAAS file {}: Server section: {err}", path.display()),
         }
     }
 }
@@ -116,14 +141,45 @@ impl ServerSasl {
         rules: PrincipalRules,
     ) -> Result<ServerSasl, SaslLoadError> {
         let j = read_jaas(&keys.jaas_path)?;
-        let users =
-            j.digest_users(&keys.section).map_err(|err| SaslLoadError::Jaas { path: keys.jaas_path.clone(), err })?;
-        Ok(ServerSasl { users, super_user, rules, jaas_path: keys.jaas_path.clone() })
+        ServerSasl::from_jaas(keys, &j, super_user, rules)
     }
 
-    /// A fresh DIGEST-MD5 server exchange with a nonce from the OS.
-    pub fn new_exchange(&self) -> digest_md5::Server {
-        digest_md5::Server::zookeeper(random_printable(NONCE_BYTES))
+    /// Takes the mechanism of the keys' section from a parsed JAAS file: Kerberos (the
+    /// keytab registered and credentials acquired for the principal: reads the keytab) when
+    /// it names `Krb5LoginModule`, else the DIGEST-MD5 users.
+    pub fn from_jaas(
+        keys: &SaslKeys,
+        jaas: &jaas::Jaas,
+        super_user: Option<String>,
+        rules: PrincipalRules,
+    ) -> Result<ServerSasl, SaslLoadError> {
+        let in_file = |err| SaslLoadError::Jaas { path: keys.jaas_path.clone(), err };
+        let mechanism = match jaas.krb5_identity(&keys.section).map_err(in_file)? {
+            Some((keytab, principal)) => Mechanism::Gssapi(std::sync::Arc::new(
+                gssapi::Credential::acceptor(&keytab, &principal)
+                    .map_err(|err| SaslLoadError::Gssapi { path: keys.jaas_path.clone(), err })?,
+            )),
+            None => Mechanism::DigestMd5(jaas.digest_users(&keys.section).map_err(in_file)?),
+        };
+        Ok(ServerSasl { mechanism, super_user, rules, jaas_path: keys.jaas_path.clone() })
+    }
+
+    /// A fresh server exchange of this server's mechanism (a DIGEST-MD5 nonce from the OS).
+    pub fn new_exchange(&self) -> ServerExchange {
+        match &self.mechanism {
+            Mechanism::DigestMd5(_) => {
+                ServerExchange::DigestMd5(digest_md5::Server::zookeeper(random_printable(NONCE_BYTES)))
+            }
+            Mechanism::Gssapi(acceptor) => ServerExchange::Gssapi(Box::new(gssapi::GssServer::new(acceptor.clone()))),
+        }
+    }
+
+    /// The mechanism's name, for logs.
+    pub fn mechanism_name(&self) -> &'static str {
+        match self.mechanism {
+            Mechanism::DigestMd5(_) => MECHANISM_DIGEST_MD5,
+            Mechanism::Gssapi(_) => gssapi::MECHANISM_GSSAPI,
+        }
     }
 }
 

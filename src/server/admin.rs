@@ -8,16 +8,20 @@
 //! or sessions ask client core 0 over a bridge (a bounded queue and a doorbell socket), which
 //! collects them like a four-letter word does (`inspect.rs`). Nothing else reaches the
 //! request path.
-//! Rules: GET only (else 405); a request head over `ADMIN_REQUEST_BYTES_MAX` gets 431, one not
+//! `snapshot` and `restore` (ZooKeeper 3.9's, `admin_transfer.rs`) stream a snapshot out and
+//! take one in.
+//! Rules: GET only (else 405), but for `restore` which is POST only; a request head over `ADMIN_REQUEST_BYTES_MAX` gets 431, one not
 //! complete within `ADMIN_READ_TIMEOUT_MS` 408; a connection lives `ADMIN_CONNECTION_MS_MAX`
-//! at most; connections over `ADMIN_CONNECTIONS_MAX` are closed at once; shutdown waits only
-//! for the accept loop; nothing here changes data (like ZooKeeper's, the only command with an
-//! effect is `stat_reset`). With `admin.forceHttps` / `admin.portUnification` (the
+//! at most (a `snapshot` or `restore` `admin_transfer::ADMIN_TRANSFER_MS_MAX`); connections
+//! over `ADMIN_CONNECTIONS_MAX` are closed at once; shutdown waits only for the accept loop;
+//! nothing here changes data but `restore` (which the pipeline core carries out, in order) and
+//! `stat_reset`. With `admin.forceHttps` / `admin.portUnification` (the
 //! `ssl.quorum.*` stores, as ZooKeeper's JettyAdminServer) connections are TLS (tokio-rustls),
 //! the handshake within `ADMIN_READ_TIMEOUT_MS`; a unified port tells TLS by the first byte;
 //! stores that cannot be used leave no admin server, never a plain one.
 
 use super::admin_auth;
+use super::admin_transfer::{self as transfer, AdminBody, Answer, Limiters};
 use super::four_letter::{version, ZOOKEEPER_COMPAT_VERSION};
 use super::inspect::{ConnInfo, Inspect, Inspected};
 use super::messages::ServerMode;
@@ -25,6 +29,7 @@ use super::stage_latency::{bucket_upper_us, Snapshot, Stage};
 use super::stats::{dir_bytes, CoreStats, Stats};
 use crate::config::Config;
 use crate::proto::Acl;
+use crate::tree::DataTree;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -81,6 +86,10 @@ pub enum Ask {
     Inspect { what: Inspect, reply: SyncSender<Arc<Inspected>> },
     /// The root znode's ACL in core 0's current tree (admin authorization).
     RootAcl { reply: SyncSender<Arc<[Acl]>> },
+    /// Core 0's current tree, the committed root it answers reads from (`snapshot`).
+    Tree { reply: SyncSender<DataTree> },
+    /// Relay to the pipeline core: make `tree` the server's tree (`restore`).
+    Restore { tree: Box<DataTree>, reply: SyncSender<Result<i64, String>> },
 }
 
 /// The admin side of the bridge to client core 0, for the commands that list connections,
@@ -117,6 +126,21 @@ impl Inspector {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.send(Ask::RootAcl { reply: tx })?;
         rx.recv_timeout(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)).ok()
+    }
+
+    /// An O(1) clone of the committed tree core 0 answers from; None if it does not answer.
+    pub fn committed_tree(&self) -> Option<DataTree> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.send(Ask::Tree { reply: tx })?;
+        rx.recv_timeout(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)).ok()
+    }
+
+    /// Has the pipeline core make `tree` the server's tree: the zxid it took, or why not;
+    /// None if nothing answered within `wait`.
+    pub fn restore(&self, tree: DataTree, wait: Duration) -> Option<Result<i64, String>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.send(Ask::Restore { tree: Box::new(tree), reply: tx })?;
+        rx.recv_timeout(wait).ok()
     }
 
     fn send(&self, ask: Ask) -> Option<()> {
@@ -179,7 +203,8 @@ pub fn start(
         Some(_) => "https",
     };
     tracing::info!("admin server on {scheme}://{}/commands and /metrics", config.admin_addr);
-    let app = Arc::new(App { config, stats, inspector, tls });
+    let limiters = Limiters::new(&config);
+    let app = Arc::new(App { config, stats, inspector, tls, limiters });
     let spawned = std::thread::Builder::new().name("rk-admin".into()).spawn(move || {
         runtime.block_on(accept_loop(listener, app, shutdown));
         // Connections still open and commands still running are abandoned, not awaited.
@@ -194,6 +219,16 @@ struct App {
     stats: Arc<Stats>,
     inspector: Option<Arc<Inspector>>,
     tls: Option<AdminTls>,
+    /// `snapshot` and `restore`, one per interval each.
+    limiters: Limiters,
+}
+
+impl App {
+    /// The request's caller, for the transfer commands.
+    fn caller<'a>(&'a self, authorization: Option<&'a str>, peer: IpAddr) -> transfer::Caller<'a> {
+        let (config, limiters, inspector) = (&*self.config, &self.limiters, self.inspector.as_deref());
+        transfer::Caller { config, limiters, inspector, authorization, peer }
+    }
 }
 
 /// HTTPS on the admin port: the rustls configuration of the `ssl.quorum.*` stores, and
@@ -291,9 +326,11 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let arrived = Arc::new(AtomicBool::new(false));
+    let long = Arc::new(AtomicBool::new(false));
     let service = {
-        let arrived = arrived.clone();
+        let (arrived, long) = (arrived.clone(), long.clone());
         hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            long.store(transfer::is_transfer(req.uri().path()), Relaxed);
             arrived.store(true, Relaxed);
             let app = app.clone();
             async move { Ok::<_, std::convert::Infallible>(respond(app, peer, req).await) }
@@ -312,7 +349,8 @@ where
         if !arrived.load(Relaxed) {
             return (Ended::HeadTimeout, None);
         }
-        tokio::time::sleep(Duration::from_millis(ADMIN_CONNECTION_MS_MAX - ADMIN_READ_TIMEOUT_MS)).await;
+        let total_ms = if long.load(Relaxed) { transfer::ADMIN_TRANSFER_MS_MAX } else { ADMIN_CONNECTION_MS_MAX };
+        tokio::time::sleep(Duration::from_millis(total_ms - ADMIN_READ_TIMEOUT_MS)).await;
         (Ended::Timeout, None)
     };
     match futures_lite::future::or(served, deadlines).await {
@@ -338,8 +376,8 @@ fn plain_reply(status: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn reply(status: u16, content_type: &str, body: String) -> hyper::Response<String> {
-    let mut r = hyper::Response::new(body);
+fn reply(status: u16, content_type: &str, body: impl Into<AdminBody>) -> hyper::Response<AdminBody> {
+    let mut r = hyper::Response::new(body.into());
     *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
         r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
@@ -349,11 +387,19 @@ fn reply(status: u16, content_type: &str, body: String) -> hyper::Response<Strin
 
 /// The reply to one request. Commands read files and may wait for the client cores, so they
 /// run on the runtime's bounded pool of blocking threads, never on its event loop.
-async fn respond(app: Arc<App>, peer: IpAddr, req: hyper::Request<hyper::body::Incoming>) -> hyper::Response<String> {
-    if req.method() != hyper::Method::GET {
-        return reply(405, "text/plain", "only GET is served\n".into());
-    }
+async fn respond(
+    app: Arc<App>,
+    peer: IpAddr,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> hyper::Response<AdminBody> {
     let path = req.uri().path().to_string();
+    let command = path.trim_end_matches('/').strip_prefix("/commands/").unwrap_or("");
+    let restoring = transfer::RESTORE_NAMES.contains(&command);
+    match (req.method(), restoring) {
+        (&hyper::Method::POST, true) | (&hyper::Method::GET, false) => {}
+        (_, true) => return reply(405, "text/plain", String::from("restore takes a POST\n")),
+        (_, false) => return reply(405, "text/plain", String::from("only GET is served (and POST for restore)\n")),
+    }
     // The one header read: X-Forwarded-For and the like are never looked at.
     let authorization = match req.headers().get(hyper::header::AUTHORIZATION).map(|v| v.to_str()) {
         None => None,
@@ -361,9 +407,50 @@ async fn respond(app: Arc<App>, peer: IpAddr, req: hyper::Request<hyper::body::I
         // Not text: authenticates nobody (a header that cannot be a scheme and credentials).
         Some(Err(_)) => Some(String::from("\u{0}")),
     };
+    if transfer::SNAPSHOT_NAMES.contains(&command) {
+        let query = req.uri().query().map(str::to_string);
+        let answer = tokio::task::spawn_blocking(move || {
+            transfer::snapshot(&app.caller(authorization.as_deref(), peer), query.as_deref())
+        })
+        .await;
+        return answered(answer);
+    }
+    if restoring {
+        // The checks first: a refused caller's body is never read.
+        let checked = {
+            let app = app.clone();
+            let authorization = authorization.clone();
+            tokio::task::spawn_blocking(move || transfer::admit_restore(&app.caller(authorization.as_deref(), peer)))
+                .await
+        };
+        match checked {
+            Ok(Ok(())) => {}
+            Ok(Err(refusal)) => return answered(Ok(refusal)),
+            Err(e) => return reply(500, "text/plain", format!("{e}\n")),
+        }
+        let body = transfer::read_body(req.into_body()).await;
+        let answer = tokio::task::spawn_blocking(move || transfer::restore(app.inspector.as_deref(), body, peer)).await;
+        return answered(answer);
+    }
     let answer = tokio::task::spawn_blocking(move || route(&app, &path, authorization.as_deref(), peer)).await;
     match answer {
         Ok((status, content_type, body)) => reply(status, content_type, body),
+        Err(e) => reply(500, "text/plain", format!("{e}\n")),
+    }
+}
+
+/// The response of a transfer command run on the blocking pool.
+fn answered(answer: Result<Answer, tokio::task::JoinError>) -> hyper::Response<AdminBody> {
+    match answer {
+        Ok(a) => {
+            let mut r = reply(a.status, a.content_type, a.body);
+            for (name, value) in a.headers {
+                if let Ok(v) = hyper::header::HeaderValue::from_str(&value) {
+                    r.headers_mut().insert(name, v);
+                }
+            }
+            r
+        }
         Err(e) => reply(500, "text/plain", format!("{e}\n")),
     }
 }
@@ -406,14 +493,24 @@ fn admit(
     if !admin_auth::protected(alias) || super::four_letter::whitelisted(config, alias) {
         return Ok(());
     }
-    let refusal = |status: u16, message: &str| (status, format!("{}\n", json!({"command": primary, "error": message})));
-    let denied = |d: admin_auth::Denied| {
-        tracing::info!("admin server: {primary} refused to {peer}: {}", d.message());
-        refusal(d.status(), d.message())
-    };
+    authorize_caller(config, inspector, authorization, peer).map_err(|(status, message)| {
+        tracing::info!("admin server: {primary} refused to {peer}: {message}");
+        (status, format!("{}\n", json!({"command": primary, "error": message})))
+    })
+}
+
+/// Does the caller's `Authorization` hold every permission bit of
+/// `admin_auth::ADMIN_AUTH_PERMS` on `/` (`admin_auth`)? Err is the status and message.
+pub fn authorize_caller(
+    config: &Config,
+    inspector: Option<&Inspector>,
+    authorization: Option<&str>,
+    peer: IpAddr,
+) -> Result<(), (u16, &'static str)> {
+    let denied = |d: admin_auth::Denied| (d.status(), d.message());
     let ids = admin_auth::authenticate(authorization, peer, config.super_digest.as_deref()).map_err(denied)?;
     let Some(root_acl) = inspector.and_then(|i| i.root_acl()) else {
-        return Err(refusal(503, "the client cores did not answer in time"));
+        return Err((503, "the client cores did not answer in time"));
     };
     admin_auth::authorize(&root_acl, &ids, admin_auth::ADMIN_AUTH_PERMS).map_err(denied)
 }
@@ -423,6 +520,8 @@ fn command_list() -> String {
     for (name, alias) in COMMANDS {
         let _ = writeln!(out, "<li><a href=\"/commands/{name}\">{name}</a> ({alias})</li>");
     }
+    out.push_str("<li><a href=\"/commands/snapshot\">snapshot</a> (snap; auth)</li>\n");
+    out.push_str("<li>restore (rest; POST a snapshot; auth)</li>\n");
     out.push_str("</ul><p><a href=\"/metrics\">/metrics</a> (Prometheus)</p></body></html>\n");
     out
 }

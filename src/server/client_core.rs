@@ -23,6 +23,8 @@ use crate::proto::request::Request;
 use crate::proto::{ErrorCode, Id, OpCode};
 use crate::query::{self, WatchRequest};
 use crate::sasl::digest_md5::{DigestError, ServerStep as Step};
+use crate::sasl::gssapi::{GssError, ServerStep as GssStep};
+use crate::sasl::{Mechanism, ServerExchange};
 use crate::session::ConnRef;
 
 use crate::tree::watches::{Notification, WatchError, WatchIndex};
@@ -77,6 +79,53 @@ pub enum Pending {
 }
 
 /// Adds ids to a connection's (each once).
+/// Where a SASL step left the exchange.
+enum SaslOutcome {
+    Challenge(Vec<u8>),
+    /// The authenticated name, and the final token (None: a null token).
+    Authenticated(String, Option<Vec<u8>>),
+    /// A token after the exchange ended (or while a step runs).
+    AfterTheEnd,
+    Failed(String),
+}
+
+/// Answers a sasl request (`Core::answer_sasl`) with what its step gave.
+fn sasl_answer(conn: &Conn, xid: i32, sasl: &crate::sasl::ServerSasl, required: bool, outcome: SaslOutcome) {
+    let ok = |body: Response| conn.reply(ReplyHeader { xid, zxid: 0, err: 0 }, &body);
+    match outcome {
+        SaslOutcome::Challenge(t) => ok(Response::Sasl(Some(t.into()))),
+        SaslOutcome::Authenticated(name, token) => {
+            let id = sasl.rules.authorized_id(&name);
+            tracing::info!(
+                "session 0x{:x} ({}): SASL {} authenticated {name:?} as sasl:{id}",
+                conn.session_id.get(),
+                conn.peer,
+                sasl.mechanism_name()
+            );
+            let mut ids = vec![Id { scheme: acl::SCHEME_SASL.to_string(), id: id.clone() }];
+            if sasl.super_user.as_deref() == Some(id.as_str()) {
+                ids.push(Id { scheme: acl::SCHEME_SUPER.to_string(), id: String::new() });
+            }
+            add_ids(conn, ids);
+            ok(Response::Sasl(token.map(Into::into)))
+        }
+        SaslOutcome::AfterTheEnd => {
+            // ZooKeeper's SaslServer throws outside its SaslException handling here: the
+            // connection just closes.
+            tracing::warn!("connection {} ({}): a sasl token after the exchange ended; closing", conn.id, conn.peer);
+            conn.stop_reading.set(true);
+            conn.close();
+        }
+        SaslOutcome::Failed(why) => {
+            tracing::warn!("client {} failed to SASL authenticate: {why}; closing the connection", conn.remote);
+            let err = if required { ErrorCode::SessionClosedRequireSaslAuth } else { ErrorCode::AuthFailed };
+            conn.stop_reading.set(true);
+            conn.reply(ReplyHeader { xid, zxid: 0, err: err.code() }, &Response::Sasl(None));
+            conn.close();
+        }
+    }
+}
+
 fn add_ids(conn: &Conn, ids: Vec<Id>) {
     let mut all: Vec<Id> = conn.auth.borrow().to_vec();
     for id in ids {
@@ -104,7 +153,7 @@ pub struct Conn {
     pub read_only_flag: Cell<Option<bool>>,
     pub auth: RefCell<Arc<[Id]>>,
     /// This connection's SASL exchange, from its first sasl request (`Core::answer_sasl`).
-    pub sasl: RefCell<Option<crate::sasl::digest_md5::Server>>,
+    pub sasl: RefCell<Option<ServerExchange>>,
     /// Requests waiting for their turn: changed only through `enqueue` / `dequeue_if` /
     /// `forget_pending`, which keep this core's count of requests in process.
     pending: RefCell<VecDeque<Pending>>,
@@ -610,54 +659,56 @@ impl Core {
 
     /// A sasl request (GetSASLRequest), as ZooKeeperServer.processSasl: without a JAAS
     /// Server section, a null token (err 0). Otherwise the token goes to the connection's
-    /// DIGEST-MD5 exchange: a challenge back, or, once the client proved its password, the
-    /// `sasl:` id (and `super` for `superUser`) on the connection and rspauth back. A failed
-    /// exchange is answered AuthFailed (SessionClosedRequireSaslAuth when sasl is enforced)
-    /// with a null token, and the connection closes. Replies carry zxid 0.
+    /// exchange (DIGEST-MD5 here at once; a GSSAPI step on the blocking pool, answered when it
+    /// is done): a challenge back, or, once the client proved who it is, the `sasl:` id (and
+    /// `super` for `superUser`) on the connection and the final token back (rspauth; GSSAPI's
+    /// is null). A failed exchange is answered AuthFailed (SessionClosedRequireSaslAuth when
+    /// sasl is enforced) with a null token, and the connection closes. Replies carry zxid 0.
     fn answer_sasl(&self, conn: &Rc<Conn>, xid: i32, token: &[u8]) {
-        let ok = |body: Response| conn.reply(ReplyHeader { xid, zxid: 0, err: 0 }, &body);
         let Some(sasl) = &self.config.sasl else {
-            return ok(Response::Sasl(None));
+            return conn.reply(ReplyHeader { xid, zxid: 0, err: 0 }, &Response::Sasl(None));
         };
-        let step = {
-            let mut slot = conn.sasl.borrow_mut();
-            let exchange = slot.get_or_insert_with(|| sasl.new_exchange());
-            exchange.step(token, |user| sasl.users.password(user))
-        };
-        match step {
-            Ok(Step::Challenge(t)) => ok(Response::Sasl(Some(t.into()))),
-            Ok(Step::Authenticated { token, username }) => {
-                let id = sasl.rules.authorized_id(&username);
-                tracing::info!(
-                    "session 0x{:x} ({}): SASL DIGEST-MD5 authenticated {username:?} as sasl:{id}",
-                    conn.session_id.get(),
-                    conn.peer
-                );
-                let mut ids = vec![Id { scheme: acl::SCHEME_SASL.to_string(), id: id.clone() }];
-                if sasl.super_user.as_deref() == Some(id.as_str()) {
-                    ids.push(Id { scheme: acl::SCHEME_SUPER.to_string(), id: String::new() });
-                }
-                add_ids(conn, ids);
-                ok(Response::Sasl(Some(token.into())))
+        let required = self.config.enforce_auth_schemes.iter().any(|s| s == acl::SCHEME_SASL);
+        let exchange = conn.sasl.borrow_mut().take().unwrap_or_else(|| sasl.new_exchange());
+        match (exchange, &sasl.mechanism) {
+            (ServerExchange::DigestMd5(mut server), Mechanism::DigestMd5(users)) => {
+                let step = server.step(token, |user| users.password(user));
+                *conn.sasl.borrow_mut() = Some(ServerExchange::DigestMd5(server));
+                let outcome = match step {
+                    Ok(Step::Challenge(t)) => SaslOutcome::Challenge(t),
+                    Ok(Step::Authenticated { token, username }) => SaslOutcome::Authenticated(username, Some(token)),
+                    Err(DigestError::Finished) => SaslOutcome::AfterTheEnd,
+                    Err(e) => SaslOutcome::Failed(e.to_string()),
+                };
+                sasl_answer(conn, xid, sasl, required, outcome);
             }
-            Err(DigestError::Finished) => {
-                // ZooKeeper's SaslServer throws outside its SaslException handling here:
-                // the connection just closes.
-                tracing::warn!(
-                    "connection {} ({}): a sasl token after the exchange ended; closing",
-                    conn.id,
-                    conn.peer
-                );
-                conn.stop_reading.set(true);
-                conn.close();
+            (ServerExchange::Gssapi(mut server), _) => {
+                *conn.sasl.borrow_mut() = Some(ServerExchange::InFlight);
+                let (conn, sasl, token) = (conn.clone(), sasl.clone(), token.to_vec());
+                glommio::spawn_local(async move {
+                    let (server, step) = super::offcore::run(move || {
+                        let step = server.step(&token);
+                        (server, step)
+                    })
+                    .await;
+                    *conn.sasl.borrow_mut() = Some(ServerExchange::Gssapi(server));
+                    if conn.closing.get() {
+                        return;
+                    }
+                    let outcome = match step {
+                        Ok(GssStep::Challenge(t)) => SaslOutcome::Challenge(t),
+                        Ok(GssStep::Authenticated { principal }) => SaslOutcome::Authenticated(principal, None),
+                        Err(GssError::Finished) => SaslOutcome::AfterTheEnd,
+                        Err(e) => SaslOutcome::Failed(e.to_string()),
+                    };
+                    sasl_answer(&conn, xid, &sasl, required, outcome);
+                    conn.writer_wake.signal(1);
+                })
+                .detach();
             }
-            Err(e) => {
-                tracing::warn!("client {} failed to SASL authenticate: {e}; closing the connection", conn.remote);
-                let required = self.config.enforce_auth_schemes.iter().any(|s| s == acl::SCHEME_SASL);
-                let err = if required { ErrorCode::SessionClosedRequireSaslAuth } else { ErrorCode::AuthFailed };
-                conn.stop_reading.set(true);
-                conn.reply(ReplyHeader { xid, zxid: 0, err: err.code() }, &Response::Sasl(None));
-                conn.close();
+            // A token while a GSSAPI step runs: the client did not wait for its answer.
+            (ServerExchange::InFlight, _) | (ServerExchange::DigestMd5(_), Mechanism::Gssapi(_)) => {
+                sasl_answer(conn, xid, sasl, required, SaslOutcome::AfterTheEnd)
             }
         }
     }
@@ -1136,6 +1187,10 @@ async fn answer_admin(core: &Rc<Core>, end: super::admin::InspectorEnd) {
                     })
                     .detach();
                 }
+                super::admin::Ask::Tree { reply } => {
+                    let _ = reply.try_send(core.tree.borrow().clone());
+                }
+                super::admin::Ask::Restore { tree, reply } => core.send(ToPipeline::Restore { tree, reply }),
                 super::admin::Ask::RootAcl { reply } => {
                     let acl =
                         core.tree.borrow().get("/").map(|n| n.acl.clone()).unwrap_or_else(|| Arc::from(Vec::new()));
@@ -1162,6 +1217,7 @@ fn write_response(opcode: OpCode, result: OpResult) -> (i32, Response) {
         | OpResult::SessionClosed
         | OpResult::SessionCreated
         | OpResult::SecretSet
+        | OpResult::Restored
         | OpResult::Checked => (0, Response::None),
         OpResult::Multi(results) => {
             let results: Vec<MultiResult> = results

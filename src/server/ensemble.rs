@@ -81,6 +81,11 @@ use std::time::Instant;
 
 /// The largest zxid counter a leader uses before it forces a new epoch (ZooKeeper's rule).
 pub const ZXID_COUNTER_MAX: u32 = 0xffff_fffe;
+/// Why an ensemble member refuses the admin `restore` (ZooKeeper 3.9 restores only the member
+/// it is sent to, leaving the others' trees different; ZAB sync by zxid would not repair it).
+pub const RESTORE_IN_ENSEMBLE: &str = "restore is for a standalone server: on an ensemble member it would leave \
+     this member's tree different from the others' (stop the ensemble, restore a standalone server, then seed \
+     the members from its data directory)";
 /// Txn bytes in one Sync message at most (well under the peer frame limit).
 pub const SYNC_CHUNK_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// Peer messages waiting for the pipeline before the transport's reader waits.
@@ -314,6 +319,11 @@ impl Member {
     }
 
     fn on_client(&mut self, msg: ToPipeline, now: Now) {
+        if let ToPipeline::Restore { reply, .. } = msg {
+            // One member's tree replaced alone would diverge from the others' (docs/security.md).
+            let _ = reply.try_send(Err(RESTORE_IN_ENSEMBLE.to_string()));
+            return;
+        }
         if let ToPipeline::Inspect { .. } | ToPipeline::Report { .. } = msg {
             // Inspections are answered serving or not; only a leader expires sessions.
             let (leading, sessions) = (self.leading(), &self.sessions);
@@ -335,7 +345,10 @@ impl Member {
                     self.answer(Commit::Close { conn })
                 }
                 ToPipeline::Detached { conn } => self.forget_conn(conn),
-                ToPipeline::Touch { .. } | ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
+                ToPipeline::Touch { .. }
+                | ToPipeline::Inspect { .. }
+                | ToPipeline::Report { .. }
+                | ToPipeline::Restore { .. } => {}
             }
             return;
         }
@@ -439,7 +452,7 @@ impl Member {
                 }
                 self.forget_conn(conn)
             }
-            ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
+            ToPipeline::Inspect { .. } | ToPipeline::Report { .. } | ToPipeline::Restore { .. } => {}
         }
     }
 
@@ -1210,7 +1223,34 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
     drop(recovered);
     let tls = quorum_tls(&config).await?;
-    let (net, peer_rx) = PeerNet::start_with_tls(my_id, &peers, tls).map_err(|e| e.to_string())?;
+    let sasl = config.quorum_sasl.clone().map(|q| {
+        let k = &q.keys;
+        tracing::info!(
+            "quorum SASL ({}): dialing as {:?} (JAAS section {}), accepting {} (section {}); learner requires it: {}, \
+             server requires it: {}; at most {} peer connections authenticating at once",
+            q.mechanism_name(),
+            q.username(),
+            k.learner_section,
+            match &q.mechanism {
+                crate::sasl::quorum::QuorumMechanism::DigestMd5 { users, .. } => format!("{} user(s)", users.len()),
+                crate::sasl::quorum::QuorumMechanism::Kerberos { acceptor, .. } => {
+                    format!("as {} (peers' principals must name their server.N host)", acceptor.principal)
+                }
+            },
+            k.server_section,
+            k.learner_require,
+            k.server_require,
+            k.authenticating_max
+        );
+        if !k.server_require {
+            tracing::warn!(
+                "quorum SASL: quorum.auth.serverRequireSasl=false lets peers in that do not authenticate or fail to"
+            );
+        }
+        let hosts = config.servers.iter().map(|s| (s.id, s.addrs.iter().map(|a| a.host.clone()).collect())).collect();
+        Rc::new(crate::server::peer_auth::PeerSasl::new(q, hosts))
+    });
+    let (net, peer_rx) = PeerNet::start_secured(my_id, &peers, tls, sasl).map_err(|e| e.to_string())?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()

@@ -44,6 +44,10 @@ pub enum ToPipeline {
     Inspect { asker: u16, token: u64, what: Inspect },
     /// This core's answer to `ToClientCore::Inspect`.
     Report { asker: u16, token: u64, report: CoreReport },
+    /// The admin `restore` command (relayed by client core 0): replace the whole tree with
+    /// `tree` (a decoded snapshot) once everything ordered before is durable; `reply` gets the
+    /// zxid the restore took, or why it was refused (an ensemble member refuses).
+    Restore { tree: Box<DataTree>, reply: std::sync::mpsc::SyncSender<Result<i64, String>> },
 }
 
 impl ToPipeline {
@@ -54,7 +58,10 @@ impl ToPipeline {
             | ToPipeline::Write { conn, .. }
             | ToPipeline::Sync { conn, .. }
             | ToPipeline::Detached { conn } => Some(*conn),
-            ToPipeline::Touch { .. } | ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => None,
+            ToPipeline::Touch { .. }
+            | ToPipeline::Inspect { .. }
+            | ToPipeline::Report { .. }
+            | ToPipeline::Restore { .. } => None,
         }
     }
 }

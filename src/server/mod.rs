@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod admin_auth;
+pub mod admin_transfer;
 pub mod audit;
 pub mod client_core;
 pub mod clock;
@@ -22,6 +23,7 @@ pub mod log_task;
 pub mod log_writer;
 pub mod messages;
 pub mod offcore;
+pub mod peer_auth;
 pub mod peer_net;
 pub mod pipeline;
 pub mod snap_stream;
@@ -122,9 +124,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
     }
 
     if let Some(sasl) = &config.sasl {
+        let what = match &sasl.mechanism {
+            crate::sasl::Mechanism::DigestMd5(users) => format!("DIGEST-MD5: {} user(s)", users.len()),
+            crate::sasl::Mechanism::Gssapi(a) => format!("GSSAPI (Kerberos): principal {}", a.principal),
+        };
         tracing::info!(
-            "client SASL DIGEST-MD5: {} user(s) from the Server section of {}{}",
-            sasl.users.len(),
+            "client SASL {what} from the Server section of {}{}",
             sasl.jaas_path.display(),
             sasl.super_user.as_deref().map(|u| format!(", super user {u}")).unwrap_or_default()
         );

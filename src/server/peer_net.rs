@@ -25,6 +25,10 @@
 //!   dialer's certificate names the host of the server it says it is. Nothing but rustls's
 //!   handshake state and the hello's bytes exists for a connection before both passed. With
 //!   `portUnification` the acceptor also takes plain connections (first byte not 0x16).
+//! - Quorum SASL (`PeerSasl`, `quorum.auth.enableSasl`): right after the hello the dialer
+//!   authenticates as a SASL client and the acceptor answers on the same connection
+//!   (`peer_auth.rs`); an accepted connection replaces an older one from its server, and gets
+//!   its read buffers, only after that passed. An acceptor without SASL answers `NotSasl`.
 //! - Who may talk (issue 15; an address check on top of TLS, or alone without it):
 //!   a connection from an address that is no `server.N` host is closed at accept; at most
 //!   `PEER_INBOUND_CONNS_PER_SERVER_MAX` connections per server that may connect from an
@@ -38,6 +42,7 @@
 //!   closed), so one server holds one inbound buffer. Each frame is bounded by its kind from
 //!   its first bytes (`proto::peer::frame_kind_bytes_max`) before its body is buffered.
 
+use super::peer_auth::{self, LearnerOutcome, PeerSasl, ServerOutcome};
 use crate::proto::peer::{decode_hello, decode_message, encode_frame, encode_hello, next_frame, PEER_HELLO_BYTES};
 use crate::tls::quorum::{names_host, server_name, QuorumContext};
 use crate::zab::message::{LeaderMsg, Message};
@@ -200,10 +205,11 @@ impl Gate {
             return Ok(());
         }
         let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
-        Err(format!(
-            "it claims server id {sid}, whose server.{sid} hosts are {}, but comes from {from}",
-            hosts.join("|")
-        ))
+        let named = match hosts.as_slice() {
+            [one] => format!("host is {one}"),
+            many => format!("hosts are {}", many.join("|")),
+        };
+        Err(format!("it claims server id {sid}, whose server.{sid} {named}, but comes from {from}"))
     }
 }
 
@@ -293,6 +299,18 @@ impl PeerNet {
         peers: &BTreeMap<Sid, Vec<SocketAddr>>,
         tls: Option<Rc<PeerTls>>,
     ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
+        PeerNet::start_secured(me, peers, tls, None)
+    }
+
+    /// `start_with_tls` with quorum SASL (`quorum.auth.enableSasl`): every connection this
+    /// server opens authenticates right after its hello, and every one it accepts is asked
+    /// to (`peer_auth.rs`). Without it, an accepted auth frame is answered `NotSasl`.
+    pub fn start_secured(
+        me: Sid,
+        peers: &BTreeMap<Sid, Vec<SocketAddr>>,
+        tls: Option<Rc<PeerTls>>,
+        sasl: Option<Rc<PeerSasl>>,
+    ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
         let own = peers.get(&me).filter(|a| !a.is_empty()).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("no peer address for this server ({me})"))
         })?;
@@ -315,7 +333,13 @@ impl PeerNet {
             last_refusal_log: Cell::new(None),
             refusals_unlogged: Cell::new(0),
         });
-        let inbound = Inbound { tx: tx.clone(), snap_bytes_in: snap_bytes_in.clone(), gate, tls: tls.clone() };
+        let inbound = Inbound {
+            tx: tx.clone(),
+            snap_bytes_in: snap_bytes_in.clone(),
+            gate,
+            tls: tls.clone(),
+            sasl: sasl.clone(),
+        };
         let inbound = Rc::new(inbound);
         for listener in listeners {
             tasks.push(glommio::spawn_local(accept_loop(listener, inbound.clone())).detach());
@@ -337,8 +361,8 @@ impl PeerNet {
             // host of it: the one in the same place of the line, else the first of the family.
             let routes: Vec<Route> =
                 addrs.iter().enumerate().map(|(i, &to)| Route { to, from: source_for(own, i, to), index: i }).collect();
-            let dial = dial_loop(me, sid, routes, o.clone(), tx.clone(), dial_tls);
-            tasks.push(glommio::spawn_local(dial).detach());
+            let dial = Dial { me, to: sid, routes, tls: dial_tls, sasl: sasl.clone() };
+            tasks.push(glommio::spawn_local(dial_loop(dial, o.clone(), tx.clone())).detach());
             out.insert(sid, o);
         }
         let net = PeerNet {
@@ -458,47 +482,57 @@ fn source_for(own: &[SocketAddr], index: usize, to: SocketAddr) -> Option<IpAddr
     Some(own.ip()).filter(|ip| !ip.is_unspecified())
 }
 
+/// What one dialer needs: who it is, whom it dials by which routes, and how it secures the
+/// connection (quorum TLS, quorum SASL).
+struct Dial {
+    me: Sid,
+    to: Sid,
+    routes: Vec<Route>,
+    tls: Option<Rc<PeerTls>>,
+    sasl: Option<Rc<PeerSasl>>,
+}
+
+impl Dial {
+    /// Logs a failed TLS handshake or quorum SASL exchange with the peer at `addr`, at most
+    /// once per `PEER_REFUSAL_LOG_INTERVAL_MS` per dialer.
+    fn failed(&self, last_log: &mut Option<Instant>, addr: SocketAddr, what: &str, why: &str) {
+        if last_log.is_none_or(|t| t.elapsed() >= Duration::from_millis(PEER_REFUSAL_LOG_INTERVAL_MS)) {
+            *last_log = Some(Instant::now());
+            tracing::warn!("peer {}: {what} to peer {} at {addr} failed: {why}", self.me, self.to);
+        }
+    }
+}
+
 /// Keeps one outgoing connection to `to` up and writes what is queued for it; tells the shell
 /// (`to`, None) when a connection that was up is lost. Each attempt goes to the next of the
 /// peer's addresses after a failed one (a lost connection tries the same address first). With
 /// `tls`, each connection is a TLS client to the dialed address's `server.N` host, presenting
-/// this server's certificate.
-async fn dial_loop(
-    me: Sid,
-    to: Sid,
-    routes: Vec<Route>,
-    o: Rc<Outbound>,
-    tx: Rc<LocalSender<PeerIn>>,
-    tls: Option<Rc<PeerTls>>,
-) {
-    let mut last_tls_failure_log: Option<Instant> = None;
+/// this server's certificate; with `sasl`, it authenticates after the hello
+/// (`peer_auth::learner`).
+async fn dial_loop(d: Dial, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
+    let mut last_failure_log: Option<Instant> = None;
     let mut next = 0;
     loop {
-        let Some(&route) = routes.get(next % routes.len().max(1)) else { return };
+        let Some(&route) = d.routes.get(next % d.routes.len().max(1)) else { return };
         let addr = route.to;
         // A failed attempt moves on to the next address; a connection that was up tries the
         // same one again first.
-        next = (next + 1) % routes.len();
+        next = (next + 1) % d.routes.len();
         match connect_from(route.from, addr).await {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
-                let carried_on = match &tls {
+                let carried_on = match &d.tls {
                     None => {
                         next = route.index;
-                        outbound(me, to, addr, stream, &o, &tx).await
+                        outbound(&d, addr, stream, &o, &tx, &mut last_failure_log).await
                     }
-                    Some(t) => match tls_connect(t, to, route.index, stream).await {
+                    Some(t) => match tls_connect(t, d.to, route.index, stream).await {
                         Ok(s) => {
                             next = route.index;
-                            outbound(me, to, addr, s, &o, &tx).await
+                            outbound(&d, addr, s, &o, &tx, &mut last_failure_log).await
                         }
                         Err(why) => {
-                            let due = last_tls_failure_log
-                                .is_none_or(|t| t.elapsed() >= Duration::from_millis(PEER_REFUSAL_LOG_INTERVAL_MS));
-                            if due {
-                                last_tls_failure_log = Some(Instant::now());
-                                tracing::warn!("peer {me}: TLS to peer {to} at {addr} failed: {why}");
-                            }
+                            d.failed(&mut last_failure_log, addr, "TLS", &why);
                             true
                         }
                     },
@@ -507,7 +541,7 @@ async fn dial_loop(
                     return;
                 }
             }
-            Err(e) => tracing::debug!("peer {me}: cannot reach peer {to} at {addr}: {e}"),
+            Err(e) => tracing::debug!("peer {}: cannot reach peer {} at {addr}: {e}", d.me, d.to),
         }
         glommio::timer::sleep(Duration::from_millis(PEER_RECONNECT_MS)).await;
     }
@@ -539,20 +573,39 @@ async fn tls_connect(
     futures_lite::future::or(handshake, deadline).await
 }
 
-/// Sends the hello on a new connection to `to`, then what is queued, until the connection is
-/// lost (false if the transport was dropped meanwhile: the dialer ends).
-async fn outbound<S: AsyncWrite + Unpin>(
-    me: Sid,
-    to: Sid,
+/// Sends the hello on a new connection to `to` (and authenticates, with quorum SASL), then
+/// what is queued, until the connection is lost (false if the transport was dropped
+/// meanwhile: the dialer ends).
+async fn outbound<S: AsyncRead + AsyncWrite + Unpin>(
+    d: &Dial,
     addr: SocketAddr,
     mut stream: S,
     o: &Outbound,
     tx: &LocalSender<PeerIn>,
+    last_failure_log: &mut Option<Instant>,
 ) -> bool {
+    let (me, to) = (d.me, d.to);
     let mut hello = BytesMut::new();
     encode_hello(&mut hello, me);
     if stream.write_all(&hello).await.is_err() || stream.flush().await.is_err() {
         return true;
+    }
+    if let Some(p) = &d.sasl {
+        match peer_auth::learner(&mut stream, p, to).await {
+            Ok(LearnerOutcome::Authenticated) => {
+                tracing::info!("peer {me}: authenticated to peer {to} by quorum SASL as {:?}", p.sasl.username())
+            }
+            Ok(LearnerOutcome::Unauthenticated(why)) => d.failed(
+                last_failure_log,
+                addr,
+                "quorum SASL",
+                &format!("{why}; going on without it (quorum.auth.learnerRequireSasl=false)"),
+            ),
+            Err(why) => {
+                d.failed(last_failure_log, addr, "quorum SASL", &why);
+                return true;
+            }
+        }
     }
     o.buf.borrow_mut().clear();
     // A reset asked for before this connection concerns the previous one.
@@ -639,6 +692,7 @@ struct Inbound {
     snap_bytes_in: Rc<Cell<usize>>,
     gate: Rc<Gate>,
     tls: Option<Rc<PeerTls>>,
+    sasl: Option<Rc<PeerSasl>>,
 }
 
 async fn accept_loop(listener: TcpListener, inbound: Rc<Inbound>) {
@@ -782,7 +836,7 @@ fn tls_identity_ok(tls: &PeerTls, leaf: Option<&CertificateDer<'_>>, sid: Sid) -
 
 /// An accepted connection from its hello on: `tls` holds quorum TLS and the peer's
 /// certificate when the connection is TLS.
-async fn serve_inbound<S: AsyncRead + Unpin>(
+async fn serve_inbound<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     tls: Option<(&PeerTls, Option<CertificateDer<'static>>)>,
     ip: IpAddr,
@@ -798,12 +852,35 @@ async fn serve_inbound<S: AsyncRead + Unpin>(
             return;
         }
     }
+    // Quorum SASL (or, without it here, a NotSasl answer to a dialer that asks), before
+    // anything but bounded auth frames is read.
+    let mut buf = BytesMut::new();
+    match peer_auth::server(&mut stream, inbound.sasl.as_deref(), sid).await {
+        Err(why) => {
+            gate.refused(format_args!("{peer}: server {sid}: quorum SASL: {why}"));
+            return;
+        }
+        Ok((outcome, head)) => {
+            match outcome {
+                ServerOutcome::Authenticated(user) => {
+                    tracing::info!("peer {}: peer {sid} ({peer}) authenticated by quorum SASL as {user:?}", gate.me)
+                }
+                ServerOutcome::Unauthenticated(Some(why)) => gate.refused(format_args!(
+                    "{peer}: server {sid}: quorum SASL: {why}; let in all the same (quorum.auth.serverRequireSasl=false)"
+                )),
+                ServerOutcome::Unauthenticated(None) => {}
+            }
+            if let Some(head) = head {
+                buf.extend_from_slice(&head);
+            }
+        }
+    }
     // This connection replaces an older one from the same server (which ends as if closed).
     let ended = Rc::new(Semaphore::new(0));
     if let Some(older) = gate.live.borrow_mut().insert(sid, ended.clone()) {
         older.signal(1);
     }
-    read_frames(&mut stream, sid, peer, &ended, &inbound.tx, &inbound.snap_bytes_in).await;
+    read_frames(&mut stream, buf, sid, peer, &ended, &inbound.tx, &inbound.snap_bytes_in).await;
     {
         let mut live = gate.live.borrow_mut();
         if live.get(&sid).is_some_and(|l| Rc::ptr_eq(l, &ended)) {
@@ -816,17 +893,18 @@ async fn serve_inbound<S: AsyncRead + Unpin>(
     drop(slot);
 }
 
-/// Reads frames from an accepted peer until the connection ends, a frame is bad, or `ended`
-/// is signalled.
+/// Reads frames from an accepted peer (the first bytes already in `buf`) until the connection
+/// ends, a frame is bad, or `ended` is signalled.
 async fn read_frames<S: AsyncRead + Unpin>(
     stream: &mut S,
+    mut buf: BytesMut,
     sid: Sid,
     peer: &str,
     ended: &Semaphore,
     tx: &LocalSender<PeerIn>,
     snap_bytes_in: &Cell<usize>,
 ) {
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    buf.reserve(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     loop {
         let read = async { Some(stream.read(&mut chunk).await) };
@@ -1098,6 +1176,132 @@ mod tests {
                 assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(7)))));
                 drop(net1);
                 drop(net2);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// A member's quorum SASL whose JAAS file holds `password` in both sections.
+    /// `PeerNet::start_secured` for servers with one address each (`peers` includes `me`).
+    fn start_sasl(
+        me: Sid,
+        listen: SocketAddr,
+        peers: &BTreeMap<Sid, SocketAddr>,
+        sasl: Option<Rc<PeerSasl>>,
+    ) -> io::Result<(PeerNet, LocalReceiver<PeerIn>)> {
+        let mut all: BTreeMap<Sid, Vec<SocketAddr>> = peers.iter().map(|(&sid, &a)| (sid, vec![a])).collect();
+        all.insert(me, vec![listen]);
+        PeerNet::start_secured(me, &all, None, sasl)
+    }
+
+    fn quorum_sasl(password: &str, require: bool) -> Rc<PeerSasl> {
+        let jaas = crate::sasl::jaas::Jaas::parse(&format!(
+            "QuorumServer {{ org.apache.zookeeper.server.auth.DigestLoginModule required user_zk=\"{password}\"; }};\n\
+             QuorumLearner {{ org.apache.zookeeper.server.auth.DigestLoginModule required username=\"zk\" \
+             password=\"{password}\"; }};"
+        ))
+        .unwrap();
+        let keys = crate::sasl::quorum::QuorumSaslKeys {
+            learner_require: require,
+            server_require: require,
+            ..Default::default()
+        };
+        let q = crate::sasl::quorum::QuorumSasl::from_jaas(keys, &jaas, std::path::Path::new("/j")).unwrap();
+        Rc::new(PeerSasl::new(Arc::new(q), BTreeMap::new()))
+    }
+
+    /// Quorum SASL (issue 15): members with the secret authenticate both ways on each
+    /// connection and talk; a member with a wrong password, or without SASL, is refused by
+    /// members that require it, and nothing it sends reaches them; a member without quorum
+    /// SASL answers NotSasl, so a member that does not require SASL still talks to it.
+    #[test]
+    fn quorum_sasl_admits_the_secret_holders_only() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let (a, b, c) = (free_addr(), free_addr(), free_addr());
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b), (3, c)].into();
+                let sasl = |pw, require| Some(quorum_sasl(pw, require));
+                let (net1, rx1) = start_sasl(1, a, &peers, sasl("right", true)).unwrap();
+                let (net2, rx2) = start_sasl(2, b, &peers, sasl("right", true)).unwrap();
+                send_until_connected(&net2, 1, &note(1)).await;
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(1)))), "authenticated, and talking");
+                send_until_connected(&net1, 2, &note(2)).await;
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(2)))));
+                // Server 3 with a wrong password: its connections are refused both ways (its
+                // learner requires SASL too, so it drops what 1 refused to authenticate).
+                let (net3, rx3) = start_sasl(3, c, &peers, sasl("wrong", true)).unwrap();
+                glommio::timer::sleep(Duration::from_millis(800)).await;
+                assert!(!net3.connected(1) && !net3.connected(2), "a wrong password never connects");
+                assert!(!net1.connected(3), "nor does a member refused by it");
+                assert_eq!(net3.send(1, &note(3)), Sent::Down);
+                assert_eq!(recv_within(&rx1, 300).await, None, "nothing from server 3 reached server 1");
+                drop((net3, rx3));
+                glommio::timer::sleep(Duration::from_millis(100)).await; // its listener closes
+                                                                         // Server 3 without quorum SASL: refused by members that require it.
+                let (net3, _rx3) = PeerNet::start(3, c, &peers).unwrap();
+                send_until_connected(&net3, 1, &note(4)).await; // its dialer sees no SASL
+                assert_eq!(recv_within(&rx1, 500).await, None, "a peer without SASL is refused before any message");
+                // A member that does not require SASL goes on with one that has none: 3 answers
+                // NotSasl, 1's learner (not requiring) carries on.
+                drop((net1, rx1, net3));
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                let (net1, _rx1) = start_sasl(1, a, &peers, sasl("right", false)).unwrap();
+                let (_net3, rx3) = PeerNet::start(3, c, &peers).unwrap();
+                send_until_connected(&net1, 3, &note(5)).await;
+                assert_eq!(recv_within(&rx3, 2000).await, Some((1, Some(note(5)))));
+                drop(net2);
+                drop(rx2);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// `quorum.cnxn.threads.size`: with a bound of 1, a second connection that starts an
+    /// exchange while one is under way is refused at once; a stalled exchange ends with its
+    /// deadline and frees its place; members still authenticate afterwards.
+    #[test]
+    fn quorum_sasl_bounds_the_exchanges_under_way() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let free_on = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap();
+                let (a, b) = (free_on("127.0.0.1"), free_on("127.0.0.2"));
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+                let mut one = quorum_sasl("right", true);
+                let p = Rc::get_mut(&mut one).unwrap();
+                Arc::get_mut(&mut p.sasl).unwrap().keys.authenticating_max = 1;
+                let (net1, rx1) = start_sasl(1, a, &peers, Some(one)).unwrap();
+                // An exchange that starts and stalls: hello, the learner's first auth frame,
+                // then nothing (it holds the one place until its deadline).
+                let start = || {
+                    let mut s = connect_from_std("127.0.0.2", a);
+                    let mut f = BytesMut::from(&hello_of(2)[..]);
+                    crate::proto::peer::encode_auth_frame(&mut f, crate::proto::peer::AuthStatus::InProgress, &[]);
+                    std::io::Write::write_all(&mut s, &f).unwrap();
+                    s
+                };
+                let _stalled = start();
+                glommio::timer::sleep(Duration::from_millis(300)).await;
+                let mut second = start();
+                glommio::timer::sleep(Duration::from_millis(300)).await; // the server's turn (one thread)
+                let mut got = Vec::new();
+                let read = std::io::Read::read_to_end(&mut second, &mut got);
+                // Closed (a reset: the refusal left the frame's last byte unread), nothing answered.
+                let closed = match &read {
+                    Ok(_) => true,
+                    Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+                };
+                assert!(
+                    closed && got.is_empty(),
+                    "past quorum.cnxn.threads.size, refused unanswered: {read:?} {got:?}"
+                );
+                // After the deadline the place is free again: a real member authenticates.
+                glommio::timer::sleep(Duration::from_millis(super::super::peer_auth::PEER_AUTH_TIMEOUT_MS)).await;
+                let (net2, _rx2) = start_sasl(2, b, &peers, Some(quorum_sasl("right", true))).unwrap();
+                send_until_connected(&net2, 1, &note(8)).await;
+                assert_eq!(recv_within(&rx1, 3000).await, Some((2, Some(note(8)))));
+                drop((net1, net2));
             })
             .unwrap()
             .join()

@@ -107,7 +107,12 @@ struct Pipeline {
     control: Vec<ToClientCore>,
     /// The stage histograms this core writes (`Stats::pipeline_stages`).
     stats: Arc<super::stats::Stats>,
+    /// An admin `restore` taken in: nothing more is taken in until it is done (`restore`).
+    restore: Option<PendingRestore>,
 }
+
+/// A restore waiting for everything ordered before it to be durable.
+type PendingRestore = (Box<DataTree>, std::sync::mpsc::SyncSender<Result<i64, String>>);
 
 impl Pipeline {
     /// A standalone server counts zxids on past 2^32 into the epoch half, as ZooKeeper's
@@ -240,6 +245,13 @@ impl Pipeline {
                     self.sessions.detach(s, conn);
                 }
             }
+            ToPipeline::Restore { tree, reply } => {
+                if self.restore.is_some() {
+                    let _ = reply.try_send(Err("another restore is in progress".into()));
+                } else {
+                    self.restore = Some((tree, reply));
+                }
+            }
             msg @ (ToPipeline::Inspect { .. } | ToPipeline::Report { .. }) => {
                 let sessions = &self.sessions;
                 if let Some(m) =
@@ -248,6 +260,14 @@ impl Pipeline {
                     self.control.push(m);
                 }
             }
+        }
+    }
+
+    /// Tracks exactly the sessions of the tree (after a restore replaced it), timed from now.
+    fn track_tree_sessions(&mut self, now: Now) {
+        self.sessions = SessionTracker::new(self.config.tick_time_ms, session::first_session_id(0, now.wall_ms));
+        for (id, entry) in self.tree.sessions() {
+            self.sessions.add(id, entry.timeout_ms, now.mono_ms);
         }
     }
 
@@ -693,6 +713,106 @@ async fn land(
     }
 }
 
+/// Starts appending what is prepped (the log slot must be idle), with the commit batches and
+/// tree that go out once it is durable.
+fn start_append(p: &mut Pipeline, log: &mut LogState) {
+    let landing = Landing {
+        batches: p.commits.take(&p.tree),
+        tree: p.tree.clone(),
+        txns: p.records.len(),
+        record_bytes: std::mem::take(&mut p.record_bytes),
+    };
+    log.slot.start(std::mem::take(&mut p.records), landing);
+}
+
+/// Lands the append in flight, then appends and lands what is prepped: afterwards everything
+/// ordered so far is durable and sent to the client cores. The error stops the server.
+async fn flush(p: &mut Pipeline, log: &mut LogState, senders: &CoreSenders, now: Now) -> Result<(), String> {
+    if let Some((landing, result)) = log.slot.settle().await {
+        land(p, log, landing, result, senders, now).await?;
+    }
+    if !p.records.is_empty() {
+        start_append(p, log);
+        if let Some((landing, result)) = log.slot.settle().await {
+            land(p, log, landing, result, senders, now).await?;
+        }
+    } else if !p.commits.is_empty() {
+        senders.send_batches(p.commits.take(&p.tree)).await;
+    }
+    Ok(())
+}
+
+/// Carries out the admin `restore` taken in (`Pipeline::restore`), once everything ordered
+/// before it is durable: the restored tree takes the next zxid Z; `snapshot.<Z>` is written
+/// and made durable first, then the `TxnOp::Restore` marker is logged at Z and the log rolled
+/// (a restart loads that snapshot; a replay that reaches the marker without it refuses); every client connection is closed (its session lives on only if the restored
+/// tree has it) and the sessions are those of the restored tree. A refusal (disk full, the
+/// snapshot not written) changes nothing and is the reply; the error stops the server (the
+/// log cannot be written).
+async fn restore(p: &mut Pipeline, log: &mut LogState, senders: &CoreSenders, now: Now) -> Result<(), String> {
+    let Some((restored, reply)) = p.restore.take() else { return Ok(()) };
+    flush(p, log, senders, now).await?;
+    if log.disk_full || !p.records.is_empty() {
+        let _ = reply.try_send(Err("the txn log's disk is full: nothing was restored".into()));
+        return Ok(());
+    }
+    let zxid = p.tree.last_zxid().checked_add(1).ok_or("zxid space exhausted")?;
+    let mut at_z = *restored;
+    at_z.rebase_zxid(zxid);
+    let began = Instant::now();
+    let written = snapshot_writer::write_snapshot(p.config.data_dir.clone(), at_z.clone(), None).await;
+    let path = match written.snapshot {
+        Ok(path) => path,
+        Err(e) => {
+            tracing::error!("restore: writing its snapshot at zxid {zxid:#x} failed: {e}; nothing was restored");
+            let _ = reply.try_send(Err(format!("writing the snapshot failed: {e}")));
+            return Ok(());
+        }
+    };
+    let before = (p.tree.node_count(), p.tree.sessions().count());
+    let mut tree = at_z;
+    tree.rebase_zxid(zxid - 1);
+    p.tree = tree;
+    p.track_tree_sessions(now);
+    for (conn, _) in std::mem::take(&mut p.conn_sessions) {
+        p.answer(Commit::Close { conn });
+    }
+    let header = p.next_header(0, 0, now.wall_ms);
+    p.commit_txn(header, TxnOp::Restore, None, false);
+    p.txns_since_snapshot = 0;
+    p.bytes_since_snapshot = 0;
+    flush(p, log, senders, now).await?;
+    if log.durable.last_zxid() != zxid {
+        // The marker was refused (the disk filled since) and the tree rolled back to the
+        // durable one: the snapshot at Z goes too, or a restart would load it under zxids the
+        // log is about to reuse.
+        let removed = std::fs::remove_file(&path).and_then(|()| crate::storage::files::fsync_dir(&p.config.data_dir));
+        if let Err(e) = removed {
+            return Err(format!("restore: its log record was refused and {} cannot be removed: {e}", path.display()));
+        }
+        p.track_tree_sessions(now);
+        let _ = reply.try_send(Err("the txn log's disk is full: nothing was restored".into()));
+        return Ok(());
+    }
+    // What follows starts a new segment (purge can then drop the old ones with their
+    // snapshots). A crash before the marker was durable leaves the logs ending before the
+    // snapshot at Z, which recovery takes (the next segment starts after it).
+    let writer = log.slot.idle().ok_or("the txn log is busy after a flush")?;
+    writer.roll().await.map_err(|e| format!("txn log roll failed: {e}"))?;
+    tracing::info!(
+        "restore: the tree is now the restored one at zxid {zxid:#x} ({} nodes, {} sessions; before: {} nodes, {} \
+         sessions), snapshot {}, in {} ms; every client connection was closed",
+        p.tree.node_count(),
+        p.sessions.len(),
+        before.0,
+        before.1,
+        path.display(),
+        began.elapsed().as_millis()
+    );
+    let _ = reply.try_send(Ok(zxid));
+    Ok(())
+}
+
 pub async fn run(params: PipelineParams) -> Result<(), String> {
     let PipelineParams { config, recovered, tree, from_cores, to_cores, shutdown, stats } = params;
     let now = Now::read();
@@ -718,6 +838,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         collections: Collections::new(config.client_cores),
         control: Vec::new(),
         stats: stats.clone(),
+        restore: None,
     };
 
     let wake = Rc::new(Semaphore::new(0));
@@ -745,7 +866,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         if !p.rounds.is_empty() {
             p.next_round(now);
         }
-        while !p.batch_full() {
+        while !p.batch_full() && p.restore.is_none() {
             let Some(msg) = inbox.pop() else { break };
             p.take_in(msg, now);
         }
@@ -776,13 +897,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         }
         if !log.slot.busy() {
             if !p.records.is_empty() {
-                let landing = Landing {
-                    batches: p.commits.take(&p.tree),
-                    tree: p.tree.clone(),
-                    txns: p.records.len(),
-                    record_bytes: std::mem::take(&mut p.record_bytes),
-                };
-                log.slot.start(std::mem::take(&mut p.records), landing);
+                start_append(&mut p, &mut log);
             } else if !p.commits.is_empty() {
                 // Nothing to log: answers that depend on no txn (and none is in flight).
                 senders.send_batches(p.commits.take(&p.tree)).await;
@@ -815,6 +930,13 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
                 tracing::error!("{e}; stopping");
                 return Err(e);
             }
+        }
+        if p.restore.is_some() && p.rounds.is_empty() {
+            if let Err(e) = restore(&mut p, &mut log, &senders, now).await {
+                senders.shutdown().await;
+                return Err(e);
+            }
+            wake.signal(1);
         }
         if stopping && inbox.is_empty() && p.rounds.is_empty() && !log.slot.busy() && p.records.is_empty() {
             tracing::info!("pipeline core stopping at zxid {:#x}", p.tree.last_zxid());

@@ -146,7 +146,8 @@ impl Member {
                 }
                 self.forget_conn(conn);
             }
-            ToPipeline::Inspect { .. } | ToPipeline::Report { .. } => {}
+            // Restore is refused before this (`Member::on_client`).
+            ToPipeline::Inspect { .. } | ToPipeline::Report { .. } | ToPipeline::Restore { .. } => {}
         }
     }
 }

@@ -56,6 +56,11 @@ pub enum RecoveryError {
         source: io::Error,
     },
     Log(LogError),
+    /// The logs hold an admin `restore` at this zxid but recovery started from an older
+    /// snapshot: `snapshot.<zxid>` (the restored tree) is missing or damaged.
+    RestoreWithoutSnapshot {
+        zxid: i64,
+    },
     /// The logs do not hold every txn after the snapshot recovery starts from.
     MissingTxns {
         snapshot_zxid: i64,
@@ -83,6 +88,12 @@ impl fmt::Display for RecoveryError {
                  snapshot at {snapshot_zxid:#x}): {detail}. The server will not start without it"
             ),
             RecoveryError::BadRecord { zxid, error } => write!(f, "recovery: log record {zxid:#x}: {error}"),
+            RecoveryError::RestoreWithoutSnapshot { zxid } => write!(
+                f,
+                "recovery: the txn log holds an admin restore at zxid {zxid:#x}, but snapshot.{zxid:x} (the \
+                 restored tree) is missing or damaged; replaying the log over an older snapshot would give the \
+                 tree before the restore. The server will not start: put that snapshot back"
+            ),
         }
     }
 }
@@ -321,6 +332,11 @@ pub fn rebuild_tree(rec: &Recovered) -> Result<DataTree, RecoveryError> {
     for r in &rec.records {
         let zxid = codec::record_zxid(r).unwrap_or(-1);
         let txn = codec::decode(r.clone()).map_err(|error| RecoveryError::BadRecord { zxid, error })?;
+        if matches!(txn.op, crate::txn::TxnOp::Restore) {
+            // The tree was replaced at this zxid; its snapshot is not the one recovery started
+            // from (lost or damaged), and replaying on top of an older tree would be wrong.
+            return Err(RecoveryError::RestoreWithoutSnapshot { zxid });
+        }
         changes.clear();
         apply(&mut tree, &txn, &mut changes);
     }
@@ -379,6 +395,24 @@ mod tests {
     fn tree_at(zxid: i64) -> DataTree {
         let rec = Recovered { records: (1..=zxid).map(txn).collect(), ..Default::default() };
         rebuild_tree(&rec).unwrap()
+    }
+
+    #[test]
+    fn a_replay_that_meets_a_restore_marker_refuses() {
+        // The restore's snapshot (zxid 4) was not what recovery started from: replaying the
+        // marker over the older tree would give the tree from before the restore.
+        let mut marker = BytesMut::new();
+        let header = TxnHeader { zxid: 4, session_id: 0, cxid: 0, time_ms: 104 };
+        codec::encode(&Txn { header, op: TxnOp::Restore }, &mut marker);
+        let records = vec![txn(1), txn(2), txn(3), marker.freeze(), txn(5)];
+        let rec = Recovered { records, ..Default::default() };
+        match rebuild_tree(&rec) {
+            Err(RecoveryError::RestoreWithoutSnapshot { zxid: 4 }) => {}
+            other => panic!("{other:?}"),
+        }
+        // From the restore's snapshot on, the records after the marker replay as usual.
+        let rec = Recovered { snapshot: tree_at(3), snapshot_zxid: 3, records: vec![txn(4)], ..Default::default() };
+        assert_eq!(rebuild_tree(&rec).map(|t| t.last_zxid()).ok(), Some(4));
     }
 
     #[test]

@@ -6,13 +6,18 @@
 //! configuration built from them, and its reload when a store file changes (`Reloading`:
 //! `due` touches no file, `reload_if_changed` reads them and is run on a blocking pool by the
 //! shell). The subject of a verified client certificate becomes an `x509:` id (`dn.rs`); the
-//! peer port's pair of configurations and its host name check are in `quorum.rs`.
+//! peer port's pair of configurations and its host name check are in `quorum.rs`. The client
+//! side (PEM readers, `TlsError`, the client configuration) is the client crate's
+//! `ringkeeper_client::tls`, re-exported here (as `client`).
 //! Rules: every TLS key is honoured or refused at start with a message naming it, never
 //! ignored; a store that cannot be read refuses the start, while a store that changes into
 //! something unreadable keeps the previous configuration (and says so); no glommio here — the
 //! shell (`server/connection.rs`, `server/peer_net.rs`) runs the handshakes.
 
-pub mod client;
+// The client side (PEM readers, the client configuration, the error type) lives in the client
+// crate, shared with the server's stores.
+pub use ringkeeper_client::tls as client;
+pub use ringkeeper_client::tls::{load_certs, load_key, read_store, TlsError, STORE_FILE_BYTES_MAX};
 pub mod dn;
 pub mod quorum;
 
@@ -28,8 +33,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// How often (at most) the store files are checked for a change, on a new TLS connection.
 pub const RELOAD_CHECK_INTERVAL_MS: u64 = 1_000;
-/// A store file larger than this is refused (a PEM bundle of a few hundred certificates).
-pub const STORE_FILE_BYTES_MAX: u64 = 4 << 20;
 /// Where Debian keeps the system's trusted CAs: the trust store when none is configured and
 /// client certificates are asked for (Java's default trust store plays this part for ZooKeeper).
 pub const SYSTEM_TRUST_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -491,64 +494,6 @@ pub fn cipher_suite_names() -> Vec<String> {
     rustls::crypto::ring::default_provider().cipher_suites.iter().map(|s| iana_name(*s)).collect()
 }
 
-/// Why TLS could not be set up from the stores.
-#[derive(Debug)]
-pub enum TlsError {
-    Read { path: PathBuf, err: std::io::Error },
-    TooLarge { path: PathBuf },
-    NoCertificate { path: PathBuf },
-    NoKey { path: PathBuf },
-    Pem { path: PathBuf, err: std::io::Error },
-    Pkcs12 { path: PathBuf, why: String },
-    Rustls(String),
-}
-
-impl fmt::Display for TlsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TlsError::Read { path, err } => write!(f, "cannot read {}: {err}", path.display()),
-            TlsError::TooLarge { path } => write!(f, "{} is larger than {STORE_FILE_BYTES_MAX} bytes", path.display()),
-            TlsError::NoCertificate { path } => write!(f, "{} holds no PEM certificate", path.display()),
-            TlsError::NoKey { path } => write!(
-                f,
-                "{} holds no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1; an encrypted key is not read)",
-                path.display()
-            ),
-            TlsError::Pem { path, err } => write!(f, "{}: bad PEM: {err}", path.display()),
-            TlsError::Pkcs12 { path, why } => write!(f, "{}: PKCS12: {why}", path.display()),
-            TlsError::Rustls(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-fn read_store(path: &Path) -> Result<Vec<u8>, TlsError> {
-    let meta = std::fs::metadata(path).map_err(|err| TlsError::Read { path: path.to_path_buf(), err })?;
-    if meta.len() > STORE_FILE_BYTES_MAX {
-        return Err(TlsError::TooLarge { path: path.to_path_buf() });
-    }
-    std::fs::read(path).map_err(|err| TlsError::Read { path: path.to_path_buf(), err })
-}
-
-/// The certificates of a PEM file, in file order.
-pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let bytes = read_store(path)?;
-    let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut bytes.as_slice())
-        .collect::<Result<_, _>>()
-        .map_err(|err| TlsError::Pem { path: path.to_path_buf(), err })?;
-    if certs.is_empty() {
-        return Err(TlsError::NoCertificate { path: path.to_path_buf() });
-    }
-    Ok(certs)
-}
-
-/// The first private key of a PEM file.
-pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let bytes = read_store(path)?;
-    rustls_pemfile::private_key(&mut bytes.as_slice())
-        .map_err(|err| TlsError::Pem { path: path.to_path_buf(), err })?
-        .ok_or_else(|| TlsError::NoKey { path: path.to_path_buf() })
-}
-
 /// A trust store's certificates as roots.
 pub fn load_roots(store: &Store) -> Result<RootCertStore, TlsError> {
     let certs = match store.kind {
@@ -558,14 +503,7 @@ pub fn load_roots(store: &Store) -> Result<RootCertStore, TlsError> {
             archive.certs.iter().map(|c| CertificateDer::from(c.cert.as_der().to_vec())).collect()
         }
     };
-    if certs.is_empty() {
-        return Err(TlsError::NoCertificate { path: store.path.clone() });
-    }
-    let mut roots = RootCertStore::empty();
-    for cert in certs {
-        roots.add(cert).map_err(|e| TlsError::Rustls(format!("{}: {e}", store.path.display())))?;
-    }
-    Ok(roots)
+    client::roots_of(certs, &store.path)
 }
 
 /// A key store's certificate chain (the leaf first) and private key.

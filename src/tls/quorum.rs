@@ -8,7 +8,9 @@
 //! server it is (`hostnameVerification` / `clientHostnameVerification`, both on by default as
 //! in ZooKeeper's QuorumX509Util); no glommio here (`server/peer_net.rs` runs the handshakes).
 
-use super::{load_identity, provider, server_config, trust_roots, QuorumTls, Reloading, StoreSettings, TlsError};
+use super::{
+    load_identity, provider, server_config, trust_roots, versions, QuorumTls, Reloading, StoreSettings, TlsError,
+};
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::server::ParsedCertificate;
 use rustls::{ClientConfig, ServerConfig};
@@ -30,7 +32,7 @@ pub fn quorum_configs(tls: &StoreSettings) -> Result<QuorumConfigs, TlsError> {
     let client = super::client::build(
         trust_roots(tls)?,
         provider(tls.cipher_suites.as_deref()),
-        &tls.protocols,
+        &versions(&tls.protocols),
         Some(identity),
         tls.hostname_verification,
     )?;

@@ -310,6 +310,12 @@ impl DataTree {
         self.last_zxid = zxid;
     }
 
+    /// Sets the zxid a tree is exact at, to any value: only for a tree that replaces the
+    /// server's whole state (the admin `restore`), which then continues this server's zxids.
+    pub fn rebase_zxid(&mut self, zxid: i64) {
+        self.last_zxid = zxid;
+    }
+
     /// O(1).
     pub fn node_count(&self) -> usize {
         self.nodes.len()

@@ -63,10 +63,20 @@ pub enum OpResult {
     SessionCreated,
     SessionClosed,
     SecretSet,
-    Created { path: String, stat: Stat, response_type: i32 },
+    /// A restore marker (`TxnOp::Restore`): nobody waits for its reply.
+    Restored,
+    Created {
+        path: String,
+        stat: Stat,
+        response_type: i32,
+    },
     Deleted,
-    DataSet { stat: Stat },
-    AclSet { stat: Stat },
+    DataSet {
+        stat: Stat,
+    },
+    AclSet {
+        stat: Stat,
+    },
     Checked,
     Error(i32),
     Multi(Vec<OpResult>),
@@ -105,6 +115,8 @@ fn apply_op(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change
             }
             OpResult::SessionClosed
         }
+        // The tree was replaced whole before this record was logged (its snapshot holds it).
+        TxnOp::Restore => OpResult::Restored,
         TxnOp::SessionSecret { secret } => {
             tree.set_session_secret(*secret);
             OpResult::SecretSet

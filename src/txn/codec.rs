@@ -48,6 +48,7 @@ const TAG_CHECK: u8 = 7;
 const TAG_ERROR: u8 = 8;
 const TAG_MULTI: u8 = 9;
 const TAG_SESSION_SECRET: u8 = 10;
+const TAG_RESTORE: u8 = 11;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxnDecodeError {
@@ -109,6 +110,7 @@ fn encode_op(op: &TxnOp, out: &mut BytesMut) {
             out.put_i32(*timeout_ms);
         }
         TxnOp::CloseSession => out.put_u8(TAG_CLOSE_SESSION),
+        TxnOp::Restore => out.put_u8(TAG_RESTORE),
         TxnOp::SessionSecret { secret } => {
             out.put_u8(TAG_SESSION_SECRET);
             out.put_slice(secret);
@@ -170,7 +172,7 @@ fn opt_bytes_encoded_len(b: &Option<Bytes>) -> usize {
 pub fn op_encoded_len(op: &TxnOp) -> usize {
     1 + match op {
         TxnOp::CreateSession { .. } | TxnOp::Error { .. } => 4,
-        TxnOp::CloseSession => 0,
+        TxnOp::CloseSession | TxnOp::Restore => 0,
         TxnOp::SessionSecret { .. } => SESSION_SECRET_BYTES,
         TxnOp::Create { path, data, acl, .. } => {
             4 + path.len() + opt_bytes_encoded_len(data) + acl_encoded_len(acl) + 12
@@ -292,6 +294,7 @@ fn decode_op(r: &mut Reader, top: bool) -> Result<TxnOp, TxnDecodeError> {
         TAG_SET_ACL => TxnOp::SetAcl { path: r.string()?, acl: r.acl()? },
         TAG_CHECK => TxnOp::Check { path: r.string()? },
         TAG_ERROR => TxnOp::Error { err: r.i32()? },
+        TAG_RESTORE if top => TxnOp::Restore,
         TAG_SESSION_SECRET => {
             if !top {
                 return Err(TxnDecodeError::SecretInMulti);
@@ -383,6 +386,22 @@ mod tests {
         m.put_i32(1);
         m.extend_from_slice(&full[TXN_HEADER_BYTES..]);
         assert_eq!(decode(m.freeze()), Err(TxnDecodeError::SecretInMulti));
+    }
+
+    #[test]
+    fn a_restore_marker_round_trips_and_is_not_an_op_of_a_multi() {
+        let t = Txn { header: TxnHeader { zxid: 9, session_id: 0, cxid: 0, time_ms: 5 }, op: TxnOp::Restore };
+        let mut b = BytesMut::new();
+        encode(&t, &mut b);
+        assert_eq!(b.len(), TXN_HEADER_BYTES + op_encoded_len(&t.op));
+        let full = b.freeze();
+        assert_eq!(decode(full.clone()).unwrap(), t);
+        let mut m = BytesMut::new();
+        m.extend_from_slice(&full[..TXN_HEADER_BYTES]);
+        m.put_u8(TAG_MULTI);
+        m.put_i32(1);
+        m.extend_from_slice(&full[TXN_HEADER_BYTES..]);
+        assert!(decode(m.freeze()).is_err());
     }
 
     proptest! {

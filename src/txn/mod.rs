@@ -65,6 +65,11 @@ pub enum TxnOp {
         err: i32,
     },
     Multi(Vec<TxnOp>),
+    /// The admin `restore` command replaced the whole tree at this zxid
+    /// (`server::admin::restore`): the tree after it is `snapshot.<this zxid>`, written and
+    /// made durable before this record was logged. It changes nothing when applied; a replay
+    /// that reaches it (the snapshot lost) refuses (`storage::recovery::rebuild_tree`).
+    Restore,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

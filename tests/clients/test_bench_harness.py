@@ -99,7 +99,13 @@ def test_short_sweep_against_the_ceiling_and_ringkeeper(server, kazoo_factory, r
     summary = bench("report", out)
     assert "| ceiling-standalone | ringkeeper-standalone |" in summary
     assert "### p99 at a fixed open-loop rate, standalone (get-set)" in summary
-    for name in ("summary.md", "throughput.svg", "latency-p99.svg", "ringkeeper-standalone.json"):
+    for name in ("summary.md", "throughput.svg", "latency-p99.svg", "throughput.png", "latency-p99.png",
+                 "ringkeeper-standalone.json"):
         assert os.path.getsize(os.path.join(out, name)) > 0, name
+    with open(os.path.join(out, "throughput.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with open(os.path.join(out, "throughput.svg")) as f:
-        assert f.read().count("<polyline") == 2
+        # plotters draws each label's line and its legend entry as a coloured polyline (axes and
+        # ticks are black ones): 2 labels.
+        coloured = [l for l in f if l.startswith("<polyline") and 'stroke="#000000"' not in l]
+        assert len(coloured) == 4, coloured

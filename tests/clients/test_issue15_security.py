@@ -395,8 +395,8 @@ def test_an_ensemble_session_resumes_on_any_member_and_after_a_full_restart_neve
 @pytest.mark.parametrize("key,value", [
     # (the client port's TLS keys are honoured: tests/clients/test_tls.py; quorum TLS:
     # tests/clients/test_quorum_tls.py; admin HTTPS: tests/clients/test_admin_http.py)
-    ("quorum.auth.enableSasl", "true"),                               # quorum SASL
-    # (client SASL and enforce.auth are honoured: tests/clients/test_sasl.py)
+    # (client SASL, Kerberos included, and enforce.auth are honoured: tests/clients/test_sasl.py,
+    # test_kerberos.py; quorum SASL: test_quorum_sasl.py, test_kerberos.py)
     ("authProvider.1", "org.example.CustomAuthenticationProvider"),
     ("kerberos.principal", "zookeeper/host@EXAMPLE.COM"),            # Kerberos
     ("sasl.serverconfig", "OtherSection"),

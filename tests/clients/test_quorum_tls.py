@@ -6,6 +6,7 @@ leader, a wiped member synced back; a plain connection to a TLS peer port, a mem
 certificate another CA signed, and a member whose certificate names another member's host
 (a forged identity) are refused, and the refusing members log why. Apache ZooKeeper 3.8:
 the same zoo.cfg keys form a working ensemble (the reference that the keys mean the same).
+Also: hostnameVerification=false (only the chain is checked) and clientAuth want/none/need.
 
 Certificates are made per module with the openssl CLI (helpers.Pki); each test copies the key
 stores it wants into its own tmp_path, so a member's store can be swapped for a bad one."""
@@ -119,15 +120,30 @@ def free_port_on(ip):
 def tls_handshake_as(pki, member, ip, port):
     """A TLS handshake to a peer port from `member`'s address with its certificate; returns
     the server certificate's subject, or raises ssl.SSLError."""
+    return tls_handshake_with(pki.path(f"m{member}.crt"), pki.path(f"m{member}.key"), pki, member, ip, port)
+
+
+def tls_handshake_with(cert, key, pki, member, ip, port, await_refusal=False):
+    """A TLS handshake to `ip`:`port` from `member`'s address, presenting `cert` (None: no
+    certificate); returns the server certificate's subject, or raises. `await_refusal` reads
+    once after the handshake, so a TLS 1.3 server's refusal of the client's certificate (sent
+    after the client's side of the handshake ended) surfaces as an error."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.load_verify_locations(pki.path("ca.pem"))
-    ctx.load_cert_chain(pki.path(f"m{member}.crt"), pki.path(f"m{member}.key"))
+    if cert is not None:
+        ctx.load_cert_chain(cert, key)
     with socket.socket() as raw:
         raw.bind((peer_ip(member), 0))
-        raw.settimeout(10)
+        raw.settimeout(3 if await_refusal else 10)
         raw.connect((ip, port))
         with ctx.wrap_socket(raw, server_hostname=ip) as s:
-            return dict(x[0] for x in s.getpeercert()["subject"])
+            subject = dict(x[0] for x in s.getpeercert()["subject"])
+            if await_refusal:
+                try:
+                    s.recv(1)  # the server waits for a hello; a refusal arrives as an alert
+                except (socket.timeout, TimeoutError):
+                    pass
+            return subject
 
 
 def writes_read_everywhere(clients, prefix, n):
@@ -141,6 +157,24 @@ def writes_read_everywhere(clients, prefix, n):
         c.sync(prefix)
         assert len(c.get_children(prefix)) == n
     return acked
+
+
+def fail_over(e, leader, clients, prefix, acked, kazoo_factory):
+    """kill -9 of the leader: the other two elect a new one and take 60 more writes under
+    `prefix` (at least 50 acknowledged), every acknowledged write on both; the clients (one per
+    member, in member order) are stopped."""
+    e.kill9(leader)
+    survivors = [i for i in MEMBERS if i != leader]
+    clients.pop(leader - 1).stop()
+    new_leader = e.wait_serving(survivors, timeout=40.0)
+    assert new_leader != leader
+    before = len(acked)
+    write_round(clients, prefix, 100, 60, acked)
+    assert len(acked) - before >= 50, f"writes go on after the election ({len(acked) - before} of 60)"
+    for c in clients:
+        c.stop()
+    for i in survivors:
+        assert_acked_on(e, i, kazoo_factory, prefix, acked)
 
 
 def test_quorum_tls_elects_serves_fails_over_and_syncs_a_wiped_member(pki, tmp_path, tls_ensembles,
@@ -165,18 +199,7 @@ def test_quorum_tls_elects_serves_fails_over_and_syncs_a_wiped_member(pki, tmp_p
     assert tls_handshake_as(pki, 2, peer_ip(1), peer_port(e, 1))["commonName"] == "member1"
 
     # Failover: kill -9 the leader; the other two elect over TLS and keep writing.
-    e.kill9(leader)
-    survivors = [i for i in MEMBERS if i != leader]
-    clients.pop(leader - 1).stop()
-    new_leader = e.wait_serving(survivors, timeout=40.0)
-    assert new_leader != leader
-    before = len(acked)
-    write_round(clients, "/q", 100, 60, acked)
-    assert len(acked) - before >= 50, f"writes go on after the election ({len(acked) - before} of 60)"
-    for c in clients:
-        c.stop()
-    for i in survivors:
-        assert_acked_on(e, i, kazoo_factory, "/q", acked)
+    fail_over(e, leader, clients, "/q", acked, kazoo_factory)
 
     # The old leader comes back with a wiped data dir (its id kept) and is synced over TLS.
     data = os.path.join(e.dir, str(leader), "data")
@@ -238,6 +261,47 @@ def test_a_member_presenting_another_hosts_certificate_is_refused(pki, tmp_path,
     assert roles[3] not in ("leader", "follower"), f"a member with a forged identity serves: {roles}"
 
 
+def test_without_hostname_verification_only_the_chain_is_checked(pki, tmp_path, tls_ensembles, kazoo_factory):
+    """ssl.quorum.hostnameVerification=false: member 3's certificate names member 2's host
+    (refused with verification on: the test above), but its chain is the ensemble's CA, so
+    all three form a quorum; a certificate from another CA is still refused."""
+    names = {1: "m1", 2: "m2", 3: "forged3"}
+    keys = quorum_tls_keys(stores(pki, tmp_path, names), pki.path("ca.pem"))
+    keys["ssl.quorum.hostnameVerification"] = "false"
+    e = start(tls_ensembles, ensemble_with(tmp_path, keys))
+    e.wait_serving(list(MEMBERS), timeout=40.0)
+    assert "host name verification false/false (dialed/accepted)" in e.log(1), e.tail(1)
+    writes_read_everywhere([client(kazoo_factory, e.hostport(i)) for i in MEMBERS], "/nohv", 20)
+    for i in MEMBERS:
+        assert "does not name" not in e.log(i) and "not valid for name" not in e.log(i), e.tail(i)
+    # The chain still counts: a handshake with a certificate from the rogue CA fails.
+    with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+        tls_handshake_with(pki.path("rogue3.crt"), pki.path("rogue3.key"), pki, 3, peer_ip(1), peer_port(e, 1),
+                           await_refusal=True)
+
+
+@pytest.mark.parametrize("client_auth", ["want", "none", "need"])
+def test_quorum_client_auth_want_none_need(pki, tmp_path, tls_ensembles, kazoo_factory, client_auth):
+    """ssl.quorum.clientAuth: `want` and `none` let a peer without a certificate finish the
+    handshake (logged as a warning at start; only the address checks stand for it), `need`
+    refuses it; with a certificate every setting forms a quorum."""
+    keys = quorum_tls_keys(stores(pki, tmp_path, {i: f"m{i}" for i in MEMBERS}), pki.path("ca.pem"))
+    keys["ssl.quorum.clientAuth"] = client_auth
+    e = start(tls_ensembles, ensemble_with(tmp_path, keys))
+    e.wait_serving(list(MEMBERS), timeout=40.0)
+    writes_read_everywhere([client(kazoo_factory, e.hostport(i)) for i in MEMBERS], "/ca", 10)
+    warned = "a peer without a certificate can connect" in e.log(1)
+    if client_auth == "need":
+        assert not warned, e.tail(1)
+        with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+            tls_handshake_with(None, None, pki, 2, peer_ip(1), peer_port(e, 1), await_refusal=True)
+        wait_until(lambda: "TLS handshake failed" in e.log(1), what="member 1 to log the refusal")
+    else:
+        assert warned, e.tail(1)
+        assert tls_handshake_with(None, None, pki, 2, peer_ip(1), peer_port(e, 1),
+                                  await_refusal=True)["commonName"] == "member1"
+
+
 def test_members_with_pkcs12_stores_form_a_quorum(pki, tmp_path, tls_ensembles, kazoo_factory):
     """ssl.quorum.* PKCS12 key stores (AES, with a password; member 2's legacy RC2/3DES) and a
     PKCS12 trust store of certificates only."""
@@ -284,22 +348,29 @@ def test_half_configured_quorum_tls_refuses_the_start(make_server, kind, keys, s
     stores with nothing using them, and a quorum setting ringkeeper cannot honour stop the
     start naming the key (a standalone server
     parses them as a member would)."""
+    refuses_the_start(make_server, kind, keys, says)
+
+
+def refuses_the_start(make_server, kind, keys, says):
+    """A ringkeeper standalone server with `keys` exits non-zero and its log says `says`."""
     if kind != "ringkeeper":
         pytest.skip("ringkeeper's refusals")
     s = make_server(start=False)
     s.config.update(keys)
     s.spawn()
-    assert s.proc.wait(timeout=30) != 0, "started with half a quorum TLS configuration"
+    assert s.proc.wait(timeout=30) != 0, f"started with {keys}"
     assert says in s.log_text() and "panicked" not in s.log_text(), s.log_tail()
 
 
 class ApacheEnsemble:
     """Three Apache ZooKeeper 3.8 QuorumPeerMain processes, member i's peer ports on 127.0.0.i
-    and its client port on 127.0.0.1, with the given extra zoo.cfg keys (@ID@ = the id)."""
+    and its client port on 127.0.0.1, with the given extra zoo.cfg keys and JVM flags (a JAAS
+    file, say), @ID@ in either replaced by the member's id."""
 
-    def __init__(self, tmp_path, extra):
+    def __init__(self, tmp_path, extra, jvm_flags=()):
         self.dir = tmp_path / "apache"
         self.procs = {}
+        self.jvm_flags = list(jvm_flags)
         self.client_ports = {i: helpers.free_port() for i in MEMBERS}
         self.election_ports = {i: free_port_on(peer_ip(i)) for i in MEMBERS}
         servers = [f"server.{i}={peer_ip(i)}:{free_port_on(peer_ip(i))}:{self.election_ports[i]};"
@@ -322,7 +393,9 @@ class ApacheEnsemble:
             d = self.dir / str(i)
             log = open(d / "server.log", "wb")
             self.procs[i] = subprocess.Popen(
-                [JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", APACHE_CLASSPATH,
+                [JAVA, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                 *(f.replace("@ID@", str(i)) for f in self.jvm_flags),
+                 "-cp", APACHE_CLASSPATH,
                  "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(d / "zoo.cfg")],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
             log.close()

@@ -41,7 +41,7 @@ pub struct ClientOptions {
     pub connect_wait: Duration,
     /// Seed of the server order and reconnect jitter; `None` takes one from the clock.
     pub seed: Option<u64>,
-    /// TLS to the servers (`ringkeeper::tls::client::client_config`); `None` is plain TCP.
+    /// TLS to the servers (`tls::client_config` makes one from PEM files); `None` is plain TCP.
     pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 

@@ -47,6 +47,7 @@ pub mod host_provider;
 pub mod recipes;
 pub mod retry;
 pub mod session;
+pub mod tls;
 pub mod types;
 pub mod watches;
 

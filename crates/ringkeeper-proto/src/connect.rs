@@ -16,11 +16,15 @@ pub const CONNECT_REQUEST_OLD_BYTES: usize = 44;
 /// Body size of a ConnectRequest with a 16-byte password and the readOnly byte.
 pub const CONNECT_REQUEST_BYTES: usize = 45;
 
+/// ConnectRequest, the first frame a client sends: `{int protocolVersion, long lastZxidSeen,
+/// int timeOut, long sessionId, buffer passwd, boolean readOnly}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectRequest {
     /// Always 0 from real clients; ignored.
     pub protocol_version: i32,
+    /// The last zxid the client has seen; a server that is behind it refuses the connection.
     pub last_zxid_seen: i64,
+    /// The session timeout the client asks for, in milliseconds (the server negotiates it).
     pub timeout_ms: i32,
     /// 0 asks for a new session.
     pub session_id: i64,
@@ -58,12 +62,17 @@ pub fn encode_connect_request(out: &mut BytesMut, r: &ConnectRequest) {
     end_frame(out, at);
 }
 
+/// ConnectResponse, the first frame back: `{int protocolVersion, int timeOut, long sessionId,
+/// buffer passwd, boolean readOnly}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectResponse {
+    /// Always 0 from a server.
     pub protocol_version: i32,
     /// Negotiated timeout; 0 tells the client its session is invalid or expired.
     pub timeout_ms: i32,
+    /// The session id: new, or the resumed one.
     pub session_id: i64,
+    /// The session password the client must present to resume the session.
     pub passwd: [u8; SESSION_PASSWD_LEN],
     /// The server's read-only flag; `None` leaves the byte out (for a 44-byte request).
     pub read_only: Option<bool>,

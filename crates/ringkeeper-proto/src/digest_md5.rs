@@ -205,14 +205,23 @@ fn latin1_or_utf8(s: &str) -> Vec<u8> {
 
 /// The inputs both sides hash (RFC 2831 2.1.2.1).
 pub struct DigestInputs<'a> {
+    /// The user name (`username` directive).
     pub username: &'a str,
+    /// The realm (`realm` directive).
     pub realm: &'a str,
+    /// The user's password (never sent).
     pub password: &'a str,
+    /// The server's nonce.
     pub nonce: &'a str,
+    /// The client's cnonce.
     pub cnonce: &'a str,
+    /// The authorization identity, if the client sent `authzid` (it then enters A1).
     pub authzid: Option<&'a str>,
+    /// The nonce count, 8 hex digits (`00000001` for the first response).
     pub nc: &'a str,
+    /// The quality of protection: `auth`.
     pub qop: &'a str,
+    /// The `digest-uri` directive, `protocol/server-name`.
     pub digest_uri: &'a str,
 }
 
@@ -272,7 +281,12 @@ pub enum ServerStep {
     /// A token for the client; the exchange goes on.
     Challenge(Vec<u8>),
     /// The client proved its password: the final token (rspauth) and the authenticated user.
-    Authenticated { token: Vec<u8>, username: String },
+    Authenticated {
+        /// The final server token, `rspauth=...`.
+        token: Vec<u8>,
+        /// The authenticated user name.
+        username: String,
+    },
 }
 
 #[derive(Debug)]
@@ -299,6 +313,8 @@ impl Server {
         Server::new(ZK_REALM, ZK_PROTOCOL, ZK_REALM, nonce)
     }
 
+    /// A server with its own realm, protocol and server name (the digest-uri is
+    /// `protocol/server_name`); `nonce` as in `zookeeper`.
     pub fn new(realm: &str, protocol: &str, server_name: &str, nonce: String) -> Server {
         Server {
             realm: realm.to_string(),
@@ -427,6 +443,7 @@ impl Client {
         Client::new(username, password, ZK_PROTOCOL, ZK_REALM, cnonce)
     }
 
+    /// A client for any service (digest-uri `protocol/server_name`); `cnonce` as in `zookeeper`.
     pub fn new(username: &str, password: &str, protocol: &str, server_name: &str, cnonce: String) -> Client {
         Client {
             username: username.to_string(),

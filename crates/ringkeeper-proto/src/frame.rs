@@ -24,8 +24,15 @@ pub const TELNET_CLOSE_CODE: u32 = 0xfff4_fffd;
 /// without a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameError {
+    /// The length prefix is negative (such as a telnet interrupt, `TELNET_CLOSE_CODE`).
     NegativeLength(i32),
-    TooLarge { len: usize, max: usize },
+    /// The length prefix exceeds jute.maxbuffer.
+    TooLarge {
+        /// The announced payload length.
+        len: usize,
+        /// The limit it exceeds.
+        max: usize,
+    },
 }
 
 impl std::fmt::Display for FrameError {
@@ -53,6 +60,7 @@ impl FrameDecoder {
         FrameDecoder { len_max }
     }
 
+    /// The largest payload accepted (jute.maxbuffer).
     pub fn len_max(&self) -> usize {
         self.len_max
     }

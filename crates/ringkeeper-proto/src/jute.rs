@@ -60,6 +60,7 @@ pub struct JuteReader {
 }
 
 impl JuteReader {
+    /// A reader over `buf` (one frame's payload, or part of one).
     pub fn new(buf: Bytes) -> JuteReader {
         JuteReader { buf }
     }
@@ -82,16 +83,19 @@ impl JuteReader {
         }
     }
 
+    /// An `int`: 4 bytes, big-endian.
     pub fn read_int(&mut self) -> Result<i32, JuteError> {
         self.need(4)?;
         Ok(self.buf.get_i32())
     }
 
+    /// A `long`: 8 bytes, big-endian.
     pub fn read_long(&mut self) -> Result<i64, JuteError> {
         self.need(8)?;
         Ok(self.buf.get_i64())
     }
 
+    /// A `byte`.
     pub fn read_byte(&mut self) -> Result<u8, JuteError> {
         self.need(1)?;
         Ok(self.buf.get_u8())
@@ -176,6 +180,7 @@ impl JuteReader {
         Ok(Some(out))
     }
 
+    /// An ACL record: `{int perms, Id{ustring scheme, ustring id}}`; a null string reads as empty.
     pub fn read_acl(&mut self) -> Result<Acl, JuteError> {
         let perms = self.read_int()?;
         let scheme = self.read_opt_string()?.unwrap_or_default();
@@ -183,6 +188,7 @@ impl JuteReader {
         Ok(Acl { perms, id: Id { scheme, id } })
     }
 
+    /// A Stat record: 68 bytes, fields in `Stat`'s order.
     pub fn read_stat(&mut self) -> Result<Stat, JuteError> {
         self.need(STAT_BYTES)?;
         Ok(Stat {
@@ -208,14 +214,17 @@ pub(crate) fn wire_len(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
+/// An `int`: 4 bytes, big-endian.
 pub fn write_int(out: &mut BytesMut, v: i32) {
     out.put_i32(v);
 }
 
+/// A `long`: 8 bytes, big-endian.
 pub fn write_long(out: &mut BytesMut, v: i64) {
     out.put_i64(v);
 }
 
+/// A `boolean`: one byte, 1 or 0.
 pub fn write_bool(out: &mut BytesMut, v: bool) {
     out.put_u8(u8::from(v));
 }
@@ -236,6 +245,7 @@ pub fn write_string(out: &mut BytesMut, s: &str) {
     write_buffer(out, Some(s.as_bytes()));
 }
 
+/// A `vector<ustring>`: an int count, then the strings.
 pub fn write_string_vec<S: AsRef<str>>(out: &mut BytesMut, v: &[S]) {
     out.put_i32(wire_len(v.len()));
     for s in v {
@@ -243,12 +253,14 @@ pub fn write_string_vec<S: AsRef<str>>(out: &mut BytesMut, v: &[S]) {
     }
 }
 
+/// An ACL record: `{int perms, Id{ustring scheme, ustring id}}`.
 pub fn write_acl(out: &mut BytesMut, a: &Acl) {
     out.put_i32(a.perms);
     write_string(out, &a.id.scheme);
     write_string(out, &a.id.id);
 }
 
+/// A `vector<ACL>`: an int count, then the ACLs.
 pub fn write_acl_vec(out: &mut BytesMut, v: &[Acl]) {
     out.put_i32(wire_len(v.len()));
     for a in v {
@@ -256,6 +268,7 @@ pub fn write_acl_vec(out: &mut BytesMut, v: &[Acl]) {
     }
 }
 
+/// A Stat record: 68 bytes, fields in `Stat`'s order.
 pub fn write_stat(out: &mut BytesMut, s: &Stat) {
     out.put_i64(s.czxid);
     out.put_i64(s.mzxid);

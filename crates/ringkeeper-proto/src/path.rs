@@ -5,11 +5,18 @@
 /// Why a path was rejected. Callers map this to BadArguments (or NoNode for reads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathError {
+    /// The path is the empty string.
     Empty,
+    /// The path does not start with '/'.
     NotAbsolute,
+    /// The path ends with '/' and is not the root.
     TrailingSlash,
+    /// The path contains "//" (an empty segment).
     EmptySegment,
+    /// A segment is "." or "..".
     RelativeSegment,
+    /// A character ZooKeeper forbids: NUL, U+0001..U+001F,
+    /// U+007F..U+009F, U+D800..U+F8FF or U+FFF0..U+FFFF.
     ForbiddenChar,
 }
 

@@ -21,17 +21,24 @@ pub const REPLY_HEADER_BYTES: usize = 16;
 pub const NOTIFICATION_ZXID: i64 = -1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// ReplyHeader, before every reply: `{int xid, long zxid, int err}`.
 pub struct ReplyHeader {
+    /// int: the xid of the request answered, or a special xid (`opcode::XID_*`).
     pub xid: i32,
+    /// long: the last zxid the server had processed when it replied (`NOTIFICATION_ZXID` in a
+    /// notification from ZooKeeper up to 3.8).
     pub zxid: i64,
+    /// int: an `ErrorCode` (0 for success); a body follows only when it is 0.
     pub err: i32,
 }
 
 impl ReplyHeader {
+    /// Reads a ReplyHeader.
     pub fn read(r: &mut JuteReader) -> Result<ReplyHeader, JuteError> {
         Ok(ReplyHeader { xid: r.read_int()?, zxid: r.read_long()?, err: r.read_int()? })
     }
 
+    /// Appends the 16-byte ReplyHeader.
     pub fn write(&self, out: &mut BytesMut) {
         jute::write_int(out, self.xid);
         jute::write_long(out, self.zxid);
@@ -47,34 +54,53 @@ pub enum Response {
     None,
     /// CreateResponse (op 1).
     Create {
+        /// ustring: the created path (with its sequence suffix, if any).
         path: String,
     },
     /// Create2Response (ops 15, 19, 21).
     Create2 {
+        /// ustring: the created path.
         path: String,
+        /// Stat: the new znode's Stat.
         stat: Stat,
     },
     /// exists, setData, setACL.
     Stat(Stat),
+    /// GetDataResponse (op 4).
     GetData {
+        /// buffer: the znode's data (`None` for a null buffer).
         data: Option<Bytes>,
+        /// Stat: the znode's Stat.
         stat: Stat,
     },
+    /// GetACLResponse (op 6).
     GetAcl {
+        /// `vector<ACL>`: the znode's ACL.
         acl: Vec<Acl>,
+        /// Stat: the znode's Stat.
         stat: Stat,
     },
+    /// GetChildrenResponse (op 8): `vector<ustring>` of child names.
     Children(Vec<String>),
+    /// GetChildren2Response (op 12).
     Children2 {
+        /// `vector<ustring>`: the child names.
         children: Vec<String>,
+        /// Stat: the parent znode's Stat.
         stat: Stat,
     },
+    /// SyncResponse (op 9).
     Sync {
+        /// ustring: the path that was synced.
         path: String,
     },
+    /// The results of a multi (op 14), one per sub-op, then the end marker.
     Multi(Vec<MultiResult>),
+    /// The results of a multiRead (op 22), one per sub-op, then the end marker.
     MultiRead(Vec<MultiReadResult>),
+    /// GetEphemeralsResponse (op 103): `vector<ustring>` of the session's ephemeral paths.
     Ephemerals(Vec<String>),
+    /// GetAllChildrenNumberResponse (op 104): int, the number of descendants.
     AllChildrenNumber(i32),
     /// (scheme, user) pairs: WhoAmIResponse's vector<ClientInfo{authScheme, user}>.
     WhoAmI(Vec<(String, String)>),
@@ -87,17 +113,26 @@ pub enum Response {
 /// One result of a multi (op 14).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MultiResult {
+    /// CreateResponse, for a create (op 1) sub-op.
     Create {
+        /// ustring: the created path.
         path: String,
     },
+    /// Create2Response, for a create2, createContainer or createTTL sub-op.
     Create2 {
+        /// ustring: the created path.
         path: String,
+        /// Stat: the new znode's Stat.
         stat: Stat,
     },
+    /// A delete sub-op succeeded (no body).
     Delete,
+    /// SetDataResponse, for a setData sub-op.
     SetData {
+        /// Stat: the znode's new Stat.
         stat: Stat,
     },
+    /// A check sub-op succeeded (no body).
     Check,
     /// A failed op (its real code), an op before the failing one (0) or after it (-2).
     Error(i32),
@@ -106,8 +141,20 @@ pub enum MultiResult {
 /// One result of a multiRead (op 22).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MultiReadResult {
-    GetData { data: Option<Bytes>, stat: Stat },
-    GetChildren { children: Vec<String> },
+    /// GetDataResponse, for a getData sub-op.
+    GetData {
+        /// buffer: the znode's data (`None` for a null buffer).
+        data: Option<Bytes>,
+        /// Stat: the znode's Stat.
+        stat: Stat,
+    },
+    /// GetChildrenResponse, for a getChildren sub-op.
+    GetChildren {
+        /// `vector<ustring>`: the child names.
+        children: Vec<String>,
+    },
+    /// ErrorResult{int err}: a sub-op that failed with this error code (each sub-op of a
+    /// multiRead succeeds or fails on its own).
     Error(i32),
 }
 

@@ -42,110 +42,185 @@ use super::records::{Acl, MultiHeader};
 pub const REQUEST_HEADER_BYTES: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// RequestHeader, before every request record: `{int xid, int type}`.
 pub struct RequestHeader {
+    /// int: the client's request id, echoed in the reply; special values in `opcode::XID_*`.
     pub xid: i32,
+    /// int: the opcode (`OpCode::code`); kept raw, as an unknown one must still be answered.
     pub opcode: i32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// A decoded client request: one variant per op the server accepts, holding its record's fields.
 pub enum Request {
+    /// ping (op 11): no record.
     Ping,
+    /// closeSession (op -11): no record.
     CloseSession,
+    /// CreateRequest `{ustring path, buffer data, vector<ACL> acl, int flags}` (ops 1, 15, 19);
+    /// CreateTTLRequest (op 21) adds `long ttl`.
     Create {
         /// Create, Create2, CreateContainer or CreateTtl.
         opcode: OpCode,
+        /// ustring: the znode path.
         path: String,
+        /// buffer: the initial data (`None` for a null buffer).
         data: Option<Bytes>,
+        /// `vector<ACL>`: the ACL (`None` for a null vector).
         acl: Option<Vec<Acl>>,
+        /// int: the create mode (`opcode::create_flags`).
         flags: i32,
         /// -1 unless the opcode is CreateTtl.
         ttl_ms: i64,
     },
+    /// DeleteRequest (op 2).
     Delete {
+        /// ustring: the znode path.
         path: String,
+        /// int: the expected version; -1 matches any.
         version: i32,
     },
+    /// ExistsRequest (op 3).
     Exists {
+        /// ustring: the znode path.
         path: String,
+        /// boolean: leave a watch on the znode.
         watch: bool,
     },
+    /// GetDataRequest (op 4).
     GetData {
+        /// ustring: the znode path.
         path: String,
+        /// boolean: leave a watch on the znode.
         watch: bool,
     },
+    /// SetDataRequest (op 5).
     SetData {
+        /// ustring: the znode path.
         path: String,
+        /// buffer: the new data (`None` for a null buffer).
         data: Option<Bytes>,
+        /// int: the expected version; -1 matches any.
         version: i32,
     },
+    /// GetACLRequest (op 6).
     GetAcl {
+        /// ustring: the znode path.
         path: String,
     },
+    /// SetACLRequest (op 7).
     SetAcl {
+        /// ustring: the znode path.
         path: String,
+        /// `vector<ACL>`: the new ACL (`None` for a null vector).
         acl: Option<Vec<Acl>>,
+        /// int: the expected ACL version (aversion); -1 matches any.
         version: i32,
     },
+    /// GetChildrenRequest (op 8).
     GetChildren {
+        /// ustring: the znode path.
         path: String,
+        /// boolean: leave a watch on the znode.
         watch: bool,
     },
+    /// GetChildren2Request (op 12).
     GetChildren2 {
+        /// ustring: the znode path.
         path: String,
+        /// boolean: leave a watch on the znode.
         watch: bool,
     },
+    /// SyncRequest (op 9).
     Sync {
+        /// ustring: the znode path.
         path: String,
     },
-    /// Only as a sub-op of a multi.
+    /// CheckVersionRequest (op 13): a sub-op of a multi, or top-level (answered as a read, as
+    /// Apache 3.9 answers it).
     Check {
+        /// ustring: the znode path.
         path: String,
+        /// int: the version the znode must have; -1 matches any.
         version: i32,
     },
     /// Sub-ops: Create (any create opcode), Delete, SetData, Check.
     Multi(Vec<Request>),
     /// Sub-ops: GetChildren, GetData, always with `watch: false` (the flag is ignored).
     MultiRead(Vec<Request>),
+    /// AuthPacket (op 100, xid -4).
     Auth {
+        /// int: the auth type; 0 from real clients.
         auth_type: i32,
+        /// ustring: the auth scheme, e.g. `digest`.
         scheme: String,
+        /// buffer: the credentials, e.g. `user:password` for digest (a null buffer reads as empty).
         auth: Bytes,
     },
+    /// SetWatches (op 101, xid -8): watches to re-register after a reconnect.
     SetWatches {
+        /// long: the last zxid the client has seen; a watch on a znode changed after it fires
+        /// at once.
         relative_zxid: i64,
+        /// `vector<ustring>`: paths with data watches.
         data: Vec<String>,
+        /// `vector<ustring>`: paths with exist watches.
         exist: Vec<String>,
+        /// `vector<ustring>`: paths with child watches.
         child: Vec<String>,
     },
+    /// SetWatches2 (op 105, xid -8): SetWatches plus persistent watches.
     SetWatches2 {
+        /// long: the last zxid the client has seen; a watch on a znode changed after it fires
+        /// at once.
         relative_zxid: i64,
+        /// `vector<ustring>`: paths with data watches.
         data: Vec<String>,
+        /// `vector<ustring>`: paths with exist watches.
         exist: Vec<String>,
+        /// `vector<ustring>`: paths with child watches.
         child: Vec<String>,
+        /// `vector<ustring>`: paths with persistent watches.
         persistent: Vec<String>,
+        /// `vector<ustring>`: paths with persistent recursive watches.
         persistent_recursive: Vec<String>,
     },
+    /// AddWatchRequest (op 106).
     AddWatch {
+        /// ustring: the znode path.
         path: String,
+        /// int: the watch mode (`opcode::add_watch_mode`).
         mode: i32,
     },
+    /// RemoveWatchesRequest (op 18).
     RemoveWatches {
+        /// ustring: the znode path.
         path: String,
+        /// int: the watcher type (`opcode::watcher_type`).
         watcher_type: i32,
     },
+    /// CheckWatchesRequest (op 17).
     CheckWatches {
+        /// ustring: the znode path.
         path: String,
+        /// int: the watcher type (`opcode::watcher_type`).
         watcher_type: i32,
     },
+    /// GetEphemeralsRequest (op 103).
     GetEphemerals {
+        /// ustring: the path prefix the ephemerals must start with ("/" for all).
         prefix: String,
     },
+    /// GetAllChildrenNumberRequest (op 104).
     GetAllChildrenNumber {
+        /// ustring: the znode path.
         path: String,
     },
+    /// whoAmI (op 107): no record.
     WhoAmI,
     /// GetSASLRequest: a SASL token (no SASL server here: answered with a null token).
     Sasl {
+        /// buffer: the token (`None` for a null buffer).
         token: Option<Bytes>,
     },
 }
@@ -206,11 +281,24 @@ impl Request {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestError {
     /// Answer `{xid, zxid, err}` with no body and carry on.
-    Reply { xid: i32, err: ErrorCode },
+    Reply {
+        /// The xid of the rejected request.
+        xid: i32,
+        /// The error code to answer with.
+        err: ErrorCode,
+    },
     /// Answer `{xid, zxid, err}` with no body, then close the connection.
-    ReplyAndClose { xid: i32, err: ErrorCode },
+    ReplyAndClose {
+        /// The xid of the rejected request.
+        xid: i32,
+        /// The error code to answer with.
+        err: ErrorCode,
+    },
     /// Close the connection without replying.
-    Close { reason: &'static str },
+    Close {
+        /// Why, for the log.
+        reason: &'static str,
+    },
 }
 
 impl std::fmt::Display for RequestError {
