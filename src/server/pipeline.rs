@@ -786,7 +786,12 @@ async fn restore(p: &mut Pipeline, log: &mut LogState, senders: &CoreSenders, no
         // The marker was refused (the disk filled since) and the tree rolled back to the
         // durable one: the snapshot at Z goes too, or a restart would load it under zxids the
         // log is about to reuse.
-        let removed = std::fs::remove_file(&path).and_then(|()| crate::storage::files::fsync_dir(&p.config.data_dir));
+        // On the blocking pool, as the snapshot was written: never a file system call on the
+        // pipeline core's event loop.
+        let (doomed, dir) = (path.clone(), p.config.data_dir.clone());
+        let removed = glommio::executor()
+            .spawn_blocking(move || std::fs::remove_file(&doomed).and_then(|()| crate::storage::files::fsync_dir(&dir)))
+            .await;
         if let Err(e) = removed {
             return Err(format!("restore: its log record was refused and {} cannot be removed: {e}", path.display()));
         }
