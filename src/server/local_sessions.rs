@@ -6,6 +6,8 @@
 //! - A new session is made here without a txn (no proposal for its connect, touches or close)
 //!   and lives only on this member: a resume elsewhere is SessionExpired (the leader does not
 //!   know it), and it ends when this member stops serving.
+//! - Only once the member has applied the ensemble's session key: before that a new session
+//!   is global, so no session ever carries a password other members cannot check.
 //! - Before a create of an ephemeral it becomes global: a createSession txn (proposed, or
 //!   forwarded to the leader, ahead of the write on the same link) with its id and timeout;
 //!   without `localSessionsUpgradingEnabled` the create is answered EphemeralOnLocalSession.
@@ -35,6 +37,13 @@ impl Member {
         now: Now,
     ) -> bool {
         if !self.config.local_sessions_enabled || (session_id != 0 && !self.local.contains(session_id)) {
+            return false;
+        }
+        if session_id == 0 && self.committed.session_secret().is_none() {
+            // Before this member has applied the ensemble's session key a local session's
+            // password could only be random, and after an upgrade no other member could
+            // check it: the session is made global (its password is derived at commit,
+            // after the key's txn).
             return false;
         }
         let (id, passwd) = if session_id == 0 {

@@ -174,6 +174,9 @@ def test_ephemeral_of_a_local_session_survives_upgrade_and_move(trio_factory, ki
         with rawzk.RawConn(t.hostport(f2), session_id=local.session.session_id,
                            passwd=local.session.passwd) as elsewhere:
             assert elsewhere.session.timeout == 0, "a local session resumed on another member"
+        # Ended now (not left to expire), so the count below falls to 0 at once while `a`,
+        # which sends no pings, is still alive.
+        assert local.close_session().err == 0
     assert create_ephemeral(a, "/eph") == 0
     assert zxid_of(t.hostport(leader)) >= zxid + 2, "createSession then create"
     assert owner_of(a, "/eph") == sid
