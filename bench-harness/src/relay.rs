@@ -242,11 +242,11 @@ pub fn run(a: RelayArgs) -> Result<(), String> {
                 .map_err(|e| format!("cannot start an accept thread: {e}"))?,
         );
     }
-    for h in loops {
-        let e = h.join().map_err(|_| "an accept thread panicked".to_string())?;
-        return Err(e);
+    // The accept loops run until one fails; the first one's end is the relay's.
+    match loops.into_iter().next() {
+        Some(h) => Err(h.join().map_err(|_| "an accept thread panicked".to_string())?),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -213,13 +213,8 @@ impl Conn {
     /// needs a commit batch of its own (`ToPipeline::Write::fence`), since what waits is
     /// answered after the batch's replies.
     fn answer_waits_behind_a_commit(&self) -> bool {
-        for p in self.pending.borrow().iter().rev() {
-            match p {
-                Pending::Local { .. } | Pending::Error { .. } => return true,
-                Pending::Connect | Pending::Write { .. } | Pending::Sync { .. } => return false,
-            }
-        }
-        false
+        // Only the last one decides: an answer is queued only behind a request at the pipeline.
+        matches!(self.pending.borrow().back(), Some(Pending::Local { .. } | Pending::Error { .. }))
     }
 
     /// Takes the head of the queue if `take` wants it.

@@ -82,9 +82,7 @@ impl<B> LogSlot<B> {
 
     /// Waits for the append in flight, if any, and returns it as `finished` does.
     pub async fn settle(&mut self) -> Option<(B, io::Result<()>)> {
-        if self.flight.is_none() {
-            return None;
-        }
+        self.flight.as_ref()?;
         if self.landed.borrow().is_none() {
             // The task signals once, after it stored its result; the semaphore is never closed.
             let _ = self.done.acquire(1).await;

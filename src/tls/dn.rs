@@ -72,12 +72,12 @@ fn string_value(value: &Any<'_>) -> Option<String> {
             std::str::from_utf8(data).map(str::to_string).unwrap_or_else(|_| data.iter().map(|&b| b as char).collect()),
         ),
         // BMPString: UTF-16BE
-        30 if data.len() % 2 == 0 => {
+        30 if data.len().is_multiple_of(2) => {
             let units: Vec<u16> = data.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
             String::from_utf16(&units).ok()
         }
         // UniversalString: UTF-32BE
-        28 if data.len() % 4 == 0 => {
+        28 if data.len().is_multiple_of(4) => {
             data.chunks_exact(4).map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]]))).collect()
         }
         _ => None,

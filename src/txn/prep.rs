@@ -290,7 +290,7 @@ fn log_quota_exceeded(why: &str) {
     const QUOTA_LOG_EVERY: u64 = 1024;
     static EXCEEDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = EXCEEDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if n % QUOTA_LOG_EVERY == 0 {
+    if n.is_multiple_of(QUOTA_LOG_EVERY) {
         tracing::warn!("{why} ({} quota excesses so far; one in {QUOTA_LOG_EVERY} is logged)", n + 1);
     }
 }
