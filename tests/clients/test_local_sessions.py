@@ -109,7 +109,13 @@ def trio_factory(kind, tmp_path):
     def make(**keys):
         t = make_trio(kind, tmp_path, **keys)
         made.append(t)
-        return t.start()
+        t.start()
+        if kind == "ringkeeper":
+            # A new ensemble's members first apply its session key (a txn; a member without
+            # it makes new sessions global, not local).
+            wait_until(lambda: len({zxid_of(t.hostport(i)) for i in MEMBERS}) == 1,
+                       what="members at the same zxid")
+        return t
     yield make
     for t in made:
         t.stop()
