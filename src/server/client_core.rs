@@ -1281,8 +1281,11 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     });
     // The statistics describe the recovered tree from the start, not only after a half tick.
     core.publish_gauges();
+    let connected = Rc::new(Cell::new(false));
+    super::startup::warn_while_waiting(format!("client core {id}: connecting to the pipeline core"), connected.clone());
     let to_pipeline: ConnectedSender<Vec<ToPipeline>> = to_pipeline.connect().await;
     let from_pipeline = from_pipeline.connect().await;
+    connected.set(true);
 
     let forwarder = {
         let core = core.clone();

@@ -1312,6 +1312,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let ticked = Rc::new(Cell::new(false));
     // A task wakes the loop every SNAP_PACE_MS while a SNAP streams (see `snap_stream`).
     let pacing = Rc::new(Cell::new(false));
+    let connected = Rc::new(Cell::new(false));
+    super::startup::warn_while_waiting(format!("peer {my_id}: connecting to the client cores"), connected.clone());
     let inbox = Inbox::start(from_cores, wake.clone(), stats.clone()).await;
     let peer_inbox: Rc<std::cell::RefCell<VecDeque<PeerIn>>> = Rc::default();
     let peer_reader = {
@@ -1328,6 +1330,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         .detach()
     };
     let senders = CoreSenders::connect(to_cores, stats.clone()).await;
+    connected.set(true);
     let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
     let mut snapshots = Snapshots::new(now.mono_ms, stats.clone());

@@ -848,8 +848,11 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
 
     let wake = Rc::new(Semaphore::new(0));
     let ticked = Rc::new(Cell::new(false));
+    let connected = Rc::new(Cell::new(false));
+    super::startup::warn_while_waiting("the pipeline core: connecting to the client cores".into(), connected.clone());
     let inbox = Inbox::start(from_cores, wake.clone(), stats.clone()).await;
     let senders = CoreSenders::connect(to_cores, stats.clone()).await;
+    connected.set(true);
     let tick_ms = (config.tick_time_ms as u64 / 2).clamp(1, TICK_INTERVAL_MS_MAX);
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
 

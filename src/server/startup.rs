@@ -251,3 +251,23 @@ mod tests {
         assert!(check_core_layout(Some(&[99]), None, None).is_ok(), "an unknown mask is not checked");
     }
 }
+
+/// How long a start-up step may wait on another thread before the wait is logged.
+pub const STARTUP_STEP_WARN_MS: u64 = 10_000;
+
+/// Logs every `STARTUP_STEP_WARN_MS` that `what` is still waiting, until `done` is set: a
+/// step that waits on another thread (the channels between the pipeline and client cores)
+/// would otherwise stall a member without a word. Runs on the calling executor.
+pub fn warn_while_waiting(what: String, done: std::rc::Rc<std::cell::Cell<bool>>) {
+    glommio::spawn_local(async move {
+        let mut waited_ms = 0;
+        while !done.get() {
+            glommio::timer::sleep(std::time::Duration::from_millis(STARTUP_STEP_WARN_MS)).await;
+            waited_ms += STARTUP_STEP_WARN_MS;
+            if !done.get() {
+                tracing::warn!("{what}: still waiting after {} s", waited_ms / 1000);
+            }
+        }
+    })
+    .detach();
+}
