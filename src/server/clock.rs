@@ -14,8 +14,13 @@ static STARTED: OnceLock<Instant> = OnceLock::new();
 
 /// Monotonic milliseconds since the first call (the server calls it at start-up).
 pub fn mono_ms() -> i64 {
-    let started = *STARTED.get_or_init(Instant::now);
-    Instant::now().saturating_duration_since(started).as_millis() as i64
+    mono_ms_at(Instant::now())
+}
+
+/// `at` as monotonic milliseconds since the first call of `mono_ms`.
+fn mono_ms_at(at: Instant) -> i64 {
+    let started = *STARTED.get_or_init(|| at);
+    at.saturating_duration_since(started).as_millis() as i64
 }
 
 /// Wall-clock milliseconds since the Unix epoch: for dates only (see the file comment).
@@ -30,11 +35,15 @@ pub struct Now {
     pub mono_ms: i64,
     /// For dates (a txn's time).
     pub wall_ms: i64,
+    /// The monotonic instant `mono_ms` was read at (the pipeline's stage timings start from
+    /// it, so a pass does not read the clock again for its first request).
+    pub at: Instant,
 }
 
 impl Now {
     pub fn read() -> Now {
-        Now { mono_ms: mono_ms(), wall_ms: wall_clock_ms_for_dates() }
+        let at = Instant::now();
+        Now { mono_ms: mono_ms_at(at), wall_ms: wall_clock_ms_for_dates(), at }
     }
 
     /// The date a monotonic instant falls on, as the wall clock reads now (a `dump` prints
@@ -53,7 +62,7 @@ mod tests {
         let a = mono_ms();
         let b = mono_ms();
         assert!(b >= a);
-        let now = Now { mono_ms: 1_000, wall_ms: 1_700_000_000_000 };
+        let now = Now { mono_ms: 1_000, wall_ms: 1_700_000_000_000, at: Instant::now() };
         assert_eq!(now.date_of(5_000), 1_700_000_004_000);
     }
 }

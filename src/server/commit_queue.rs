@@ -114,8 +114,11 @@ impl CommitQueue {
             return;
         }
         self.conns.clear();
+        // The next batch starts with room for as many items (no regrowth from empty of a
+        // vector of large items on every batch).
+        let room = self.open.len();
         self.sealed.push(CommitBatch {
-            items: std::mem::take(&mut self.open),
+            items: std::mem::replace(&mut self.open, Vec::with_capacity(room)),
             last_zxid: tree.last_zxid(),
             root: tree.clone(),
         });

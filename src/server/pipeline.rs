@@ -109,6 +109,9 @@ struct Pipeline {
     stats: Arc<super::stats::Stats>,
     /// An admin `restore` taken in: nothing more is taken in until it is done (`restore`).
     restore: Option<PendingRestore>,
+    /// When the message being handled was taken in: the start of the pass (`Now::at`), then
+    /// the end of each write's prep. One clock read per write times both its stages.
+    lap: Instant,
 }
 
 /// A restore waiting for everything ordered before it to be durable.
@@ -200,7 +203,7 @@ impl Pipeline {
                 self.answer(Commit::Connected { conn, session_id, timeout_ms, passwd: expected });
             }
             ToPipeline::Write { conn, xid, op, auth, fence, read_at } => {
-                let taken = Instant::now();
+                let taken = self.lap;
                 self.stats.pipeline_stages.get(Stage::CoreToPipeline).record(taken.saturating_duration_since(read_at));
                 let Some(&session_id) = self.conn_sessions.get(&conn) else {
                     // The connection was refused, moved or closed: nobody waits for a reply.
@@ -224,7 +227,8 @@ impl Pipeline {
                 }
                 let header = self.next_header(session_id, xid, now.wall_ms);
                 self.commit_txn(header, txn_op, Some((conn, xid)), fence);
-                self.stats.pipeline_stages.get(Stage::Prep).record_since(taken);
+                self.lap = Instant::now();
+                self.stats.pipeline_stages.get(Stage::Prep).record(self.lap.saturating_duration_since(taken));
             }
             ToPipeline::Sync { conn, xid, path } => {
                 // A connection without a session here was refused, closed or moved: it is
@@ -844,6 +848,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         control: Vec::new(),
         stats: stats.clone(),
         restore: None,
+        lap: now.at,
     };
 
     let wake = Rc::new(Semaphore::new(0));
@@ -868,6 +873,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
             break;
         }
         let now = Now::read();
+        p.lap = now.at;
         let stopping = shutdown.load(Ordering::Relaxed);
         // What the last pass held goes first (a connection's order), then the inbox, then
         // the rounds of what this pass held, while the batch has room.

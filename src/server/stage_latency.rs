@@ -157,6 +157,8 @@ pub enum Stage {
     CoreToPipeline,
     /// A write, from the pipeline's take-in until its txn is made (validation, zxid, encode;
     /// in an ensemble the leader's prep and the proposal handed to ZAB). Pipeline core.
+    /// Standalone, take-in is the end of the previous write's prep in the same pass (or the
+    /// pass's start), so one clock read per write times this stage and `CoreToPipeline`.
     Prep,
     /// Leader: a proposal, from sent until committed (a quorum acknowledged it durable).
     ProposeToCommit,
