@@ -167,6 +167,17 @@ pub struct Config {
     /// `-Dreadonlymode.enabled=true` in SERVER_JVMFLAGS counts too: `load`): an ensemble member
     /// without a quorum serves read-only sessions (`server::read_only`).
     pub read_only_mode_enabled: bool,
+    /// reconfigEnabled: whether a client may ask for a reconfiguration (opcode 16; off by
+    /// default, as in ZooKeeper 3.5.3+).
+    pub reconfig_enabled: bool,
+    /// standaloneEnabled (ZooKeeper's default true): a reconfiguration must leave at least 2
+    /// voters (else 1).
+    pub standalone_enabled: bool,
+    /// dynamicConfigFile: where the `server.N` lines and the config version live
+    /// (`zoo.cfg.dynamic.<version>`); `load` reads them from it.
+    pub dynamic_config_file: Option<PathBuf>,
+    /// The `version=` of the dynamic config file (0 without one).
+    pub dynamic_config_version: i64,
     /// localSessionsEnabled: an ensemble member makes and closes new sessions itself, without
     /// a txn (`local_session`); localSessionsUpgradingEnabled: such a session that creates an
     /// ephemeral becomes global first (else the create fails with EphemeralOnLocalSession).
@@ -483,15 +494,12 @@ const SYSPROP_KEYS_USED: &[&str] = &[
 
 /// zoo.cfg keys ZooKeeper knows that a standalone ringkeeper accepts without using them.
 const ZOOCFG_KEYS_UNUSED: &[&str] = &[
-    "standaloneEnabled",
-    "reconfigEnabled",
     "quorumListenOnAllIPs",
     "electionAlg",
     "electionPortBindRetry",
     "peerType",
     "clientPortListenBacklog",
     "syncEnabled",
-    "dynamicConfigFile",
     "connectToLearnerMasterLimit",
     "observerMasterPort",
 ];
@@ -930,6 +938,9 @@ impl Config {
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
         let mut read_only_mode_enabled = false;
+        let mut reconfig_enabled = false;
+        let mut standalone_enabled = true;
+        let mut dynamic_config_file = None;
         let mut local_sessions_enabled = false;
         let mut local_sessions_upgrading_enabled = false;
         let mut enforce_quota = false;
@@ -1129,6 +1140,9 @@ impl Config {
                 }
                 "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
                 "readonlymode.enabled" => read_only_mode_enabled = e.boolean()?,
+                "reconfigEnabled" => reconfig_enabled = e.boolean()?,
+                "standaloneEnabled" => standalone_enabled = e.boolean()?,
+                "dynamicConfigFile" => dynamic_config_file = Some(e.path()?),
                 "localSessionsEnabled" => local_sessions_enabled = e.boolean()?,
                 "localSessionsUpgradingEnabled" => local_sessions_upgrading_enabled = e.boolean()?,
                 "enforceQuota" => enforce_quota = e.boolean()?,
@@ -1372,6 +1386,10 @@ impl Config {
             admin_rate_limit_interval_ms,
             extended_types_enabled,
             read_only_mode_enabled,
+            reconfig_enabled,
+            standalone_enabled,
+            dynamic_config_file,
+            dynamic_config_version: 0,
             local_sessions_enabled,
             local_sessions_upgrading_enabled,
             enforce_quota,
@@ -1412,7 +1430,27 @@ impl Config {
         if jvm_flags_enable_read_only(&jvm_flags) {
             config.read_only_mode_enabled = true;
         }
+        if let Some(dynamic) = config.dynamic_config_file.clone() {
+            config.load_dynamic(&origin, &dynamic)?;
+        }
         Ok((config, warnings))
+    }
+
+    /// Takes the `server.N` lines and the version from the dynamic config file (ZooKeeper's
+    /// `dynamicConfigFile`); the static file must then hold none.
+    fn load_dynamic(&mut self, origin: &str, path: &Path) -> Result<(), ConfigError> {
+        if !self.servers.is_empty() {
+            return Err(ConfigError::Invalid {
+                origin: origin.to_string(),
+                why: format!("server.N lines are given both here and in dynamicConfigFile {}", path.display()),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Io { path: path.to_path_buf(), err })?;
+        let c = crate::dynconfig::DynConfig::parse(&text)
+            .map_err(|e| ConfigError::Invalid { origin: path.display().to_string(), why: e.to_string() })?;
+        self.servers = c.servers;
+        self.dynamic_config_version = c.version;
+        Ok(())
     }
 
     /// Reads the users of the JAAS `Server` section (the file named by
