@@ -178,6 +178,9 @@ pub struct Config {
     pub dynamic_config_file: Option<PathBuf>,
     /// The `version=` of the dynamic config file (0 without one).
     pub dynamic_config_version: i64,
+    /// The file this configuration was loaded from (`load`): a committed reconfiguration is
+    /// written beside it as `<file>.dynamic.<version>`, as ZooKeeper names its files.
+    pub config_path: Option<PathBuf>,
     /// localSessionsEnabled: an ensemble member makes and closes new sessions itself, without
     /// a txn (`local_session`); localSessionsUpgradingEnabled: such a session that creates an
     /// ephemeral becomes global first (else the create fails with EphemeralOnLocalSession).
@@ -1390,6 +1393,7 @@ impl Config {
             standalone_enabled,
             dynamic_config_file,
             dynamic_config_version: 0,
+            config_path: None,
             local_sessions_enabled,
             local_sessions_upgrading_enabled,
             enforce_quota,
@@ -1433,6 +1437,7 @@ impl Config {
         if let Some(dynamic) = config.dynamic_config_file.clone() {
             config.load_dynamic(&origin, &dynamic)?;
         }
+        config.config_path = Some(path.to_path_buf());
         Ok((config, warnings))
     }
 

@@ -548,6 +548,8 @@ impl Member {
             TxnOp::Error { err: ErrorCode::SessionExpired.code() }
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
+        } else if matches!(op, WriteOp::Reconfig { .. }) {
+            self.prep_reconfig(auth, op).unwrap_or_else(|e| TxnOp::Error { err: e.code() })
         } else {
             let ctx = PrepContext {
                 session_id,
@@ -563,6 +565,61 @@ impl Member {
             self.owners.remove(&session_id);
         }
         self.propose(session_id, cxid, txn_op, now)
+    }
+
+    /// A reconfig, decided as ZooKeeper's leader does, in its order: reconfigEnabled
+    /// (ReconfigDisabled), one at a time (ReconfigInProgress: the last proposed membership is
+    /// not the active one), the expected version (BadVersion), the change itself and the voter
+    /// floor (BadArguments), a synced quorum of the new membership (NewConfigNoQuorum), then
+    /// WRITE on `/zookeeper/config` (NoAuth; a super id passes). The txn carries the new text
+    /// with the version it will have: its own zxid.
+    fn prep_reconfig(&self, auth: &[Id], op: &WriteOp) -> Result<TxnOp, ErrorCode> {
+        let WriteOp::Reconfig { joining, leaving, new_members, cur_config_id } = op else {
+            return Err(ErrorCode::BadArguments);
+        };
+        if !self.config.reconfig_enabled {
+            return Err(ErrorCode::ReconfigDisabled);
+        }
+        let tree = self.prep.as_ref().ok_or(ErrorCode::ConnectionLoss)?;
+        let node = tree.get(path::CONFIG_NODE).ok_or(ErrorCode::NoNode)?;
+        let last_seen = node
+            .data
+            .as_ref()
+            .and_then(|d| std::str::from_utf8(d).ok())
+            .and_then(|t| DynConfig::parse(t).ok())
+            .unwrap_or_else(|| self.membership.clone());
+        if last_seen.version != self.membership.version || !self.peer.next_configs().is_empty() {
+            return Err(ErrorCode::ReconfigInProgress);
+        }
+        if *cur_config_id != -1 && *cur_config_id != last_seen.version {
+            return Err(ErrorCode::BadVersion);
+        }
+        let next = match new_members {
+            Some(m) => DynConfig::bulk(m),
+            None => last_seen.incremental(joining.as_deref(), leaving.as_deref()),
+        };
+        let mut next = next.map_err(|e| {
+            tracing::info!("reconfig refused: {e}");
+            ErrorCode::BadArguments
+        })?;
+        next.check_voters(self.config.standalone_enabled).map_err(|e| {
+            tracing::info!("reconfig refused: {e}");
+            ErrorCode::BadArguments
+        })?;
+        let mut synced = self.peer.synced_learners();
+        synced.push(self.me);
+        let voters = next.voters();
+        if voters.iter().filter(|v| synced.contains(v)).count() <= voters.len() / 2 {
+            tracing::info!(
+                "reconfig refused: there must be a connected and synced quorum in the new configuration                  (voters {voters:?}, synced {synced:?})"
+            );
+            return Err(ErrorCode::NewConfigNoQuorum);
+        }
+        if !crate::tree::acl::check(&node.acl, crate::proto::opcode::perms::WRITE, auth) {
+            return Err(ErrorCode::NoAuth);
+        }
+        next.version = self.peer.next_proposal_zxid().ok_or(ErrorCode::ConnectionLoss)?;
+        Ok(TxnOp::Reconfig { data: Bytes::from(next.text()) })
     }
 
     fn on_forwarded(&mut self, from: Sid, data: Bytes, now: Now) {
@@ -652,7 +709,12 @@ impl Member {
         tracing::info!("peer {}: membership {zxid:#x}: voters {voters:?}, observers {observers:?}", self.me);
         self.other_voters = voters.iter().copied().filter(|&v| v != self.me).collect();
         self.quorum = voters.len() / 2 + 1;
-        self.observer = observers.contains(&self.me);
+        let was_observer = std::mem::replace(&mut self.observer, observers.contains(&self.me));
+        if was_observer != self.observer && matches!(self.serving, Some(Role::Following { .. })) {
+            // Still following the same leader, in its new role: `srvr` and `mntr` say which.
+            let mode = if self.observer { ServerMode::Observer } else { ServerMode::Follower };
+            self.control(ToClientCore::Serving(mode));
+        }
         match self.configs.get(&zxid) {
             Some(c) => self.membership = c.clone(),
             // Adopted from an election notification (sids only): the lines come with the sync.
@@ -1037,6 +1099,18 @@ async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<()
             PersistOp::Membership { zxid, voters, observers } => {
                 let servers = m.configs.remove(&zxid).map(|c| c.servers).unwrap_or_default();
                 m.configs.retain(|&z, _| z > zxid);
+                if let (Some(cfg), false) = (&m.config.config_path, servers.is_empty()) {
+                    // ZooKeeper's `zoo.cfg.dynamic.<version>`: the lines alone, beside zoo.cfg.
+                    let path = std::path::PathBuf::from(format!("{}.dynamic.{zxid:x}", cfg.display()));
+                    let text: String = servers.iter().map(|s| format!("server.{}={}\n", s.id, s.value())).collect();
+                    let written =
+                        super::offcore::run(move || storage::files::write_atomic(&path, text.as_bytes()).map(|_| path))
+                            .await;
+                    match written {
+                        Ok(path) => tracing::info!("peer {}: membership {zxid:#x} written to {}", m.me, path.display()),
+                        Err(e) => tracing::warn!("peer {}: writing the dynamic config file: {e}", m.me),
+                    }
+                }
                 let membership = storage::peer_state::Membership { version: zxid, voters, observers, servers };
                 super::offcore::write_membership(m.config.data_dir.clone(), membership)
                     .await
@@ -1098,7 +1172,7 @@ async fn on_leader_frame(m: &mut Member, from: Sid, msg: Message) {
 }
 
 /// Performs the peer's outputs until it has nothing more to say.
-async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet, now: Now) -> Result<(), String> {
+async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut PeerNet, now: Now) -> Result<(), String> {
     for _ in 0..OUTPUT_ROUNDS_MAX {
         let outs = std::mem::take(&mut m.out);
         if outs.is_empty() {
@@ -1151,7 +1225,17 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet
                     }
                 }
                 Output::FromLeader { data } => m.on_leader_reply(data),
-                Output::Reconfigured { zxid, voters, observers } => m.reconfigured(zxid, &voters, &observers),
+                Output::Reconfigured { zxid, voters, observers } => {
+                    m.reconfigured(zxid, &voters, &observers);
+                    // Joining members: the transport learns their addresses.
+                    let joining: Vec<_> = m.membership.servers.iter().filter(|s| !net.knows(s.id)).cloned().collect();
+                    for s in joining {
+                        match s.addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>() {
+                            Ok(addrs) => net.add_peer(s.id, &addrs),
+                            Err(e) => tracing::warn!("peer {}: server.{} joins, but {e}", m.me, s.id),
+                        }
+                    }
+                }
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     m.read_log(to, link, after, upto, check_after)
                 }
@@ -1339,7 +1423,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         let hosts = config.servers.iter().map(|s| (s.id, s.addrs.iter().map(|a| a.host.clone()).collect())).collect();
         Rc::new(crate::server::peer_auth::PeerSasl::new(q, hosts))
     });
-    let (net, peer_rx) = PeerNet::start_secured(my_id, &peers, tls, sasl).map_err(|e| e.to_string())?;
+    let (mut net, peer_rx) = PeerNet::start_secured(my_id, &peers, tls, sasl).map_err(|e| e.to_string())?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()
@@ -1542,7 +1626,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
             result = Err(e);
             break;
         }
-        if let Err(e) = drain_outputs(&mut m, &mut log, &net, now).await {
+        if let Err(e) = drain_outputs(&mut m, &mut log, &mut net, now).await {
             tracing::error!("peer {my_id}: {e}; stopping");
             result = Err(e);
             break;

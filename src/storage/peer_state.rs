@@ -291,7 +291,8 @@ mod tests {
         write_membership(&dir.0, &m2).unwrap();
         assert_eq!(read_membership(&dir.0).unwrap(), Some(m2));
         // With its server lines (a reconfiguration this member applied).
-        let lines = crate::dynconfig::DynConfig::parse("server.1=h:1:2;127.0.0.1:3\nserver.2=h:4:5:observer;h:6").unwrap();
+        let lines =
+            crate::dynconfig::DynConfig::parse("server.1=h:1:2;127.0.0.1:3\nserver.2=h:4:5:observer;h:6").unwrap();
         let m3 = Membership { version: 0x2_0000_0002, voters: vec![1], observers: vec![2], servers: lines.servers };
         write_membership(&dir.0, &m3).unwrap();
         assert_eq!(read_membership(&dir.0).unwrap(), Some(m3));
