@@ -12,7 +12,8 @@ ReconfigDisabled without reconfigEnabled, NoAuth without permission (the ACL of
 BadArguments below two voters, NewConfigNoQuorum when the new voters' synced members are no
 majority, ReconfigInProgress for a second reconfig pipelined behind a first. On one running
 ensemble, under a kazoo writer: grow 3 → 5 with members started from the new lines (kazoo), shrink
-back to 3 (zkCli), turn a voter into an observer and back (kazoo), remove the leader and add it
+back to 3 (zkCli), replace a follower by a new member and back (the new member restarted in
+between comes up in the membership it joined), turn a voter into an observer and back (kazoo), remove the leader and add it
 back; every member shows the same `/zookeeper/config` as the reply; a member restarted after a
 reconfiguration comes up in it (the observer restarted is an observer, its zoo.cfg notwithstanding);
 no acknowledged write is lost.
@@ -374,6 +375,27 @@ def test_grow_shrink_observer_and_leader_removal_under_writes(kind, dynamic_trio
         assert data.decode() in out.replace("\r", ""), out
         for i in (4, 5):
             c.stop(i)
+        same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
+
+        # Replace a follower (r) by a new member 6 in one reconfig; 6, restarted, comes up in
+        # the membership it joined (its zoo.cfg names r, not the new version); then r replaces 6.
+        leader = c.leader((1, 2, 3))
+        r = next(i for i in (1, 2, 3) if i != leader)
+        kept = [i for i in (1, 2, 3) if i != r]
+        c.start(6, [c.line(i) for i in (1, 2, 3, 6)])
+        zk = super_client(kazoo_factory, c.hostport(leader))
+        replaced = [c.line(i) for i in (*kept, 6)]
+        data, stat = reconfig_outcome(zk, has_lines(replaced), joining=c.line(6), leaving=str(r))
+        assert data.decode() == expected_text(c, (*kept, 6), stat.mzxid)
+        c.wait_serving((*kept, 6))
+        c.stop(6)
+        c.start(6)
+        c.wait_serving((*kept, 6))
+        same_config_everywhere(c, (*kept, 6), kazoo_factory, data.decode())
+        data, stat = reconfig_outcome(zk, has_lines([c.line(i) for i in (1, 2, 3)]), joining=c.line(r),
+                                      leaving="6")
+        c.wait_serving((1, 2, 3))
+        c.stop(6)
         same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
 
         # A voter becomes an observer; restarted, it comes up as one (its zoo.cfg still says
