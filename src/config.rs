@@ -176,7 +176,8 @@ pub struct Config {
     /// dynamicConfigFile: where the `server.N` lines and the config version live
     /// (`zoo.cfg.dynamic.<version>`); `load` reads them from it.
     pub dynamic_config_file: Option<PathBuf>,
-    /// The `version=` of the dynamic config file (0 without one).
+    /// The `version=` of the dynamic config file, else the version its name ends with
+    /// (`.dynamic.<hex>`, as ZooKeeper names them); 0 without one.
     pub dynamic_config_version: i64,
     /// The file this configuration was loaded from (`load`): a committed reconfiguration is
     /// written beside it as `<file>.dynamic.<version>`, as ZooKeeper names its files.
@@ -1454,7 +1455,13 @@ impl Config {
         let c = crate::dynconfig::DynConfig::parse(&text)
             .map_err(|e| ConfigError::Invalid { origin: path.display().to_string(), why: e.to_string() })?;
         self.servers = c.servers;
-        self.dynamic_config_version = c.version;
+        // ZooKeeper's files name their version (`zoo.cfg.dynamic.<hex>`) and hold none.
+        let named = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once(".dynamic."))
+            .and_then(|(_, v)| i64::from_str_radix(v, 16).ok());
+        self.dynamic_config_version = if c.version != 0 { c.version } else { named.unwrap_or(0) };
         Ok(())
     }
 
@@ -1946,6 +1953,32 @@ sessionRequireClientSASLAuth=true
 
     /// Quorum SASL's keys (issue 15): the example parses, its JAAS file (quorum sections only)
     /// loads without a client Server section, and half a configuration refuses the start.
+    #[test]
+    fn the_dynamic_config_file_gives_the_server_lines_and_version() {
+        let dir = crate::storage::files::tests::TempDir::new("dynamic-config");
+        let dynamic = dir.0.join("zoo.cfg.dynamic.100000003");
+        std::fs::write(&dynamic, "server.1=127.0.0.1:1:2:participant;127.0.0.1:3\nserver.2=127.0.0.2:1:2:observer;4\n")
+            .unwrap();
+        let cfg = dir.0.join("zoo.cfg");
+        std::fs::write(&cfg, format!("dataDir=/d\nreconfigEnabled=true\ndynamicConfigFile={}\n", dynamic.display()))
+            .unwrap();
+        let (c, warnings) = Config::load(&cfg).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert!(c.reconfig_enabled && c.standalone_enabled && c.is_ensemble());
+        assert_eq!(c.servers.iter().map(|s| (s.id, s.observer)).collect::<Vec<_>>(), vec![(1, false), (2, true)]);
+        // No version line: the file name's (ZooKeeper's files hold none).
+        assert_eq!(c.dynamic_config_version, 0x1_0000_0003);
+        assert_eq!(c.config_path.as_deref(), Some(cfg.as_path()));
+        std::fs::write(&dynamic, "server.1=127.0.0.1:1:2;3\nversion=100000009\n").unwrap();
+        assert_eq!(Config::load(&cfg).unwrap().0.dynamic_config_version, 0x1_0000_0009);
+        // Server lines in both files, or a bad line in the dynamic one, refuse the start.
+        std::fs::write(&cfg, format!("dataDir=/d\nserver.1=h:1:2\ndynamicConfigFile={}\n", dynamic.display())).unwrap();
+        assert!(Config::load(&cfg).unwrap_err().to_string().contains("both here and in dynamicConfigFile"));
+        std::fs::write(&cfg, format!("dataDir=/d\ndynamicConfigFile={}\n", dynamic.display())).unwrap();
+        std::fs::write(&dynamic, "server.1=h:1\n").unwrap();
+        assert!(Config::load(&cfg).unwrap_err().to_string().contains("server.1"));
+    }
+
     #[test]
     fn quorum_sasl_keys_and_the_example_config() {
         let (mut c, warnings) = Config::parse(include_str!("../configs/quorum-sasl.cfg"), "q").unwrap();
