@@ -8,6 +8,15 @@
 #   scripts/ensemble.sh restart ID            starts server ID again (after a kill), same data
 #   scripts/ensemble.sh stop                  stops every server it started (SIGTERM, then -9)
 #   scripts/ensemble.sh status                each server: pid, client port, role (from srvr)
+#   scripts/ensemble.sh add ID [observer]     starts server ID (its ports as `start` numbers them)
+#                                             from the running membership plus its own line, then
+#                                             asks the ensemble to add it (`ringkeeper cli reconfig
+#                                             -add`); needs reconfigEnabled=true (RK_EXTRA_CONFIG)
+#   scripts/ensemble.sh remove ID             asks the ensemble to remove server ID
+#                                             (`reconfig -remove`), then stops it
+#
+# add/remove authenticate as RK_RECONFIG_AUTH (digest user:password, e.g. the super user of a
+# superDigest in RK_EXTRA_CONFIG): the ACL of /zookeeper/config lets nobody else reconfigure.
 #
 # Each server gets RK_ENSEMBLE_DIR/<id>/ (default target/ensemble) holding zoo.cfg, data/ with
 # myid, server.log and pid; `start` prints that path. Set RK_TICK_TIME (ms, default 200) to
@@ -37,7 +46,7 @@ server_line="${RK_SERVER_LINE:-short}"
 
 # shellcheck source=scripts/common.sh
 . "$root/scripts/common.sh"
-usage() { usage_from_header 3 14; }
+usage() { usage_from_header 3 20; }
 
 start() {
     local n="$1" base="${2:-2181}"
@@ -139,10 +148,67 @@ status() {
     done
 }
 
+# The client port of the first live member, and the base port `start` was given.
+live_port() {
+    for d in "$dir"/*/; do
+        if alive "$d"; then member_port "$d"; return 0; fi
+    done
+    echo "no live member in $dir" >&2
+    exit 1
+}
+
+member_port() {
+    local id port
+    id="$(basename "$1")"
+    port="$(sed -n 's/^clientPort=//p' "$1/zoo.cfg")"
+    [ -n "$port" ] || port="$(sed -n "s/^server\.$id=.*:\([0-9]*\)\$/\1/p" "$1/zoo.cfg")"
+    echo "$port"
+}
+
+# Runs zkCli commands (one per argument) through `ringkeeper cli` against a live member.
+cli() {
+    local port script=""
+    port="$(live_port)"
+    [ -n "${RK_RECONFIG_AUTH:-}" ] && script="addauth digest $RK_RECONFIG_AUTH"$'\n'
+    for c in "$@"; do script+="$c"$'\n'; done
+    printf '%s' "$script" | "$bin" cli --server "127.0.0.1:$port"
+}
+
+add() {
+    local id="$1" kind="${2:-participant}" d="$dir/$1" base first
+    [ -d "$dir/1" ] || { echo "no ensemble in $dir" >&2; exit 2; }
+    if [ -d "$d" ] && alive "$d"; then echo "server $id is running" >&2; exit 1; fi
+    # `start` numbered member 1's client port BASE_PORT.
+    first="$(member_port "$dir/1/")"
+    base="$first"
+    local host=127.0.0.1
+    [ "$peer_hosts" = distinct ] && host="127.0.0.$id"
+    local line="server.$id=$host:$((base + 10000 + id)):$((base + 10100 + id)):$kind;127.0.0.1:$((base + id - 1))"
+    # The running membership's lines (from /zookeeper/config), then this server's.
+    local members
+    members="$("$bin" cli --server "127.0.0.1:$(live_port)" config | grep '^server\.' | grep -v "^server\.$id=")"
+    mkdir -p "$d/data"
+    echo "$id" >"$d/data/myid"
+    sed '/^server\./d' "$dir/1/zoo.cfg" \
+        | sed "s|^dataDir=.*|dataDir=$d/data|; s|^clientPort=.*|clientPort=$((base + id - 1))|; s|^admin.serverPort=.*|admin.serverPort=$((base + 10200 + id))|" \
+        >"$d/zoo.cfg"
+    printf '%s\n%s\n' "$members" "$line" >>"$d/zoo.cfg"
+    launch "$d"
+    cli "reconfig -add $line"
+}
+
+remove() {
+    local id="$1" d="$dir/$1"
+    cli "reconfig -remove $id"
+    if [ -d "$d" ] && alive "$d"; then kill -TERM "$(cat "$d/pid")" 2>/dev/null || true; fi
+}
+
 case "${1:-}" in
     start) [ $# -ge 2 ] || usage; start "$2" "${3:-2181}" ;;
     restart) [ $# -ge 2 ] || usage; restart "$2" ;;
     stop) stop ;;
     status) status ;;
+    add) [ $# -ge 2 ] || usage; add "$2" "${3:-participant}" ;;
+    remove) [ $# -ge 2 ] || usage; remove "$2" ;;
     *) usage ;;
 esac

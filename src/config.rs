@@ -167,6 +167,21 @@ pub struct Config {
     /// `-Dreadonlymode.enabled=true` in SERVER_JVMFLAGS counts too: `load`): an ensemble member
     /// without a quorum serves read-only sessions (`server::read_only`).
     pub read_only_mode_enabled: bool,
+    /// reconfigEnabled: whether a client may ask for a reconfiguration (opcode 16; off by
+    /// default, as in ZooKeeper 3.5.3+).
+    pub reconfig_enabled: bool,
+    /// standaloneEnabled (ZooKeeper's default true): a reconfiguration must leave at least 2
+    /// voters (else 1).
+    pub standalone_enabled: bool,
+    /// dynamicConfigFile: where the `server.N` lines and the config version live
+    /// (`zoo.cfg.dynamic.<version>`); `load` reads them from it.
+    pub dynamic_config_file: Option<PathBuf>,
+    /// The `version=` of the dynamic config file, else the version its name ends with
+    /// (`.dynamic.<hex>`, as ZooKeeper names them); 0 without one.
+    pub dynamic_config_version: i64,
+    /// The file this configuration was loaded from (`load`): a committed reconfiguration is
+    /// written beside it as `<file>.dynamic.<version>`, as ZooKeeper names its files.
+    pub config_path: Option<PathBuf>,
     /// localSessionsEnabled: an ensemble member makes and closes new sessions itself, without
     /// a txn (`local_session`); localSessionsUpgradingEnabled: such a session that creates an
     /// ephemeral becomes global first (else the create fails with EphemeralOnLocalSession).
@@ -483,15 +498,12 @@ const SYSPROP_KEYS_USED: &[&str] = &[
 
 /// zoo.cfg keys ZooKeeper knows that a standalone ringkeeper accepts without using them.
 const ZOOCFG_KEYS_UNUSED: &[&str] = &[
-    "standaloneEnabled",
-    "reconfigEnabled",
     "quorumListenOnAllIPs",
     "electionAlg",
     "electionPortBindRetry",
     "peerType",
     "clientPortListenBacklog",
     "syncEnabled",
-    "dynamicConfigFile",
     "connectToLearnerMasterLimit",
     "observerMasterPort",
 ];
@@ -930,6 +942,9 @@ impl Config {
         let mut admin_port: u16 = ADMIN_PORT_DEFAULT;
         let mut extended_types_enabled = false;
         let mut read_only_mode_enabled = false;
+        let mut reconfig_enabled = false;
+        let mut standalone_enabled = true;
+        let mut dynamic_config_file = None;
         let mut local_sessions_enabled = false;
         let mut local_sessions_upgrading_enabled = false;
         let mut enforce_quota = false;
@@ -1129,6 +1144,9 @@ impl Config {
                 }
                 "extendedTypesEnabled" => extended_types_enabled = e.boolean()?,
                 "readonlymode.enabled" => read_only_mode_enabled = e.boolean()?,
+                "reconfigEnabled" => reconfig_enabled = e.boolean()?,
+                "standaloneEnabled" => standalone_enabled = e.boolean()?,
+                "dynamicConfigFile" => dynamic_config_file = Some(e.path()?),
                 "localSessionsEnabled" => local_sessions_enabled = e.boolean()?,
                 "localSessionsUpgradingEnabled" => local_sessions_upgrading_enabled = e.boolean()?,
                 "enforceQuota" => enforce_quota = e.boolean()?,
@@ -1372,6 +1390,11 @@ impl Config {
             admin_rate_limit_interval_ms,
             extended_types_enabled,
             read_only_mode_enabled,
+            reconfig_enabled,
+            standalone_enabled,
+            dynamic_config_file,
+            dynamic_config_version: 0,
+            config_path: None,
             local_sessions_enabled,
             local_sessions_upgrading_enabled,
             enforce_quota,
@@ -1412,7 +1435,34 @@ impl Config {
         if jvm_flags_enable_read_only(&jvm_flags) {
             config.read_only_mode_enabled = true;
         }
+        if let Some(dynamic) = config.dynamic_config_file.clone() {
+            config.load_dynamic(&origin, &dynamic)?;
+        }
+        config.config_path = Some(path.to_path_buf());
         Ok((config, warnings))
+    }
+
+    /// Takes the `server.N` lines and the version from the dynamic config file (ZooKeeper's
+    /// `dynamicConfigFile`); the static file must then hold none.
+    fn load_dynamic(&mut self, origin: &str, path: &Path) -> Result<(), ConfigError> {
+        if !self.servers.is_empty() {
+            return Err(ConfigError::Invalid {
+                origin: origin.to_string(),
+                why: format!("server.N lines are given both here and in dynamicConfigFile {}", path.display()),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Io { path: path.to_path_buf(), err })?;
+        let c = crate::dynconfig::DynConfig::parse(&text)
+            .map_err(|e| ConfigError::Invalid { origin: path.display().to_string(), why: e.to_string() })?;
+        self.servers = c.servers;
+        // ZooKeeper's files name their version (`zoo.cfg.dynamic.<hex>`) and hold none.
+        let named = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once(".dynamic."))
+            .and_then(|(_, v)| i64::from_str_radix(v, 16).ok());
+        self.dynamic_config_version = if c.version != 0 { c.version } else { named.unwrap_or(0) };
+        Ok(())
     }
 
     /// Reads the users of the JAAS `Server` section (the file named by
@@ -1903,6 +1953,32 @@ sessionRequireClientSASLAuth=true
 
     /// Quorum SASL's keys (issue 15): the example parses, its JAAS file (quorum sections only)
     /// loads without a client Server section, and half a configuration refuses the start.
+    #[test]
+    fn the_dynamic_config_file_gives_the_server_lines_and_version() {
+        let dir = crate::storage::files::tests::TempDir::new("dynamic-config");
+        let dynamic = dir.0.join("zoo.cfg.dynamic.100000003");
+        std::fs::write(&dynamic, "server.1=127.0.0.1:1:2:participant;127.0.0.1:3\nserver.2=127.0.0.2:1:2:observer;4\n")
+            .unwrap();
+        let cfg = dir.0.join("zoo.cfg");
+        std::fs::write(&cfg, format!("dataDir=/d\nreconfigEnabled=true\ndynamicConfigFile={}\n", dynamic.display()))
+            .unwrap();
+        let (c, warnings) = Config::load(&cfg).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert!(c.reconfig_enabled && c.standalone_enabled && c.is_ensemble());
+        assert_eq!(c.servers.iter().map(|s| (s.id, s.observer)).collect::<Vec<_>>(), vec![(1, false), (2, true)]);
+        // No version line: the file name's (ZooKeeper's files hold none).
+        assert_eq!(c.dynamic_config_version, 0x1_0000_0003);
+        assert_eq!(c.config_path.as_deref(), Some(cfg.as_path()));
+        std::fs::write(&dynamic, "server.1=127.0.0.1:1:2;3\nversion=100000009\n").unwrap();
+        assert_eq!(Config::load(&cfg).unwrap().0.dynamic_config_version, 0x1_0000_0009);
+        // Server lines in both files, or a bad line in the dynamic one, refuse the start.
+        std::fs::write(&cfg, format!("dataDir=/d\nserver.1=h:1:2\ndynamicConfigFile={}\n", dynamic.display())).unwrap();
+        assert!(Config::load(&cfg).unwrap_err().to_string().contains("both here and in dynamicConfigFile"));
+        std::fs::write(&cfg, format!("dataDir=/d\ndynamicConfigFile={}\n", dynamic.display())).unwrap();
+        std::fs::write(&dynamic, "server.1=h:1\n").unwrap();
+        assert!(Config::load(&cfg).unwrap_err().to_string().contains("server.1"));
+    }
+
     #[test]
     fn quorum_sasl_keys_and_the_example_config() {
         let (mut c, warnings) = Config::parse(include_str!("../configs/quorum-sasl.cfg"), "q").unwrap();

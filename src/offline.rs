@@ -72,6 +72,9 @@ pub fn describe_op(op: &TxnOp) -> String {
         TxnOp::SetData { path, data } => format!("setData {path} data={}", data_text(data)),
         TxnOp::SetAcl { path, acl } => format!("setACL {path} acl={}", acl_text(acl)),
         TxnOp::Check { path } => format!("check {path}"),
+        TxnOp::Reconfig { data } => {
+            format!("reconfig {}", String::from_utf8_lossy(data).replace('\n', " "))
+        }
         TxnOp::Error { err } => format!("error {err}"),
         TxnOp::Multi(ops) => {
             let parts: Vec<String> = ops.iter().map(describe_op).collect();

@@ -347,6 +347,28 @@ pub async fn run(client: &Client, cmd: &Command, servers: &str, watches: Option<
             }
             Ok(())
         }
+        Command::Reconfig { stat, version, joining, leaving, members, file } => {
+            let members = match file {
+                None => members.clone(),
+                // zkCli: the file's server lines as the bulk membership.
+                Some(f) => {
+                    let text = std::fs::read_to_string(f)
+                        .map_err(|e| CmdError::Parse(ParseError::Malformed(format!("Error processing {f}{e}"))))?;
+                    let c = crate::dynconfig::DynConfig::parse(&text)
+                        .map_err(|e| CmdError::Parse(ParseError::Malformed(format!("Error processing {f}{e}"))))?;
+                    Some(crate::dynconfig::DynConfig::new(0, c.servers).text())
+                }
+            };
+            let (data, st) = client
+                .reconfig(joining.as_deref(), leaving.as_deref(), members.as_deref(), *version)
+                .await
+                .map_err(|e| CmdError::Keeper(e, None))?;
+            out(&format!("Committed new configuration:\n{}", String::from_utf8_lossy(&data)));
+            if *stat {
+                print_stat(&st);
+            }
+            Ok(())
+        }
         Command::Connect { .. }
         | Command::Close
         | Command::History

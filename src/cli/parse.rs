@@ -102,6 +102,16 @@ pub enum Command {
         watch: bool,
         stat: bool,
     },
+    /// zkCli's reconfig: incremental (`-add`, `-remove`) or bulk (`-members`, or `-file`'s
+    /// server lines), from config version `version` (`-v`, hexadecimal; -1 for any).
+    Reconfig {
+        stat: bool,
+        version: i64,
+        joining: Option<String>,
+        leaving: Option<String>,
+        members: Option<String>,
+        file: Option<String>,
+    },
     /// `None`: the current server list again.
     Connect {
         servers: Option<String>,
@@ -237,6 +247,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("ls", "[-s] [-w] [-R] path"),
     ("printwatches", "on|off"),
     ("quit", ""),
+    (
+        "reconfig",
+        "[-s] [-v version] [[-file path] | [-members serverID=host:port1:port2;port3[,...]*]] | [-add \
+         serverId=host:port1:port2;port3[,...]]* [-remove serverId[,...]*]",
+    ),
     ("redo", "cmdno"),
     ("removewatches", "path [-c|-d|-a|-p|-r] [-l]"),
     ("set", "[-s] [-v version] path data"),
@@ -344,6 +359,57 @@ impl Words {
     fn arg(&self, i: usize) -> Option<&str> {
         self.args.get(i).map(String::as_str)
     }
+}
+
+/// zkCli's `ReconfigCommand.parse`: long options, each value lowercased as zkCli does, the
+/// modes checked against each other in its order.
+fn parse_reconfig(words: &[String]) -> Result<Command, ParseError> {
+    let (mut stat, mut values) = (false, BTreeMap::new());
+    let mut it = words.iter().skip(1);
+    while let Some(w) = it.next() {
+        match w.as_str() {
+            "-s" => stat = true,
+            "-v" | "-file" | "-members" | "-add" | "-remove" => {
+                let name = &w[1..];
+                let v =
+                    it.next().ok_or_else(|| ParseError::Malformed(format!("Missing argument for option: {name}")))?;
+                values.entry(name).or_insert_with(|| v.clone());
+            }
+            o if o.starts_with('-') => return Err(ParseError::UnrecognizedOption(o.to_string())),
+            _ => {}
+        }
+    }
+    let usage = COMMANDS.iter().find(|(n, _)| *n == "reconfig").map_or("", |(_, u)| u);
+    let any = |k: &str| values.contains_key(k);
+    if !(any("file") || any("members")) && !any("add") && !any("remove") {
+        return Err(ParseError::Usage("reconfig", usage));
+    }
+    let version = match values.get("v") {
+        None => -1,
+        Some(v) => i64::from_str_radix(v, 16)
+            .map_err(|_| ParseError::Malformed("-v must be followed by a long (configuration version)".into()))?,
+    };
+    if (any("file") || any("members")) && (any("add") || any("remove")) {
+        return Err(ParseError::Malformed(
+            "Can't use -file or -members together with -add or -remove (mixing incremental and non-incremental modes \
+             is not allowed)"
+                .into(),
+        ));
+    }
+    if any("file") && any("members") {
+        return Err(ParseError::Malformed(
+            "Can't use -file and -members together (conflicting non-incremental modes)".into(),
+        ));
+    }
+    let lower = |k: &str| values.get(k).map(|v: &String| v.to_lowercase());
+    Ok(Command::Reconfig {
+        stat,
+        version,
+        joining: lower("add"),
+        leaving: lower("remove"),
+        members: lower("members"),
+        file: values.get("file").cloned(),
+    })
 }
 
 fn is_negative_number(s: &str) -> bool {
@@ -655,6 +721,7 @@ pub fn parse_words(words: &[String]) -> Result<Option<Parsed>, ParseError> {
             let w = spec("cws", "").parse(words)?;
             Command::Config { client: w.has('c'), watch: w.has('w'), stat: w.has('s') }
         }
+        "reconfig" => parse_reconfig(words)?,
         "connect" => Command::Connect { servers: words.get(1).cloned() },
         "close" => Command::Close,
         "history" => Command::History,
@@ -856,6 +923,27 @@ mod tests {
         assert_eq!(err("getAllChildrenNumber"), "getAllChildrenNumber path");
         assert_eq!(cmd("config -c -s"), Command::Config { client: true, watch: false, stat: true });
         assert_eq!(cmd("connect h:1"), Command::Connect { servers: Some("h:1".into()) });
+        let rc =
+            |stat, version, joining: Option<&str>, leaving: Option<&str>, members: Option<&str>| Command::Reconfig {
+                stat,
+                version,
+                joining: joining.map(str::to_string),
+                leaving: leaving.map(str::to_string),
+                members: members.map(str::to_string),
+                file: None,
+            };
+        assert_eq!(
+            cmd("reconfig -s -v 1a -add server.4=H:1:2;3 -remove 5,6"),
+            rc(true, 0x1a, Some("server.4=h:1:2;3"), Some("5,6"), None)
+        );
+        assert_eq!(cmd("reconfig -members server.1=h:1:2;3"), rc(false, -1, None, None, Some("server.1=h:1:2;3")));
+        assert!(matches!(cmd("reconfig -file /x"), Command::Reconfig { file: Some(f), .. } if f == "/x"));
+        assert!(err("reconfig").starts_with("reconfig [-s] [-v version]"));
+        assert!(err("reconfig -s").starts_with("reconfig [-s] [-v version]"));
+        assert!(err("reconfig -members a -add b").contains("mixing incremental and non-incremental"));
+        assert!(err("reconfig -members a -file b").contains("conflicting non-incremental"));
+        assert!(err("reconfig -v zz -remove 1").contains("-v must be followed by a long"));
+        assert!(err("reconfig -remove").contains("Missing argument"));
         assert_eq!(cmd("redo 0x10"), Command::Redo { index: Some(16) });
         assert_eq!(cmd("redo 010"), Command::Redo { index: Some(8) });
         assert_eq!(cmd("redo -2"), Command::Redo { index: Some(-2) });

@@ -1208,6 +1208,7 @@ fn write_response(opcode: OpCode, result: OpResult) -> (i32, Response) {
             }
         }
         OpResult::DataSet { stat } | OpResult::AclSet { stat } => (0, Response::Stat(stat)),
+        OpResult::Reconfigured { data, stat } => (0, Response::GetData { data: Some(data), stat }),
         OpResult::Deleted
         | OpResult::SessionClosed
         | OpResult::SessionCreated

@@ -57,11 +57,12 @@ use super::pipeline::{
 use super::snap_stream::{Received, Routed, SnapReceiver, SnapSender, SNAP_PACE_MS};
 use super::stage_latency::Stage;
 use crate::config::Config;
+use crate::dynconfig::DynConfig;
 use crate::proto::peer::PEER_FORWARD_BYTES_MAX;
 use crate::proto::{ErrorCode, Id};
 use crate::session::{self, ConnRef, SessionTracker};
 use crate::storage::{self, recovery::Recovered};
-use crate::tree::DataTree;
+use crate::tree::{path, DataTree};
 use crate::txn::forward::{self, Forward, LeaderReply};
 use crate::txn::prep::{prep, PrepContext};
 use crate::txn::{apply, codec, Txn, TxnHeader, TxnOp, WriteOp};
@@ -138,6 +139,12 @@ struct Member {
     config: Arc<Config>,
     me: Sid,
     peer: Peer,
+    /// The membership in force here (its server lines, for `/zookeeper/config`, the peer
+    /// transport and the reconfig requests this member preps as leader).
+    membership: DynConfig,
+    /// Reconfigurations delivered here whose `membership` file is not yet written: their
+    /// server lines by zxid (one at a time in practice: ReconfigInProgress).
+    configs: BTreeMap<Zxid, DynConfig>,
     /// Every delivered txn applied: the state snapshots are made of.
     committed: DataTree,
     /// Leader only, while its epoch is established: the committed tree plus every proposal.
@@ -541,6 +548,8 @@ impl Member {
             TxnOp::Error { err: ErrorCode::SessionExpired.code() }
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
+        } else if matches!(op, WriteOp::Reconfig { .. }) {
+            self.prep_reconfig(auth, op).unwrap_or_else(|e| TxnOp::Error { err: e.code() })
         } else {
             let ctx = PrepContext {
                 session_id,
@@ -556,6 +565,61 @@ impl Member {
             self.owners.remove(&session_id);
         }
         self.propose(session_id, cxid, txn_op, now)
+    }
+
+    /// A reconfig, decided as ZooKeeper's leader does, in its order: reconfigEnabled
+    /// (ReconfigDisabled), one at a time (ReconfigInProgress: the last proposed membership is
+    /// not the active one), the expected version (BadVersion), the change itself and the voter
+    /// floor (BadArguments), a synced quorum of the new membership (NewConfigNoQuorum), then
+    /// WRITE on `/zookeeper/config` (NoAuth; a super id passes). The txn carries the new text
+    /// with the version it will have: its own zxid.
+    fn prep_reconfig(&self, auth: &[Id], op: &WriteOp) -> Result<TxnOp, ErrorCode> {
+        let WriteOp::Reconfig { joining, leaving, new_members, cur_config_id } = op else {
+            return Err(ErrorCode::BadArguments);
+        };
+        if !self.config.reconfig_enabled {
+            return Err(ErrorCode::ReconfigDisabled);
+        }
+        let tree = self.prep.as_ref().ok_or(ErrorCode::ConnectionLoss)?;
+        let node = tree.get(path::CONFIG_NODE).ok_or(ErrorCode::NoNode)?;
+        let last_seen = node
+            .data
+            .as_ref()
+            .and_then(|d| std::str::from_utf8(d).ok())
+            .and_then(|t| DynConfig::parse(t).ok())
+            .unwrap_or_else(|| self.membership.clone());
+        if last_seen.version != self.membership.version || !self.peer.next_configs().is_empty() {
+            return Err(ErrorCode::ReconfigInProgress);
+        }
+        if *cur_config_id != -1 && *cur_config_id != last_seen.version {
+            return Err(ErrorCode::BadVersion);
+        }
+        let next = match new_members {
+            Some(m) => DynConfig::bulk(m),
+            None => last_seen.incremental(joining.as_deref(), leaving.as_deref()),
+        };
+        let mut next = next.map_err(|e| {
+            tracing::info!("reconfig refused: {e}");
+            ErrorCode::BadArguments
+        })?;
+        next.check_voters(self.config.standalone_enabled).map_err(|e| {
+            tracing::info!("reconfig refused: {e}");
+            ErrorCode::BadArguments
+        })?;
+        let mut synced = self.peer.synced_learners();
+        synced.push(self.me);
+        let voters = next.voters();
+        if voters.iter().filter(|v| synced.contains(v)).count() <= voters.len() / 2 {
+            tracing::info!(
+                "reconfig refused: there must be a connected and synced quorum in the new configuration                  (voters {voters:?}, synced {synced:?})"
+            );
+            return Err(ErrorCode::NewConfigNoQuorum);
+        }
+        if !crate::tree::acl::check(&node.acl, crate::proto::opcode::perms::WRITE, auth) {
+            return Err(ErrorCode::NoAuth);
+        }
+        next.version = self.peer.next_proposal_zxid().ok_or(ErrorCode::ConnectionLoss)?;
+        Ok(TxnOp::Reconfig { data: Bytes::from(next.text()) })
     }
 
     fn on_forwarded(&mut self, from: Sid, data: Bytes, now: Now) {
@@ -645,7 +709,36 @@ impl Member {
         tracing::info!("peer {}: membership {zxid:#x}: voters {voters:?}, observers {observers:?}", self.me);
         self.other_voters = voters.iter().copied().filter(|&v| v != self.me).collect();
         self.quorum = voters.len() / 2 + 1;
-        self.observer = observers.contains(&self.me);
+        let was_observer = std::mem::replace(&mut self.observer, observers.contains(&self.me));
+        if was_observer != self.observer && matches!(self.serving, Some(Role::Following { .. })) {
+            // Still following the same leader, in its new role: `srvr` and `mntr` say which.
+            let mode = if self.observer { ServerMode::Observer } else { ServerMode::Follower };
+            self.control(ToClientCore::Serving(mode));
+        }
+        match self.configs.get(&zxid) {
+            Some(c) => self.membership = c.clone(),
+            // Adopted from an election notification (sids only): the lines come with the sync.
+            None => {
+                let mut m = DynConfig::new(zxid, self.membership.servers.iter().cloned());
+                m.servers.retain(|s| voters.contains(&s.id) || observers.contains(&s.id));
+                self.membership = m;
+            }
+        }
+    }
+
+    /// After a SNAP: the membership the leader's tree holds in `/zookeeper/config`, if newer
+    /// than this member's, is told to the peer (a reconfiguration committed before the
+    /// snapshot is delivered to no one here).
+    fn snapshot_membership(&mut self) {
+        let Some(node) = self.committed.get(path::CONFIG_NODE) else { return };
+        let Some(text) = node.data.as_ref().and_then(|d| std::str::from_utf8(d).ok()) else { return };
+        let Ok(c) = DynConfig::parse(text) else { return };
+        if c.version == 0 || c.version <= self.membership.version {
+            return;
+        }
+        let (zxid, voters, observers) = (c.version, c.voters(), c.observers());
+        self.configs.insert(zxid, c);
+        self.step(Input::SnapshotMembership { zxid, voters, observers });
     }
 
     // ---- a follower's side ----
@@ -698,6 +791,23 @@ impl Member {
         let s = txn.header.session_id;
         let created = matches!(txn.op, TxnOp::CreateSession { .. });
         let closed = matches!(txn.op, TxnOp::CloseSession);
+        if let TxnOp::Reconfig { data } = &txn.op {
+            // ZAB activates it with this delivery (`Output::Reconfigured`); its lines are kept
+            // for the membership file and the peer transport.
+            match std::str::from_utf8(data)
+                .map_err(|e| e.to_string())
+                .and_then(|t| DynConfig::parse(t).map_err(|e| e.to_string()))
+            {
+                Ok(mut c) => {
+                    c.version = t.zxid;
+                    self.configs.insert(t.zxid, c);
+                }
+                Err(e) => tracing::error!(
+                    "reconfiguration {:#x} carries a configuration this member cannot read: {e}",
+                    t.zxid
+                ),
+            }
+        }
         let (origin, fence) = self.answers.remove(&t.zxid).map_or((None, false), |(o, f)| (Some(o), f));
         let answered = origin.is_some();
         self.commits.apply(&mut self.committed, txn, origin, fence);
@@ -987,7 +1097,21 @@ async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<()
                     .map_err(|e| format!("clearing the rejoin mark: {e}"))?;
             }
             PersistOp::Membership { zxid, voters, observers } => {
-                let membership = storage::peer_state::Membership { version: zxid, voters, observers };
+                let servers = m.configs.remove(&zxid).map(|c| c.servers).unwrap_or_default();
+                m.configs.retain(|&z, _| z > zxid);
+                if let (Some(cfg), false) = (&m.config.config_path, servers.is_empty()) {
+                    // ZooKeeper's `zoo.cfg.dynamic.<version>`: the lines alone, beside zoo.cfg.
+                    let path = std::path::PathBuf::from(format!("{}.dynamic.{zxid:x}", cfg.display()));
+                    let text: String = servers.iter().map(|s| format!("server.{}={}\n", s.id, s.value())).collect();
+                    let written =
+                        super::offcore::run(move || storage::files::write_atomic(&path, text.as_bytes()).map(|_| path))
+                            .await;
+                    match written {
+                        Ok(path) => tracing::info!("peer {}: membership {zxid:#x} written to {}", m.me, path.display()),
+                        Err(e) => tracing::warn!("peer {}: writing the dynamic config file: {e}", m.me),
+                    }
+                }
+                let membership = storage::peer_state::Membership { version: zxid, voters, observers, servers };
                 super::offcore::write_membership(m.config.data_dir.clone(), membership)
                     .await
                     .map_err(|e| format!("writing the membership: {e}"))?;
@@ -1048,7 +1172,7 @@ async fn on_leader_frame(m: &mut Member, from: Sid, msg: Message) {
 }
 
 /// Performs the peer's outputs until it has nothing more to say.
-async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet, now: Now) -> Result<(), String> {
+async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut PeerNet, now: Now) -> Result<(), String> {
     for _ in 0..OUTPUT_ROUNDS_MAX {
         let outs = std::mem::take(&mut m.out);
         if outs.is_empty() {
@@ -1077,6 +1201,7 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet
                     m.delivered_since_snapshot = 0;
                     m.delivered_bytes_since_snapshot = 0;
                     m.control(ToClientCore::Reset(m.committed.clone()));
+                    m.snapshot_membership();
                 }
                 Output::SendSnapshot { to, link, leader_nonce, seq, zxid } => {
                     assert_eq!(
@@ -1100,7 +1225,17 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &PeerNet
                     }
                 }
                 Output::FromLeader { data } => m.on_leader_reply(data),
-                Output::Reconfigured { zxid, voters, observers } => m.reconfigured(zxid, &voters, &observers),
+                Output::Reconfigured { zxid, voters, observers } => {
+                    m.reconfigured(zxid, &voters, &observers);
+                    // Joining members: the transport learns their addresses.
+                    let joining: Vec<_> = m.membership.servers.iter().filter(|s| !net.knows(s.id)).cloned().collect();
+                    for s in joining {
+                        match s.addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>() {
+                            Ok(addrs) => net.add_peer(s.id, &addrs),
+                            Err(e) => tracing::warn!("peer {}: server.{} joins, but {e}", m.me, s.id),
+                        }
+                    }
+                }
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     m.read_log(to, link, after, upto, check_after)
                 }
@@ -1146,6 +1281,46 @@ async fn quorum_tls(config: &Config) -> Result<Option<Rc<PeerTls>>, String> {
     Ok(Some(Rc::new(PeerTls { ctx: Arc::new(ctx), hosts })))
 }
 
+/// The membership a member starts in: the last committed reconfiguration's when the
+/// `membership` file holds its server lines, else the configuration's `server.N` lines
+/// (version 0, or the committed version when the file holds only the sids).
+pub fn start_membership(config: &Config) -> Result<DynConfig, String> {
+    let stored =
+        storage::peer_state::read_membership(&config.data_dir).map_err(|e| format!("reading the membership: {e}"))?;
+    Ok(match stored {
+        Some(m) if !m.servers.is_empty() => DynConfig::new(m.version, m.servers),
+        Some(m) => {
+            let lines = config.servers.iter().filter(|s| m.voters.contains(&s.id) || m.observers.contains(&s.id));
+            DynConfig::new(
+                m.version,
+                lines.cloned().map(|mut s| {
+                    s.observer = m.observers.contains(&s.id);
+                    s
+                }),
+            )
+        }
+        None => DynConfig::new(config.dynamic_config_version, config.servers.iter().cloned()),
+    })
+}
+
+/// Puts `m` into `/zookeeper/config` unless the tree holds as new a one already (a snapshot
+/// taken after that reconfiguration committed). The static membership gets mzxid 0 and mtime
+/// 0 (ZooKeeper: its start-up time; here every member's tree stays the same).
+pub fn publish_membership(tree: &mut DataTree, m: &DynConfig) {
+    let held = tree.get(path::CONFIG_NODE).map(|n| (n.mzxid, n.data.as_ref().is_some_and(|d| !d.is_empty())));
+    if held.is_some_and(|(mzxid, has_data)| has_data && mzxid >= m.version) {
+        return;
+    }
+    tree.set_config(Bytes::from(m.text()), m.version, 0);
+}
+
+/// `ZabConfig::membership_of`: the voters and observers a reconfiguration record installs.
+fn reconfig_membership(record: &[u8]) -> Option<(Vec<Sid>, Vec<Sid>)> {
+    let text = std::str::from_utf8(codec::reconfig_text(record)?).ok()?;
+    let c = DynConfig::parse(text).ok()?;
+    Some((c.voters(), c.observers()))
+}
+
 /// Runs the pipeline core of an ensemble member until shutdown.
 pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let EnsembleParams { config, stats, recovered, tree: committed, my_id, from_cores, to_cores, shutdown } = params;
@@ -1177,9 +1352,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         zxid_counter_max: ZXID_COUNTER_MAX,
         sync_chunk_bytes_max: SYNC_CHUNK_BYTES_MAX,
         commit_log_count: usize::try_from(config.commit_log_count).unwrap_or(usize::MAX),
-        // No client request makes a reconfiguration txn yet (opcode 16 is issue 16's step 3),
-        // so no txn here changes the membership.
-        membership_of: zab::no_reconfig,
+        membership_of: reconfig_membership,
     };
     let (accepted_epoch, current_epoch) =
         storage::peer_state::read_epochs(&config.data_dir).map_err(|e| format!("reading the epochs: {e}"))?;
@@ -1250,7 +1423,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         let hosts = config.servers.iter().map(|s| (s.id, s.addrs.iter().map(|a| a.host.clone()).collect())).collect();
         Rc::new(crate::server::peer_auth::PeerSasl::new(q, hosts))
     });
-    let (net, peer_rx) = PeerNet::start_secured(my_id, &peers, tls, sasl).map_err(|e| e.to_string())?;
+    let (mut net, peer_rx) = PeerNet::start_secured(my_id, &peers, tls, sasl).map_err(|e| e.to_string())?;
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()
@@ -1262,6 +1435,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         config: config.clone(),
         me: my_id,
         peer,
+        membership: start_membership(&config)?,
+        configs: BTreeMap::new(),
         committed,
         prep: None,
         sessions: SessionTracker::new(config.tick_time_ms, session::first_session_id(my_id as u8, now.wall_ms)),
@@ -1454,7 +1629,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
             result = Err(e);
             break;
         }
-        if let Err(e) = drain_outputs(&mut m, &mut log, &net, now).await {
+        if let Err(e) = drain_outputs(&mut m, &mut log, &mut net, now).await {
             tracing::error!("peer {my_id}: {e}; stopping");
             result = Err(e);
             break;

@@ -80,10 +80,16 @@ pub fn run(mut config: Config) -> Result<(), String> {
         *dir = std::path::absolute(&*dir).map_err(|e| format!("cannot resolve directory {}: {e}", dir.display()))?;
     }
     // An ensemble member reads its id from `myid` in the data directory.
+    let mut membership = None;
     let my_id = if config.is_ensemble() {
         let id = storage::peer_state::read_myid(&config.data_dir).map_err(|e| e.to_string())?.ok_or_else(|| {
             format!("{}/myid is missing: an ensemble member needs its server id there", config.data_dir.display())
         })?;
+        // The membership this member starts in: the last committed reconfiguration's, else
+        // the server lines. From here on `config.servers` are its lines.
+        let m = ensemble::start_membership(&config)?;
+        config.servers = m.servers.clone();
+        membership = Some(m);
         if !config.servers.iter().any(|s| s.id == id) {
             return Err(format!("myid is {id}, but the configuration has no server.{id} line"));
         }
@@ -160,7 +166,11 @@ pub fn run(mut config: Config) -> Result<(), String> {
             },
             None => storage::recovery::Recovered { warnings: Vec::new(), ..(*recovered).clone() },
         };
-        storage::recovery::rebuild_tree(&start).map_err(|e| format!("rebuilding the tree: {e}"))?
+        let mut tree = storage::recovery::rebuild_tree(&start).map_err(|e| format!("rebuilding the tree: {e}"))?;
+        if let Some(m) = &membership {
+            ensemble::publish_membership(&mut tree, m);
+        }
+        tree
     };
     let recovered = {
         let mut r = Arc::try_unwrap(recovered).unwrap_or_else(|shared| (*shared).clone());

@@ -115,8 +115,9 @@ pub const PEER_REFUSAL_LOG_INTERVAL_MS: u64 = 1_000;
 /// Who may connect to the peer port, and the connections open now.
 struct Gate {
     me: Sid,
-    /// Each server's `server.N` addresses (one or more: `|`).
-    hosts: BTreeMap<Sid, Vec<IpAddr>>,
+    /// Each server's `server.N` addresses (one or more: `|`); a reconfiguration adds servers
+    /// (`PeerNet::add_peer`).
+    hosts: RefCell<BTreeMap<Sid, Vec<IpAddr>>>,
     /// Inbound connections open now, by source address.
     open: RefCell<HashMap<IpAddr, usize>>,
     /// The live inbound connection of each server: a newer one signals the older one to end.
@@ -155,19 +156,20 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 
 impl Gate {
     fn known_address(&self, ip: IpAddr) -> bool {
-        self.hosts.values().any(|h| h.contains(&ip))
+        self.hosts.borrow().values().any(|h| h.contains(&ip))
     }
 
     /// Whether `ip` is one of this member's own addresses.
     fn own_address(&self, ip: IpAddr) -> bool {
-        self.hosts.get(&self.me).is_some_and(|h| h.contains(&ip))
+        self.hosts.borrow().get(&self.me).is_some_and(|h| h.contains(&ip))
     }
 
     /// Inbound connections that may be open at once from `ip`: `PEER_INBOUND_CONNS_PER_SERVER_MAX`
     /// for each other server that may connect from it — those whose `server.N` host it is, or
     /// all of them for this member's own address (the hello rule's relay or co-located case).
     fn conns_max(&self, ip: IpAddr) -> usize {
-        let others = self.hosts.iter().filter(|&(&sid, _)| sid != self.me);
+        let hosts = self.hosts.borrow();
+        let others = hosts.iter().filter(|&(&sid, _)| sid != self.me);
         let servers =
             if self.own_address(ip) { others.count() } else { others.filter(|&(_, h)| h.contains(&ip)).count() };
         PEER_INBOUND_CONNS_PER_SERVER_MAX * servers.max(1)
@@ -198,7 +200,8 @@ impl Gate {
         if sid == self.me {
             return Err(format!("it claims to be this server ({sid})"));
         }
-        let Some(hosts) = self.hosts.get(&sid) else {
+        let all = self.hosts.borrow();
+        let Some(hosts) = all.get(&sid) else {
             return Err(format!("it claims server id {sid}, which no server.N line names"));
         };
         if hosts.contains(&from) || self.own_address(from) {
@@ -263,6 +266,12 @@ pub enum Sent {
 pub struct PeerNet {
     me: Sid,
     out: BTreeMap<Sid, Rc<Outbound>>,
+    /// This server's own addresses (dials bind one of them).
+    own: Vec<SocketAddr>,
+    tx: Rc<LocalSender<PeerIn>>,
+    gate: Rc<Gate>,
+    tls: Option<Rc<PeerTls>>,
+    sasl: Option<Rc<PeerSasl>>,
     tasks: Vec<glommio::task::JoinHandle<()>>,
     dropped: Cell<u64>,
     resets: Cell<u64>,
@@ -327,7 +336,9 @@ impl PeerNet {
         let snap_bytes_in = Rc::new(Cell::new(0));
         let gate = Rc::new(Gate {
             me,
-            hosts: peers.iter().map(|(&sid, a)| (sid, a.iter().map(|a| canonical_ip(a.ip())).collect())).collect(),
+            hosts: RefCell::new(
+                peers.iter().map(|(&sid, a)| (sid, a.iter().map(|a| canonical_ip(a.ip())).collect())).collect(),
+            ),
             open: RefCell::new(HashMap::new()),
             live: RefCell::new(BTreeMap::new()),
             last_refusal_log: Cell::new(None),
@@ -336,7 +347,7 @@ impl PeerNet {
         let inbound = Inbound {
             tx: tx.clone(),
             snap_bytes_in: snap_bytes_in.clone(),
-            gate,
+            gate: gate.clone(),
             tls: tls.clone(),
             sasl: sasl.clone(),
         };
@@ -344,37 +355,64 @@ impl PeerNet {
         for listener in listeners {
             tasks.push(glommio::spawn_local(accept_loop(listener, inbound.clone())).detach());
         }
-        let mut out = BTreeMap::new();
-        for (&sid, addrs) in peers {
-            if sid == me {
-                continue;
-            }
-            let o = Rc::new(Outbound {
-                buf: RefCell::new(BytesMut::new()),
-                writing: Cell::new(0),
-                connected: Cell::new(false),
-                wake: Semaphore::new(0),
-                reset: Semaphore::new(0),
-            });
-            let dial_tls = tls.clone().filter(|t| t.ctx.settings.ssl_quorum);
-            // Dial from one of this server's own addresses, so that peers see it as a server.N
-            // host of it: the one in the same place of the line, else the first of the family.
-            let routes: Vec<Route> =
-                addrs.iter().enumerate().map(|(i, &to)| Route { to, from: source_for(own, i, to), index: i }).collect();
-            let dial = Dial { me, to: sid, routes, tls: dial_tls, sasl: sasl.clone() };
-            tasks.push(glommio::spawn_local(dial_loop(dial, o.clone(), tx.clone())).detach());
-            out.insert(sid, o);
-        }
-        let net = PeerNet {
+        let mut net = PeerNet {
             me,
-            out,
+            out: BTreeMap::new(),
+            own: own.clone(),
+            tx,
+            gate,
+            tls,
+            sasl,
             tasks,
             dropped: Cell::new(0),
             resets: Cell::new(0),
             outbound_bytes_max: PEER_OUTBOUND_BYTES_MAX,
             snap_bytes_in,
         };
+        for (&sid, addrs) in peers {
+            if sid != me {
+                net.dial(sid, addrs);
+            }
+        }
         Ok((net, rx))
+    }
+
+    /// Starts the sending side towards `sid` at `addrs`.
+    fn dial(&mut self, sid: Sid, addrs: &[SocketAddr]) {
+        let o = Rc::new(Outbound {
+            buf: RefCell::new(BytesMut::new()),
+            writing: Cell::new(0),
+            connected: Cell::new(false),
+            wake: Semaphore::new(0),
+            reset: Semaphore::new(0),
+        });
+        let dial_tls = self.tls.clone().filter(|t| t.ctx.settings.ssl_quorum);
+        // Dial from one of this server's own addresses, so that peers see it as a server.N
+        // host of it: the one in the same place of the line, else the first of the family.
+        let routes: Vec<Route> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, &to)| Route { to, from: source_for(&self.own, i, to), index: i })
+            .collect();
+        let dial = Dial { me: self.me, to: sid, routes, tls: dial_tls, sasl: self.sasl.clone() };
+        self.tasks.push(glommio::spawn_local(dial_loop(dial, o.clone(), self.tx.clone())).detach());
+        self.out.insert(sid, o);
+    }
+
+    /// A reconfiguration named a server this transport does not know: it may connect from
+    /// its hosts now, and is dialed at `addrs` (issue 16's joining members). A known server
+    /// keeps its addresses (a reconfiguration that moves a server is not followed here).
+    pub fn add_peer(&mut self, sid: Sid, addrs: &[SocketAddr]) {
+        if sid == self.me || self.out.contains_key(&sid) || addrs.is_empty() {
+            return;
+        }
+        self.gate.hosts.borrow_mut().insert(sid, addrs.iter().map(|a| canonical_ip(a.ip())).collect());
+        self.dial(sid, addrs);
+    }
+
+    /// Whether this transport knows `sid`.
+    pub fn knows(&self, sid: Sid) -> bool {
+        sid == self.me || self.out.contains_key(&sid)
     }
 
     /// Queues `msg` for `to`, unless `to` is down, or too far behind (then it is disconnected).
@@ -968,7 +1006,7 @@ mod tests {
     fn gate(me: Sid, hosts: &[(Sid, &str)]) -> Gate {
         Gate {
             me,
-            hosts: hosts.iter().map(|&(sid, h)| (sid, vec![h.parse().unwrap()])).collect(),
+            hosts: RefCell::new(hosts.iter().map(|&(sid, h)| (sid, vec![h.parse().unwrap()])).collect()),
             open: RefCell::new(HashMap::new()),
             live: RefCell::new(BTreeMap::new()),
             last_refusal_log: Cell::new(None),
@@ -1418,8 +1456,10 @@ mod tests {
         assert_eq!(source_for(&[a("[::1]:1")], 0, a("10.0.0.9:1")), None);
         let g = Gate {
             me: 1,
-            hosts: [(1, vec![ip("10.0.0.1").unwrap()]), (2, vec![ip("10.0.0.2").unwrap(), ip("10.1.0.2").unwrap()])]
-                .into(),
+            hosts: RefCell::new(
+                [(1, vec![ip("10.0.0.1").unwrap()]), (2, vec![ip("10.0.0.2").unwrap(), ip("10.1.0.2").unwrap()])]
+                    .into(),
+            ),
             open: RefCell::new(HashMap::new()),
             live: RefCell::new(BTreeMap::new()),
             last_refusal_log: Cell::new(None),

@@ -220,7 +220,14 @@ impl Pipeline {
                     txn_bytes_max: self.config.txn_bytes_max(),
                     enforce_quota: self.config.enforce_quota,
                 };
-                let txn_op = prep(&self.tree, &op, &ctx);
+                let txn_op = match op {
+                    // A standalone server cannot reconfigure (ZooKeeper: Unimplemented, once
+                    // reconfigEnabled lets the request that far).
+                    WriteOp::Reconfig { .. } if self.config.reconfig_enabled => {
+                        TxnOp::Error { err: ErrorCode::Unimplemented.code() }
+                    }
+                    _ => prep(&self.tree, &op, &ctx),
+                };
                 if matches!(txn_op, TxnOp::CloseSession) {
                     self.sessions.remove(session_id);
                     self.conn_sessions.remove(&conn);

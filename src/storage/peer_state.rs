@@ -3,8 +3,9 @@
 //! written together so they can never disagree with each other after a crash), and
 //! `rejoin.pending` (this member set damaged log segments aside and has not synced with an
 //! established leader since: it must not count toward a quorum until it has), and
-//! `membership` (the last committed reconfiguration: its zxid and the voting and observing
-//! sids, issue 16; absent: the static `server.N` lines).
+//! `membership` (the last committed reconfiguration: its zxid, the voting and observing sids,
+//! and, when the shell knows them, its `server.N` lines, issue 16; absent: the static
+//! `server.N` lines).
 //! Rules: `epochs` is replaced atomically (`write_atomic`) and carries a crc32c; a damaged or
 //! impossible file (accepted below current) is an error naming the file, never a silent reset.
 //! `rejoin.pending` is written durably before any log data is set aside, and removed only
@@ -20,15 +21,19 @@ pub const MYID_FILE: &str = "myid";
 pub const EPOCHS_FILE: &str = "epochs";
 pub const REJOIN_PENDING_FILE: &str = "rejoin.pending";
 pub const MEMBERSHIP_FILE: &str = "membership";
-/// Bytes a `membership` file may hold (255 sids of 3 digits and commas, twice, and a version).
-const MEMBERSHIP_FILE_BYTES_MAX: u64 = 4096;
+/// Bytes a `membership` file may hold (255 sids of 3 digits and commas, twice, a version, and
+/// the server lines).
+const MEMBERSHIP_FILE_BYTES_MAX: u64 = 4096 + crate::dynconfig::DYNCONFIG_BYTES_MAX as u64;
 
-/// The last committed reconfiguration: its zxid (the version) and the voting and observing sids.
+/// The last committed reconfiguration: its zxid (the version), the voting and observing sids,
+/// and its server lines (empty when this member adopted the sids from an election
+/// notification, which carries no addresses).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Membership {
     pub version: i64,
     pub voters: Vec<u64>,
     pub observers: Vec<u64>,
+    pub servers: Vec<crate::config::ServerSpec>,
 }
 /// `epochs`: magic, version, accepted u32, current u32, crc32c of the 12 bytes before it.
 const EPOCHS_MAGIC: [u8; 4] = *b"RKEP";
@@ -144,10 +149,15 @@ pub fn write_membership(dir: &Path, m: &Membership) -> Result<(), PeerStateError
     write_atomic(&path, encode_membership(m).as_bytes()).map_err(|err| PeerStateError::Io { path, err })
 }
 
-/// `version=0x…`, `voters=1,2,3`, `observers=4` (empty after `=` for none), one per line.
+/// `version=0x…`, `voters=1,2,3`, `observers=4` (empty after `=` for none), one per line,
+/// then the `server.N=…` lines if known.
 fn encode_membership(m: &Membership) -> String {
     let list = |ids: &[u64]| ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
-    format!("version={:#x}\nvoters={}\nobservers={}\n", m.version, list(&m.voters), list(&m.observers))
+    let mut t = format!("version={:#x}\nvoters={}\nobservers={}\n", m.version, list(&m.voters), list(&m.observers));
+    for s in &m.servers {
+        t.push_str(&format!("server.{}={}\n", s.id, s.value()));
+    }
+    t
 }
 
 fn decode_membership(text: &str) -> Result<Membership, &'static str> {
@@ -174,10 +184,22 @@ fn decode_membership(text: &str) -> Result<Membership, &'static str> {
     if voters.is_empty() {
         return Err("it names no voter");
     }
-    if lines.next().is_some_and(|l| !l.is_empty()) {
-        return Err("it has lines after the observers");
+    let rest: Vec<&str> = lines.filter(|l| !l.is_empty()).collect();
+    if rest.iter().any(|l| !l.starts_with("server.")) {
+        return Err("it has lines after the observers that are no server lines");
     }
-    Ok(Membership { version, voters, observers })
+    let servers = crate::dynconfig::DynConfig::parse(&rest.join("\n")).map_err(|_| "a server line is bad")?.servers;
+    if !servers.is_empty() {
+        let (mut v, mut o) = (voters.clone(), observers.clone());
+        v.sort_unstable();
+        o.sort_unstable();
+        let lv: Vec<u64> = servers.iter().filter(|s| !s.observer).map(|s| s.id).collect();
+        let lo: Vec<u64> = servers.iter().filter(|s| s.observer).map(|s| s.id).collect();
+        if (lv, lo) != (v, o) {
+            return Err("its server lines name other members than its voters and observers");
+        }
+    }
+    Ok(Membership { version, voters, observers, servers })
 }
 
 fn encode_epochs(accepted: u32, current: u32) -> [u8; EPOCHS_FILE_BYTES] {
@@ -258,16 +280,22 @@ mod tests {
     fn the_membership_file_round_trips_and_damage_is_named() {
         let dir = TempDir::new("membership");
         assert_eq!(read_membership(&dir.0).unwrap(), None);
-        let m = Membership { version: 0x1_0000_0006, voters: vec![1, 2, 3, 4, 5], observers: vec![] };
+        let m = Membership { version: 0x1_0000_0006, voters: vec![1, 2, 3, 4, 5], observers: vec![], servers: vec![] };
         write_membership(&dir.0, &m).unwrap();
         assert_eq!(read_membership(&dir.0).unwrap(), Some(m.clone()));
         assert_eq!(
             std::fs::read_to_string(&dir.0.join(MEMBERSHIP_FILE)).unwrap(),
             "version=0x100000006\nvoters=1,2,3,4,5\nobservers=\n"
         );
-        let m2 = Membership { version: 0x2_0000_0001, voters: vec![2, 3, 4], observers: vec![1, 5] };
+        let m2 = Membership { version: 0x2_0000_0001, voters: vec![2, 3, 4], observers: vec![1, 5], servers: vec![] };
         write_membership(&dir.0, &m2).unwrap();
         assert_eq!(read_membership(&dir.0).unwrap(), Some(m2));
+        // With its server lines (a reconfiguration this member applied).
+        let lines =
+            crate::dynconfig::DynConfig::parse("server.1=h:1:2;127.0.0.1:3\nserver.2=h:4:5:observer;h:6").unwrap();
+        let m3 = Membership { version: 0x2_0000_0002, voters: vec![1], observers: vec![2], servers: lines.servers };
+        write_membership(&dir.0, &m3).unwrap();
+        assert_eq!(read_membership(&dir.0).unwrap(), Some(m3));
         for bad in [
             "",
             "version=6\nvoters=1\nobservers=\n",
@@ -276,6 +304,8 @@ mod tests {
             "version=0x6\nvoters=1,x\nobservers=\n",
             "version=0x6\nobservers=\nvoters=1\n",
             "version=0x6\nvoters=1\nobservers=2\nmore=1\n",
+            "version=0x6\nvoters=1\nobservers=\nserver.2=h:1:2;3\n",
+            "version=0x6\nvoters=1\nobservers=\nserver.1=h:1\n",
         ] {
             std::fs::write(&dir.0.join(MEMBERSHIP_FILE), bad).unwrap();
             let err = read_membership(&dir.0).unwrap_err().to_string();

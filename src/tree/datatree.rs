@@ -483,6 +483,17 @@ impl DataTree {
         self.add_to_quota(p, 0, new - old);
     }
 
+    /// Sets `/zookeeper/config` as ZooKeeper does (a reconfig's SetDataTxn carries version
+    /// -1, and its start-up `initConfigInZKDatabase` sets it so too): the data, mzxid and mtime,
+    /// and dataVersion -1.
+    pub fn set_config(&mut self, data: Bytes, zxid: i64, time_ms: i64) {
+        let p = super::path::CONFIG_NODE;
+        self.set_data(p, Some(data), zxid, time_ms);
+        if let Some(node) = self.node_mut(p) {
+            node.version = -1;
+        }
+    }
+
     // ---- quotas (see `quota`) ----
 
     /// The longest path with a quota that is `p` or an ancestor of it (never `/`), as

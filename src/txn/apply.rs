@@ -7,6 +7,7 @@ use super::{Txn, TxnOp};
 use crate::proto::opcode::event_type;
 use crate::proto::{Acl, Stat};
 use crate::tree::{path, DataTree};
+use bytes::Bytes;
 use std::sync::Arc;
 
 /// A change that may fire watches, in apply order, with the ACLs in force when it happened:
@@ -77,6 +78,12 @@ pub enum OpResult {
     AclSet {
         stat: Stat,
     },
+    /// A reconfiguration: the reply is the new configuration's text and the config node's
+    /// Stat (ZooKeeper's GetDataResponse to a reconfig).
+    Reconfigured {
+        data: Bytes,
+        stat: Stat,
+    },
     Checked,
     Error(i32),
     Multi(Vec<OpResult>),
@@ -135,6 +142,12 @@ fn apply_op(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change
             tree.set_data(path, data.clone(), zxid, time);
             changes.push(Change::DataChanged { path: path.clone(), acl: acl_of(tree, path) });
             OpResult::DataSet { stat: stat_of(tree, path) }
+        }
+        TxnOp::Reconfig { data } => {
+            let path = path::CONFIG_NODE;
+            tree.set_config(data.clone(), zxid, time);
+            changes.push(Change::DataChanged { path: path.into(), acl: acl_of(tree, path) });
+            OpResult::Reconfigured { data: data.clone(), stat: stat_of(tree, path) }
         }
         TxnOp::SetAcl { path, acl } => {
             tree.set_acl(path, acl.clone().into(), zxid);

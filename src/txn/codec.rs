@@ -49,6 +49,7 @@ const TAG_ERROR: u8 = 8;
 const TAG_MULTI: u8 = 9;
 const TAG_SESSION_SECRET: u8 = 10;
 const TAG_RESTORE: u8 = 11;
+const TAG_RECONFIG: u8 = 12;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxnDecodeError {
@@ -137,6 +138,11 @@ fn encode_op(op: &TxnOp, out: &mut BytesMut) {
             put_str(path, out);
             put_acl(acl, out);
         }
+        TxnOp::Reconfig { data } => {
+            out.put_u8(TAG_RECONFIG);
+            out.put_i32(data.len() as i32);
+            out.put_slice(data);
+        }
         TxnOp::Check { path } => {
             out.put_u8(TAG_CHECK);
             put_str(path, out);
@@ -180,6 +186,7 @@ pub fn op_encoded_len(op: &TxnOp) -> usize {
         TxnOp::Delete { path } | TxnOp::Check { path } => 4 + path.len(),
         TxnOp::SetData { path, data } => 4 + path.len() + opt_bytes_encoded_len(data),
         TxnOp::SetAcl { path, acl } => 4 + path.len() + acl_encoded_len(acl),
+        TxnOp::Reconfig { data } => 4 + data.len(),
         TxnOp::Multi(ops) => 4 + ops.iter().map(op_encoded_len).sum::<usize>(),
     }
 }
@@ -278,6 +285,18 @@ pub fn record_zxid(record: &[u8]) -> Option<i64> {
     Some(i64::from_be_bytes(b))
 }
 
+/// The new configuration's text a reconfiguration record carries, None for any other record
+/// (read without decoding the record: ZAB asks this of every txn it logs).
+pub fn reconfig_text(record: &[u8]) -> Option<&[u8]> {
+    if record.get(TXN_HEADER_BYTES) != Some(&TAG_RECONFIG) {
+        return None;
+    }
+    let at = TXN_HEADER_BYTES + 1;
+    let n: [u8; 4] = record.get(at..at + 4)?.try_into().ok()?;
+    let n = usize::try_from(i32::from_be_bytes(n)).ok()?;
+    record.get(at + 4..at + 4 + n)
+}
+
 fn decode_op(r: &mut Reader, top: bool) -> Result<TxnOp, TxnDecodeError> {
     Ok(match r.u8()? {
         TAG_CREATE_SESSION => TxnOp::CreateSession { timeout_ms: r.i32()? },
@@ -295,6 +314,12 @@ fn decode_op(r: &mut Reader, top: bool) -> Result<TxnOp, TxnDecodeError> {
         TAG_CHECK => TxnOp::Check { path: r.string()? },
         TAG_ERROR => TxnOp::Error { err: r.i32()? },
         TAG_RESTORE if top => TxnOp::Restore,
+        TAG_RECONFIG if top => {
+            let n = r.len()?;
+            let at = r.pos;
+            r.take(n)?;
+            TxnOp::Reconfig { data: r.buf.slice(at..at + n) }
+        }
         TAG_SESSION_SECRET => {
             if !top {
                 return Err(TxnDecodeError::SecretInMulti);
@@ -323,6 +348,12 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn sample_record() -> Bytes {
+        let mut out = BytesMut::new();
+        encode(&sample(), &mut out);
+        out.freeze()
+    }
+
     fn sample() -> Txn {
         Txn {
             header: TxnHeader { zxid: 0x1_0000_0005, session_id: 77, cxid: 3, time_ms: 1_700_000_000_000 },
@@ -341,6 +372,26 @@ mod tests {
                 TxnOp::SetAcl { path: "/a".into(), acl: vec![] },
             ]),
         }
+    }
+
+    #[test]
+    fn a_reconfiguration_round_trips_and_its_text_is_read_in_place() {
+        let data = Bytes::from_static(b"server.1=h:1:2:participant;h:3\nversion=100000002");
+        let txn = Txn {
+            header: TxnHeader { zxid: 0x1_0000_0002, session_id: 9, cxid: 4, time_ms: 5 },
+            op: TxnOp::Reconfig { data: data.clone() },
+        };
+        let mut out = BytesMut::new();
+        encode(&txn, &mut out);
+        assert_eq!(out.len(), TXN_HEADER_BYTES + op_encoded_len(&txn.op));
+        let record = out.freeze();
+        assert_eq!(reconfig_text(&record), Some(&data[..]));
+        assert_eq!(decode(record.clone()).unwrap(), txn);
+        // Cut anywhere: no text, no panic; other records carry none.
+        for n in 0..record.len() {
+            assert_eq!(reconfig_text(&record[..n]), None, "cut at {n}");
+        }
+        assert_eq!(reconfig_text(&sample_record()), None);
     }
 
     #[test]

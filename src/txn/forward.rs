@@ -94,6 +94,7 @@ const OP_MULTI: u8 = 6;
 const OP_CREATE_SESSION: u8 = 7;
 const OP_CLOSE_SESSION: u8 = 8;
 const OP_DELETE_CONTAINER: u8 = 9;
+const OP_RECONFIG: u8 = 10;
 
 pub fn encode_forward(f: &Forward) -> Bytes {
     let mut out = BytesMut::new();
@@ -192,6 +193,16 @@ fn encode_op(op: &WriteOp, out: &mut BytesMut) {
             out.put_u8(OP_DELETE_CONTAINER);
             jute::write_string(out, path);
         }
+        WriteOp::Reconfig { joining, leaving, new_members, cur_config_id } => {
+            out.put_u8(OP_RECONFIG);
+            for s in [joining, leaving, new_members] {
+                match s {
+                    Some(s) => jute::write_string(out, s),
+                    None => out.put_i32(-1),
+                }
+            }
+            out.put_i64(*cur_config_id);
+        }
     }
 }
 
@@ -232,6 +243,12 @@ fn decode_op(r: &mut JuteReader, nested: bool) -> Result<WriteOp, ForwardDecodeE
         OP_CREATE_SESSION => WriteOp::CreateSession { timeout_ms: r.read_int()? },
         OP_CLOSE_SESSION => WriteOp::CloseSession,
         OP_DELETE_CONTAINER => WriteOp::DeleteContainer { path: r.read_string()? },
+        OP_RECONFIG if !nested => WriteOp::Reconfig {
+            joining: r.read_opt_string()?,
+            leaving: r.read_opt_string()?,
+            new_members: r.read_opt_string()?,
+            cur_config_id: r.read_long()?,
+        },
         tag => return Err(ForwardDecodeError::BadTag(tag)),
     })
 }

@@ -70,6 +70,13 @@ pub enum TxnOp {
     /// made durable before this record was logged. It changes nothing when applied; a replay
     /// that reaches it (the snapshot lost) refuses (`storage::recovery::rebuild_tree`).
     Restore,
+    /// A reconfiguration (ZooKeeper's txn type 16, a SetDataTxn of `/zookeeper/config`): the
+    /// new membership's text (`dynconfig::DynConfig::text`, its version this txn's zxid). Applied
+    /// as that node's data with dataVersion -1; ZAB reads the membership from it
+    /// (`codec::reconfig_text`) and activates it when it commits.
+    Reconfig {
+        data: Bytes,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +125,14 @@ pub enum WriteOp {
     DeleteContainer {
         path: String,
     },
+    /// A client's reconfig (opcode 16), decided by an ensemble's leader
+    /// (`server::ensemble`'s `prep_reconfig`); anywhere else prep refuses it.
+    Reconfig {
+        joining: Option<String>,
+        leaving: Option<String>,
+        new_members: Option<String>,
+        cur_config_id: i64,
+    },
 }
 
 impl WriteOp {
@@ -130,6 +145,12 @@ impl WriteOp {
             }
             Request::Multi(ops) => WriteOp::Multi(ops.iter().map(WriteOp::from_multi_sub_op).collect()),
             Request::CloseSession => WriteOp::CloseSession,
+            Request::Reconfig { joining, leaving, new_members, cur_config_id } => WriteOp::Reconfig {
+                joining: joining.clone(),
+                leaving: leaving.clone(),
+                new_members: new_members.clone(),
+                cur_config_id: *cur_config_id,
+            },
             Request::Create { .. } | Request::Delete { .. } | Request::SetData { .. } => WriteOp::from_multi_sub_op(r),
             _ => return None,
         })

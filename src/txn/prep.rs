@@ -118,6 +118,9 @@ fn fixup_acl(
 /// an ACL from growing past it while it is expanded).
 fn prep_single(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>, bytes_max: usize) -> PrepResult {
     match op {
+        // Only an ensemble's leader with reconfigEnabled decides a reconfig (it knows the
+        // quorum: `server::ensemble`); everywhere else it is what ZooKeeper answers first.
+        WriteOp::Reconfig { .. } => Err(ErrorCode::ReconfigDisabled),
         WriteOp::Create { opcode, path, data, acl: acl_req, flags, ttl_ms } => {
             prep_create(tree, *opcode, path, data, acl_req.as_deref(), *flags, *ttl_ms, ctx, bytes_max)
         }

@@ -556,6 +556,15 @@ impl Peer {
         }
     }
 
+    /// Leader: the learners synced with this leadership and following it now (ZooKeeper's
+    /// "connected and synced" learners, which a reconfiguration's new quorum is counted from).
+    pub fn synced_learners(&self) -> Vec<Sid> {
+        match &self.state {
+            RoleState::Leading(l) => l.followers.iter().filter(|(_, v)| v.up_to_date).map(|(&s, _)| s).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Leader: learners (followers and observers) with a link, and those up to date.
     pub fn learners(&self) -> (usize, usize) {
         match &self.state {

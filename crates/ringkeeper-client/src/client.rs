@@ -444,6 +444,29 @@ impl Client {
         }
     }
 
+    /// Asks the ensemble for a new membership (opcode 16, ZooKeeperAdmin's `reconfigure`):
+    /// incremental (`joining` `server.N=…` lines and `leaving` sids, comma-separated) or bulk
+    /// (`new_members`, the whole membership), from config version `from_config` (-1: any).
+    /// Returns the new configuration's text and the Stat of `/zookeeper/config`.
+    pub async fn reconfig(
+        &self,
+        joining: Option<&str>,
+        leaving: Option<&str>,
+        new_members: Option<&str>,
+        from_config: i64,
+    ) -> Result<(Bytes, Stat)> {
+        let req = Request::Reconfig {
+            joining: joining.map(str::to_string),
+            leaving: leaving.map(str::to_string),
+            new_members: new_members.map(str::to_string),
+            cur_config_id: from_config,
+        };
+        match self.call(req, None).await? {
+            Response::GetData { data, stat } => Ok((data.unwrap_or_default(), stat)),
+            _ => unexpected(),
+        }
+    }
+
     /// The node's ACL and its Stat (op getACL).
     pub async fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
         match self.call(Request::GetAcl { path: path.to_string() }, None).await? {

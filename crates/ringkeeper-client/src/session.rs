@@ -969,6 +969,8 @@ impl<C> Session<C> {
             Request::GetEphemerals { prefix } => Request::GetEphemerals { prefix: p(prefix)? },
             Request::GetAllChildrenNumber { path } => Request::GetAllChildrenNumber { path: p(path)? },
             Request::WhoAmI => Request::WhoAmI,
+            // No path: the chroot does not apply.
+            r @ Request::Reconfig { .. } => r,
             // Session-level packets are the core's own business.
             Request::Ping
             | Request::CloseSession

@@ -98,6 +98,9 @@ pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// Where ZooKeeper publishes the ensemble's dynamic configuration (`ZooDefs.CONFIG_NODE`).
+pub const CONFIG_NODE: &str = "/zookeeper/config";
+
 /// True for the nodes a client may never delete.
 pub fn is_reserved(path: &str) -> bool {
     matches!(path, "/" | "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config")

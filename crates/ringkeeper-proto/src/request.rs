@@ -14,8 +14,9 @@
 //! - top-level check (13): a read, as Apache 3.9 answers it: NoNode, NoAuth (READ),
 //!   BadVersion, else err 0 with no body. (Apache 3.8 answers the same errors; on success it
 //!   fails to serialize its reply and answers nothing.)
-//! - reconfig (16): ReconfigDisabled (-123), as Apache 3.8 with reconfigEnabled=false (the
-//!   default) answers; MarshallingError if the body does not decode; the connection continues;
+//! - reconfig (16): decoded (`Request::Reconfig`; the server answers ReconfigDisabled, -123,
+//!   when reconfigEnabled is off, as Apache 3.8); MarshallingError if the body does not
+//!   decode; the connection continues;
 //! - sasl (102): err 0 with a null token, the connection continuing, as Apache 3.8 answers
 //!   when no SASL server is configured (the client's SASL exchange then goes nowhere); a body
 //!   that does not decode closes the connection without a reply, as in Apache;
@@ -218,6 +219,18 @@ pub enum Request {
     },
     /// whoAmI (op 107): no record.
     WhoAmI,
+    /// ReconfigRequest (op 16): an incremental (`joining`/`leaving`) or bulk (`new_members`)
+    /// membership change.
+    Reconfig {
+        /// ustring: `server.N=…` lines joining (comma-separated), or null.
+        joining: Option<String>,
+        /// ustring: sids leaving (comma-separated), or null.
+        leaving: Option<String>,
+        /// ustring: the whole new membership (comma-separated lines), or null.
+        new_members: Option<String>,
+        /// long: the config version expected (-1: any).
+        cur_config_id: i64,
+    },
     /// GetSASLRequest: a SASL token (no SASL server here: answered with a null token).
     Sasl {
         /// buffer: the token (`None` for a null buffer).
@@ -254,6 +267,7 @@ impl Request {
             Request::GetAllChildrenNumber { .. } => OpCode::GetAllChildrenNumber,
             Request::WhoAmI => OpCode::WhoAmI,
             Request::Sasl { .. } => OpCode::Sasl,
+            Request::Reconfig { .. } => OpCode::Reconfig,
         }
     }
 
@@ -342,12 +356,7 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), RequestE
             path: r.read_string().map_err(|_| marshalling)?,
             version: r.read_int().map_err(|_| marshalling)?,
         },
-        OpCode::Reconfig => {
-            return Err(match read_reconfig(&mut r) {
-                Ok(()) => RequestError::Reply { xid, err: ErrorCode::ReconfigDisabled },
-                Err(_) => marshalling,
-            })
-        }
+        OpCode::Reconfig => read_reconfig(&mut r).map_err(|_| marshalling)?,
         OpCode::Sasl => match r.read_buffer() {
             Ok(token) => Request::Sasl { token },
             Err(_) => return Err(RequestError::Close { reason: "malformed GetSASLRequest" }),
@@ -374,12 +383,13 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), RequestE
 }
 
 /// ReconfigRequest: joiningServers, leavingServers, newMembers (ustrings), curConfigId (long).
-fn read_reconfig(r: &mut JuteReader) -> Result<(), JuteError> {
-    for _ in 0..3 {
-        r.read_opt_string()?;
-    }
-    r.read_long()?;
-    Ok(())
+fn read_reconfig(r: &mut JuteReader) -> Result<Request, JuteError> {
+    Ok(Request::Reconfig {
+        joining: r.read_opt_string()?,
+        leaving: r.read_opt_string()?,
+        new_members: r.read_opt_string()?,
+        cur_config_id: r.read_long()?,
+    })
 }
 
 fn read_auth(r: &mut JuteReader) -> Result<Request, JuteError> {
@@ -526,6 +536,15 @@ fn write_body(out: &mut BytesMut, req: &Request) {
         }
         Request::GetEphemerals { prefix } => write_string(out, prefix),
         Request::Sasl { token } => write_buffer(out, token.as_deref()),
+        Request::Reconfig { joining, leaving, new_members, cur_config_id } => {
+            for s in [joining, leaving, new_members] {
+                match s {
+                    Some(s) => write_string(out, s),
+                    None => write_int(out, -1),
+                }
+            }
+            write_long(out, *cur_config_id);
+        }
         Request::SetAcl { path, acl, version } => {
             write_string(out, path);
             match acl {
@@ -790,7 +809,7 @@ mod tests {
         for op in [0, 10, 23, 99, 108, -1, -12, i32::MAX, i32::MIN] {
             assert_eq!(decode_request(raw(8, op, &[])), reply_close(8, ErrorCode::Unimplemented), "opcode {op}");
         }
-        // Top-level check: a read (answered by the core); reconfig: disabled; createSession.
+        // Top-level check: a read (answered by the core); reconfig: decoded; createSession.
         assert_eq!(
             decode_request(raw(8, 13, &[0, 0, 0, 1, b'/', 0, 0, 0, 0])),
             Ok((RequestHeader { xid: 8, opcode: 13 }, Request::Check { path: "/".into(), version: 0 }))
@@ -799,9 +818,22 @@ mod tests {
         assert_eq!(decode_request(raw(8, 13, &[])), marshalling);
         assert_eq!(decode_request(raw(8, 16, &[])), marshalling);
         let reconfig = [0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+        // Empty joining and leaving, null newMembers, curConfigId -1.
+        let reconfig_req = Request::Reconfig {
+            joining: Some(String::new()),
+            leaving: Some(String::new()),
+            new_members: None,
+            cur_config_id: -1,
+        };
         assert_eq!(
             decode_request(raw(8, 16, &reconfig)),
-            Err(RequestError::Reply { xid: 8, err: ErrorCode::ReconfigDisabled })
+            Ok((RequestHeader { xid: 8, opcode: 16 }, reconfig_req.clone()))
+        );
+        let mut framed = BytesMut::new();
+        encode_request(&mut framed, 8, &reconfig_req);
+        assert_eq!(
+            decode_request(framed.freeze().slice(4..)),
+            Ok((RequestHeader { xid: 8, opcode: 16 }, reconfig_req))
         );
         assert_eq!(decode_request(raw(8, -10, &[0, 0])), marshalling);
         assert!(matches!(decode_request(raw(8, -10, &[0, 0, 39, 16])), Err(RequestError::Close { .. })));
