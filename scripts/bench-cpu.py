@@ -84,7 +84,14 @@ if sasl:
 W, M = float(os.environ.get('WARM', 2.0)), 8.0
 try:
     time.sleep(1.5)
-    subprocess.run(common + ['--ratios', '100', '--warmup-s', '0.2', '--measure-s', '0.5'], check=True, capture_output=True)
+    # the set-up run, retried while the server is still starting (a JVM on a busy machine)
+    for attempt in range(10):
+        prime = subprocess.run(common + ['--ratios', '100', '--warmup-s', '0.2', '--measure-s', '0.5'], capture_output=True)
+        if prime.returncode == 0:
+            break
+        time.sleep(2)
+    else:
+        sys.exit(f"the set-up run failed: {prime.stderr.decode(errors='replace')[-2000:]}")
     for r in ratios:
         for _ in range(repeat):
             out = tempfile.mkdtemp(prefix='cpubo')

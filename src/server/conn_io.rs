@@ -19,7 +19,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 /// Buffers passed to one sendmsg (Linux's IOV_MAX is 1024).
-pub const SENDMSG_IOVECS_MAX: usize = 256;
+pub const SENDMSG_IOVECS_MAX: usize = 1024;
 
 /// A TCP stream whose vectored writes are one sendmsg.
 pub struct GatherStream(pub TcpStream);

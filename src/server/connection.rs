@@ -191,6 +191,7 @@ async fn writer<W: AsyncWrite + Unpin>(conn: Rc<Conn>, mut wr: W, fd: i32, tls: 
             conn.replies_written(stamps);
             conn.reader_wake.signal(1);
         }
+        conn.out.borrow_mut().recycle(pieces);
         if conn.closing.get() && conn.out.borrow().is_empty() {
             break;
         }

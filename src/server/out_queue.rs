@@ -9,29 +9,32 @@
 //! until it is written (bounded by the same output bound).
 
 use crate::proto::reply::{self, ReplyHeader, Response};
-use bytes::{Buf, Bytes, BytesMut};
-use std::collections::VecDeque;
+use bytes::{Bytes, BytesMut};
 use std::io::IoSlice;
 
 /// GetData data at least this long is sent from the tree's buffer instead of being copied.
 pub const SHARED_DATA_BYTES_MIN: usize = 512;
-/// Pieces handed to one vectored write (IOV_MAX is 1024 on Linux).
-pub const WRITE_PIECES_MAX: usize = 64;
+/// Slices handed to one vectored write (IOV_MAX on Linux: one sendmsg takes them all).
+pub const WRITE_PIECES_MAX: usize = 1024;
+/// When the encoding buffer has less room than this, it gets TAIL_CHUNK_BYTES more at once
+/// (the buffer is handed to the writer whole, so it is often shared when it fills).
+pub const TAIL_ROOM_BYTES_MIN: usize = 1024;
+pub const TAIL_CHUNK_BYTES: usize = 64 * 1024;
 
 /// Output queued for one connection, not yet taken by its writer.
 #[derive(Default)]
 pub struct OutQueue {
-    /// Finished pieces, in order, before `tail`.
-    pieces: VecDeque<Bytes>,
-    pieces_bytes: usize,
-    /// Where frames are encoded (after every piece).
+    /// Encoded frames, in order.
     tail: BytesMut,
+    /// Shared data that goes before `tail[at..]`, as (at, data), `at` ascending.
+    holes: Vec<(usize, Bytes)>,
+    holes_bytes: usize,
 }
 
 impl OutQueue {
     /// Bytes queued, shared data included.
     pub fn len(&self) -> usize {
-        self.pieces_bytes + self.tail.len()
+        self.holes_bytes + self.tail.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -46,51 +49,90 @@ impl OutQueue {
     /// Queues a reply; a GetData's data of SHARED_DATA_BYTES_MIN or more is queued as a
     /// piece of its own, sharing the tree's buffer.
     pub fn reply(&mut self, hdr: &ReplyHeader, body: &Response) {
-        let OutQueue { pieces, pieces_bytes, tail } = self;
+        if self.tail.capacity() - self.tail.len() < TAIL_ROOM_BYTES_MIN {
+            self.tail.reserve(TAIL_CHUNK_BYTES);
+        }
+        let OutQueue { tail, holes, holes_bytes } = self;
         reply::encode_reply_sharing(tail, hdr, body, SHARED_DATA_BYTES_MIN, |t, data| {
-            let head = t.split().freeze();
-            *pieces_bytes += head.len() + data.len();
-            if !head.is_empty() {
-                pieces.push_back(head);
-            }
-            pieces.push_back(data.clone());
+            *holes_bytes += data.len();
+            holes.push((t.len(), data.clone()));
         });
     }
 
     /// Takes everything queued, in order, for the writer.
     pub fn take(&mut self) -> Pieces {
-        let mut pieces = std::mem::take(&mut self.pieces);
-        if !self.tail.is_empty() {
-            pieces.push_back(self.tail.split().freeze());
+        let holes = std::mem::take(&mut self.holes);
+        self.holes_bytes = 0;
+        Pieces { frozen: self.tail.split().freeze(), holes, at: 0, hole: 0, in_hole: 0 }
+    }
+
+    /// The writer is done with `pieces`: their list's allocation serves the next ones.
+    pub fn recycle(&mut self, mut pieces: Pieces) {
+        if self.holes.is_empty() && pieces.holes.capacity() > self.holes.capacity() {
+            pieces.holes.clear();
+            self.holes = pieces.holes;
         }
-        self.pieces_bytes = 0;
-        Pieces(pieces)
     }
 }
 
-/// Output taken from a queue, written front first.
-pub struct Pieces(VecDeque<Bytes>);
+/// Output taken from a queue, written front first: `frozen` with the shared data in its holes.
+pub struct Pieces {
+    frozen: Bytes,
+    holes: Vec<(usize, Bytes)>,
+    /// Bytes of `frozen` written.
+    at: usize,
+    /// The first hole not wholly written, and how much of it is.
+    hole: usize,
+    in_hole: usize,
+}
 
 impl Pieces {
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.at == self.frozen.len() && self.hole == self.holes.len()
     }
 
-    /// The next pieces to write (at most WRITE_PIECES_MAX).
+    /// Where the frame bytes before hole `h` end.
+    fn end_before(&self, h: usize) -> usize {
+        self.holes.get(h).map_or(self.frozen.len(), |(at, _)| *at)
+    }
+
+    /// The next slices to write (at most WRITE_PIECES_MAX).
     pub fn slices(&self) -> Vec<IoSlice<'_>> {
-        self.0.iter().take(WRITE_PIECES_MAX).map(|b| IoSlice::new(b)).collect()
+        let mut out = Vec::with_capacity((2 * (self.holes.len() - self.hole) + 1).min(WRITE_PIECES_MAX));
+        let (mut at, mut h, mut in_hole) = (self.at, self.hole, self.in_hole);
+        while out.len() < WRITE_PIECES_MAX {
+            let end = self.end_before(h);
+            if at < end {
+                out.push(IoSlice::new(&self.frozen[at..end]));
+                at = end;
+                continue;
+            }
+            let Some((_, data)) = self.holes.get(h) else { break };
+            out.push(IoSlice::new(&data[in_hole..]));
+            h += 1;
+            in_hole = 0;
+        }
+        out
     }
 
     /// `n` bytes from the front were written.
     pub fn advance(&mut self, mut n: usize) {
         while n > 0 {
-            let Some(front) = self.0.front_mut() else { return };
-            if n < front.len() {
-                front.advance(n);
-                return;
+            let end = self.end_before(self.hole);
+            if self.at < end {
+                let k = n.min(end - self.at);
+                self.at += k;
+                n -= k;
+                continue;
             }
-            n -= front.len();
-            self.0.pop_front();
+            let Some((_, data)) = self.holes.get(self.hole) else { return };
+            let k = n.min(data.len() - self.in_hole);
+            self.in_hole += k;
+            n -= k;
+            if self.in_hole == data.len() {
+                self.hole += 1;
+                self.in_hole = 0;
+            }
         }
     }
 }
@@ -155,16 +197,38 @@ mod tests {
     }
 
     #[test]
+    fn what_is_queued_while_the_writer_writes_follows_it() {
+        let big = Bytes::from(vec![3u8; 4096]);
+        let hdr = ReplyHeader { xid: 1, zxid: 1, err: 0 };
+        let body = Response::GetData { data: Some(big), stat: stat() };
+        let mut one = BytesMut::new();
+        reply::encode_reply(&mut one, &hdr, &body);
+        let mut q = OutQueue::default();
+        q.reply(&hdr, &body);
+        let mut first = q.take();
+        first.advance(100);
+        q.reply(&hdr, &body);
+        assert_eq!(q.len(), one.len(), "only the second is queued");
+        let rest: Vec<u8> = first.slices().iter().flat_map(|s| s.to_vec()).collect();
+        assert_eq!(rest, one[100..].to_vec());
+        first.advance(rest.len());
+        assert!(first.is_empty());
+        q.recycle(first);
+        assert_eq!(drain(&mut q, 5000), one.to_vec());
+    }
+
+    #[test]
     fn large_data_is_shared_not_copied() {
         let big = Bytes::from(vec![1u8; SHARED_DATA_BYTES_MIN]);
         let mut q = OutQueue::default();
         q.reply(&ReplyHeader { xid: 1, zxid: 1, err: 0 }, &Response::GetData { data: Some(big.clone()), stat: stat() });
         let p = q.take();
-        assert_eq!(p.0.len(), 3, "head, data, stat");
-        assert_eq!(p.0[1].as_ptr(), big.as_ptr(), "the tree's buffer itself");
+        let slices = p.slices();
+        assert_eq!(slices.len(), 3, "head, data, stat");
+        assert_eq!(slices[1].as_ptr(), big.as_ptr(), "the tree's buffer itself");
         let mut q = OutQueue::default();
         let short = Bytes::from(vec![1u8; SHARED_DATA_BYTES_MIN - 1]);
         q.reply(&ReplyHeader { xid: 1, zxid: 1, err: 0 }, &Response::GetData { data: Some(short), stat: stat() });
-        assert_eq!(q.take().0.len(), 1, "copied into the frame");
+        assert_eq!(q.take().slices().len(), 1, "copied into the frame");
     }
 }
