@@ -17,9 +17,10 @@ pub const SHARED_DATA_BYTES_MIN: usize = 512;
 /// Slices handed to one vectored write (IOV_MAX on Linux: one sendmsg takes them all).
 pub const WRITE_PIECES_MAX: usize = 1024;
 /// When the encoding buffer has less room than this, it gets TAIL_CHUNK_BYTES more at once
-/// (the buffer is handed to the writer whole, so it is often shared when it fills).
-pub const TAIL_ROOM_BYTES_MIN: usize = 1024;
-pub const TAIL_CHUNK_BYTES: usize = 64 * 1024;
+/// (the buffer is handed to the writer whole, so it is often shared when it fills); small
+/// enough that an idle connection's buffer stays small.
+pub const TAIL_ROOM_BYTES_MIN: usize = 512;
+pub const TAIL_CHUNK_BYTES: usize = 8 * 1024;
 
 /// Output queued for one connection, not yet taken by its writer.
 #[derive(Default)]
