@@ -13,6 +13,9 @@ Environment: BENCH (the ringkeeper-bench binary; default target/release/ringkeep
 TLS=1: the load goes over TLS with client certificates (ssl.clientAuth=need) to
 secureClientPort PORT+1 — certificates made with the openssl CLI, the same keys for both
 servers (Apache with its Netty connection factory, which its TLS needs).
+SASL=1: every connection authenticates with SASL DIGEST-MD5 (ringkeeper-bench --sasl, a JAAS
+Server section given to both servers: the zoo.cfg key for ringkeeper, the JVM property for
+Apache) and the bench's znodes are `sasl:bench` alone, so every request is checked against it.
 Everything it starts is stopped and its temporary directory removed."""
 import os, subprocess, sys, tempfile, time, csv, shutil
 bin_, port, cores, ratios = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(',')
@@ -32,7 +35,7 @@ ringkeeper.cpuPinning=false
 ringkeeper.logLevel=warn
 """)
 tls = os.environ.get('TLS') == '1'
-tls_keys = ''
+shared_keys = ''
 if tls:
     t = f"{d}/tls"
     os.makedirs(t)
@@ -47,16 +50,25 @@ if tls:
         ossl('x509', '-req', '-in', f'{name}.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2',
              '-extfile', f'{name}.ext', '-out', f'{name}.crt')
         open(f"{t}/{name}.pem", 'w').write(open(f"{t}/{name}.key").read() + open(f"{t}/{name}.crt").read())
-    tls_keys = (f"secureClientPort={port + 1}\nssl.keyStore.location={t}/server.pem\nssl.keyStore.type=PEM\n"
+    shared_keys = (f"secureClientPort={port + 1}\nssl.keyStore.location={t}/server.pem\nssl.keyStore.type=PEM\n"
                 f"ssl.trustStore.location={t}/ca.pem\nssl.trustStore.type=PEM\n"
                 "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
                 "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n")
-    open(cfg, 'a').write(tls_keys)
+    open(cfg, 'a').write(shared_keys)
+sasl = os.environ.get('SASL') == '1'
+jvm_sasl = []
+if sasl:
+    open(f"{d}/jaas.conf", 'w').write('Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n'
+                                      '  user_bench="bench-secret";\n};\n')
+    shared_keys += "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
+    open(cfg, 'a').write(f"authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
+                         f"java.security.auth.login.config={d}/jaas.conf\n")
+    jvm_sasl = [f"-Djava.security.auth.login.config={d}/jaas.conf"]
 if bin_ == 'zookeeper':
     cp = '/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar:/usr/share/java/slf4j-simple.jar'
     os.makedirs(f"{d}/data")
-    open(cfg, 'w').write(f"tickTime=2000\ndataDir={d}/data\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nforceSync=yes\n" + tls_keys)
-    srv = subprocess.Popen(['java', '-Xmx2g', '-Xms2g', '-Dzookeeper.admin.enableServer=false', '-cp', cp, 'org.apache.zookeeper.server.ZooKeeperServerMain', cfg], stderr=open(f"{d}/log", 'w'), stdout=subprocess.DEVNULL)
+    open(cfg, 'w').write(f"tickTime=2000\ndataDir={d}/data\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nforceSync=yes\n" + shared_keys)
+    srv = subprocess.Popen(['java', '-Xmx2g', '-Xms2g', '-Dzookeeper.admin.enableServer=false', *jvm_sasl, '-cp', cp, 'org.apache.zookeeper.server.ZooKeeperServerMain', cfg], stderr=open(f"{d}/log", 'w'), stdout=subprocess.DEVNULL)
     time.sleep(4)
 else:
     srv = subprocess.Popen([bin_, 'serve', '--config', cfg], stderr=open(f"{d}/log", 'w'))
@@ -67,10 +79,19 @@ hp = f"127.0.0.1:{port + 1}" if tls else f"127.0.0.1:{port}"
 common = [bench, 'run', '--servers', hp, '--clients', '16', '--outstanding', '100']
 if tls:
     common += ['--tls-ca', f"{d}/tls/ca.pem", '--tls-cert', f"{d}/tls/client.pem"]
+if sasl:
+    common += ['--sasl', 'bench:bench-secret']
 W, M = float(os.environ.get('WARM', 2.0)), 8.0
 try:
     time.sleep(1.5)
-    subprocess.run(common + ['--ratios', '100', '--warmup-s', '0.2', '--measure-s', '0.5'], check=True, capture_output=True)
+    # the set-up run, retried while the server is still starting (a JVM on a busy machine)
+    for attempt in range(10):
+        prime = subprocess.run(common + ['--ratios', '100', '--warmup-s', '0.2', '--measure-s', '0.5'], capture_output=True)
+        if prime.returncode == 0:
+            break
+        time.sleep(2)
+    else:
+        sys.exit(f"the set-up run failed: {prime.stderr.decode(errors='replace')[-2000:]}")
     for r in ratios:
         for _ in range(repeat):
             out = tempfile.mkdtemp(prefix='cpubo')
@@ -82,7 +103,7 @@ try:
             rows = list(csv.DictReader(open(f"{out}/results.csv")))
             ops = float(rows[-1]['ops_per_s'])
             us = (b - a) / tck / (tb - ta) / ops * 1e6
-            print(f"{'tls ' if tls else ''}cores={cores} read={r}% ops/s={ops:.0f} server_cpu={(b-a)/tck/(tb-ta):.2f} cpu_us/op={us:.2f}", flush=True)
+            print(f"{'tls ' if tls else ''}{'sasl ' if sasl else ''}cores={cores} read={r}% ops/s={ops:.0f} server_cpu={(b-a)/tck/(tb-ta):.2f} cpu_us/op={us:.2f}", flush=True)
             shutil.rmtree(out)
 finally:
     srv.terminate(); srv.wait(); shutil.rmtree(d)

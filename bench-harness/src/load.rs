@@ -6,7 +6,7 @@
 //! closes its session (waiting at most `CLOSE_WAIT_MS`); errors are counted by ZooKeeper's
 //! name, never hidden.
 
-use crate::workload::{setup_requests, Generator, Workload};
+use crate::workload::{setup_acl, setup_requests, Generator, Workload};
 use bytes::Bytes;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
@@ -16,6 +16,7 @@ use ringkeeper::client::connect_string::{Chroot, HostPort};
 use ringkeeper::client::driver::tls_stream::{wrap, MaybeTls};
 use ringkeeper::client::session::{Output, Session, SessionConfig};
 use ringkeeper::client::types::KeeperState;
+use ringkeeper::client::SaslCredentials;
 use ringkeeper::proto::request::Request;
 use ringkeeper::proto::ErrorCode;
 use std::cell::RefCell;
@@ -64,6 +65,9 @@ pub struct PointSpec {
     pub rate_per_s: f64,
     /// TLS to the servers (`--tls-ca`, `--tls-cert`); None: plain TCP.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// SASL DIGEST-MD5 on every connection (`--sasl`); the set-up's znodes are then that
+    /// user's alone (`workload::setup_acl`).
+    pub sasl: Option<SaslCredentials>,
 }
 
 /// What one point measured.
@@ -184,6 +188,7 @@ async fn connection(
     let config = SessionConfig {
         session_timeout_ms: spec.session_timeout_ms,
         pending_requests_max: spec.outstanding.max(1) + 2,
+        sasl: spec.sasl.clone(),
         ..SessionConfig::default()
     };
     let mut session: Session<u64> = Session::new(config, vec![server], Chroot::none(), spec.seed, window.now_ms());
@@ -444,7 +449,8 @@ enum JobSpec {
 
 /// Creates the znodes the workloads use, over a few connections.
 pub fn setup(spec: &PointSpec) -> Result<(), String> {
-    let reqs = setup_requests(spec.znodes, &spec.payload);
+    let acl = setup_acl(spec.sasl.as_ref().map(|c| c.username.as_str()));
+    let reqs = setup_requests(spec.znodes, &spec.payload, &acl);
     let (root, nodes) = reqs.split_at(1);
     let conns = spec.clients.clamp(1, 8);
     let never = Window { t0: Instant::now(), from_us: u64::MAX, to_us: u64::MAX };

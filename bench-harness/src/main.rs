@@ -16,6 +16,7 @@ mod workload;
 
 use clap::{Parser, Subcommand};
 use ringkeeper::client::connect_string::ConnectString;
+use ringkeeper::client::SaslCredentials;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -125,6 +126,11 @@ struct RunArgs {
     /// The client certificate chain and key (one PEM file, ZooKeeper's PEM key store).
     #[arg(long, value_name = "PEM", requires = "tls_ca")]
     tls_cert: Option<PathBuf>,
+    /// Authenticate every connection with SASL DIGEST-MD5 as USER:PASSWORD (the server's JAAS
+    /// `Server` section has `user_USER="PASSWORD"`); the set-up then creates the znodes with
+    /// the ACL `sasl:USER:cdrwa`, so every read and write is checked against that id.
+    #[arg(long, value_name = "USER:PASSWORD")]
+    sasl: Option<String>,
     /// Do not create the znodes (they exist from an earlier run).
     #[arg(long)]
     skip_setup: bool,
@@ -165,6 +171,15 @@ fn run(a: RunArgs) -> Result<(), String> {
     if a.ratios.iter().any(|r| !(0.0..=100.0).contains(r)) {
         return Err("--ratios are percentages from 0 to 100".into());
     }
+    let sasl = match &a.sasl {
+        None => None,
+        Some(s) => match s.split_once(':') {
+            Some((user, password)) if !user.is_empty() => {
+                Some(SaslCredentials { username: user.to_string(), password: password.to_string() })
+            }
+            _ => return Err("--sasl takes USER:PASSWORD".into()),
+        },
+    };
     let base = load::PointSpec {
         servers: cs.servers,
         spread: !a.pinned,
@@ -188,6 +203,7 @@ fn run(a: RunArgs) -> Result<(), String> {
                     .map_err(|e| format!("TLS: {e}"))?,
             )),
         },
+        sasl,
     };
     if !a.skip_setup {
         eprintln!("set-up: {} znodes of {} bytes", base.znodes, a.payload);

@@ -108,6 +108,7 @@ pub fn fill(a: FillArgs) -> Result<(), String> {
         seed: 1,
         rate_per_s: 0.0,
         tls: None,
+        sasl: None,
     };
     let payload = Bytes::from(vec![b'v'; a.payload]);
     let t0 = Instant::now();

@@ -5,6 +5,8 @@
 //! `BENCH_ROOT`; a read share is in per mille so the sweep points are exact.
 
 use bytes::Bytes;
+use ringkeeper::client::acl::perms;
+use ringkeeper::proto::records::{Acl, Id};
 use ringkeeper::proto::request::Request;
 use ringkeeper::proto::OpCode;
 
@@ -126,13 +128,24 @@ impl Generator {
     }
 }
 
-/// The set-up: `BENCH_ROOT` and `znodes` znodes of `payload` bytes (NodeExists is fine).
-pub fn setup_requests(znodes: u64, payload: &Bytes) -> Vec<Request> {
+/// The ACL of the set-up's znodes: open to all, or, for a run that authenticates with SASL
+/// (`--sasl`), every permission for that user alone (`sasl:<user>`), so that every request of
+/// the run is checked against it.
+pub fn setup_acl(sasl_user: Option<&str>) -> Vec<Acl> {
+    match sasl_user {
+        None => ringkeeper::client::acl::OPEN_ACL_UNSAFE.clone(),
+        Some(user) => vec![Acl { perms: perms::ALL, id: Id { scheme: "sasl".into(), id: user.into() } }],
+    }
+}
+
+/// The set-up: `BENCH_ROOT` and `znodes` znodes of `payload` bytes with `acl` (NodeExists is
+/// fine).
+pub fn setup_requests(znodes: u64, payload: &Bytes, acl: &[Acl]) -> Vec<Request> {
     let create = |path: String, data: Bytes| Request::Create {
         opcode: OpCode::Create,
         path,
         data: Some(data),
-        acl: Some(ringkeeper::client::acl::OPEN_ACL_UNSAFE.clone()),
+        acl: Some(acl.to_vec()),
         flags: 0,
         ttl_ms: -1,
     };

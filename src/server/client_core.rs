@@ -13,6 +13,7 @@ use super::conn_limits::{ConnLimits, ConnPermit};
 use super::connection;
 use super::inspect::{ConnInfo, ConnStats, CoreReport, Inspect, Inspected, INSPECTIONS_PER_CORE_MAX};
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
+use super::out_queue::OutQueue;
 use super::stage_latency::Stage;
 use super::stats::{CoreStats, Stats};
 use crate::config::Config;
@@ -31,7 +32,6 @@ use crate::tree::watches::{Notification, WatchError, WatchIndex};
 use crate::tree::{acl, DataTree};
 use crate::txn::apply::{Change, OpResult};
 use crate::txn::WriteOp;
-use bytes::BytesMut;
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
@@ -157,7 +157,7 @@ pub struct Conn {
     /// Requests waiting for their turn: changed only through `enqueue` / `dequeue_if` /
     /// `forget_pending`, which keep this core's count of requests in process.
     pending: RefCell<VecDeque<Pending>>,
-    pub out: RefCell<BytesMut>,
+    pub out: RefCell<OutQueue>,
     /// When the replies in `out` were queued, oldest first: (time, replies queued then);
     /// at most `REPLY_STAMPS_MAX` entries.
     reply_stamps: RefCell<VecDeque<(Instant, u64)>>,
@@ -190,7 +190,7 @@ impl Conn {
             auth: RefCell::new(ip_id),
             sasl: RefCell::new(None),
             pending: RefCell::new(VecDeque::new()),
-            out: RefCell::new(BytesMut::new()),
+            out: RefCell::new(OutQueue::default()),
             reply_stamps: RefCell::new(VecDeque::new()),
             writer_wake: Semaphore::new(0),
             reader_wake: Semaphore::new(0),
@@ -252,7 +252,7 @@ impl Conn {
     /// socket write instead of one per reply).
     fn reply(&self, hdr: ReplyHeader, body: &Response) {
         let waiting = !self.out.borrow().is_empty();
-        reply::encode_reply(&mut self.out.borrow_mut(), &hdr, body);
+        self.out.borrow_mut().reply(&hdr, body);
         self.count_sent();
         let mut stamps = self.reply_stamps.borrow_mut();
         let full = stamps.len() >= REPLY_STAMPS_MAX;
@@ -889,8 +889,9 @@ impl Core {
     ) {
         let tree = self.tree.borrow();
         let mut watches = self.watches.borrow_mut();
-        let mut out = conn.out.borrow_mut();
-        let mut fire = |ev: i32, p: &str| reply::encode_notification(&mut out, ev, STATE_SYNC_CONNECTED, p);
+        let mut queue = conn.out.borrow_mut();
+        let out = queue.buf();
+        let mut fire = |ev: i32, p: &str| reply::encode_notification(out, ev, STATE_SYNC_CONNECTED, p);
         for p in data {
             match tree.get(p) {
                 None => fire(event_type::NODE_DELETED, p),
@@ -973,7 +974,7 @@ impl Core {
                         passwd: *passwd,
                         read_only: c.read_only_flag.get().map(|_| self.mode.get() == ServerMode::ReadOnly),
                     };
-                    crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
+                    crate::proto::connect::encode_connect_response(c.out.borrow_mut().buf(), &resp);
                     c.count_sent();
                     c.timeout_ms.set(*timeout_ms);
                     c.counters.borrow_mut().answered(
@@ -994,7 +995,7 @@ impl Core {
                         0,
                         c.read_only_flag.get().map(|_| self.mode.get() == ServerMode::ReadOnly),
                     );
-                    crate::proto::connect::encode_connect_response(&mut c.out.borrow_mut(), &resp);
+                    crate::proto::connect::encode_connect_response(c.out.borrow_mut().buf(), &resp);
                     c.count_sent();
                     tracing::info!("connection {} from {}: session expired or unknown", c.id, c.peer);
                     c.close();
@@ -1069,7 +1070,7 @@ impl Core {
                 tracing::debug!("event {ev} on {p} withheld from connection {cid}: no READ permission");
                 continue;
             }
-            reply::encode_notification(&mut c.out.borrow_mut(), ev, STATE_SYNC_CONNECTED, &p);
+            reply::encode_notification(c.out.borrow_mut().buf(), ev, STATE_SYNC_CONNECTED, &p);
             c.count_sent();
             self.mark_dirty(c);
         }

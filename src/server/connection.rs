@@ -11,9 +11,11 @@
 //! runs first, in its own task, within nio.sessionlessCnxnTimeout; a failed one closes the
 //! socket with a (rate-limited) log line; a verified client certificate adds its `x509:` id.
 //! The store files are looked at (and re-read when changed) on the blocking pool, never with
-//! std::fs on the core.
+//! std::fs on the core. The writer takes the queued output as pieces (`out_queue`: a GetData's
+//! data is the tree's buffer, not a copy) and writes them gathered (`conn_io`).
 
 use super::client_core::{Conn, Core, Pending, LOG_EVERY_MS};
+use super::conn_io::{self, write_pieces, GatherStream};
 use super::conn_limits::ConnPermit;
 use super::four_letter;
 use super::messages::ToPipeline;
@@ -74,7 +76,7 @@ pub fn start(core: Rc<Core>, stream: TcpStream, listening: Listening) {
     let fd = stream.as_raw_fd();
     let tls = match (listening, core.tls.clone()) {
         (Listening::Plain, _) | (_, None) => {
-            serve(core, stream, fd, remote, permit, Vec::new(), false);
+            serve(core, GatherStream(stream), fd, remote, permit, Vec::new(), false);
             return;
         }
         (_, Some(tls)) => tls,
@@ -99,7 +101,7 @@ pub fn start(core: Rc<Core>, stream: TcpStream, listening: Listening) {
                 super::offcore::run(move || ctx.configs.reload_if_changed()).await;
             }
             let acceptor = futures_rustls::TlsAcceptor::from(tls.configs.current());
-            match acceptor.accept(stream).await {
+            match acceptor.accept(GatherStream(stream)).await {
                 Ok(s) => Ok(Ok(s)),
                 Err(e) => Err(format!("TLS handshake failed: {e}")),
             }
@@ -116,7 +118,7 @@ pub fn start(core: Rc<Core>, stream: TcpStream, listening: Listening) {
                 }
                 serve(core, tls_stream, fd, remote, permit, ids, true);
             }
-            Ok(Err(plain)) => serve(core, plain, fd, remote, permit, Vec::new(), false),
+            Ok(Err(plain)) => serve(core, GatherStream(plain), fd, remote, permit, Vec::new(), false),
             Err(why) => log_now_and_then(&core.tls_failed, &core.tls_failed_logged_ms, |n| {
                 tracing::warn!(
                     "client core {}: connection from {peer} closed: {why} ({n} TLS connection(s) failed since the last such message)",
@@ -155,7 +157,7 @@ where
     core.watch_sessionless(conn.id);
     core.publish_connections();
     tracing::debug!("connection {} from {}{}", conn.id, remote.ip(), if tls { " (TLS)" } else { "" });
-    let (rd, wr) = futures_lite::io::split(stream);
+    let (rd, wr) = conn_io::split(stream);
     glommio::spawn_local(writer(conn.clone(), wr, fd, tls)).detach();
     glommio::spawn_local(async move {
         reader(&core, &conn, rd).await;
@@ -170,10 +172,10 @@ async fn writer<W: AsyncWrite + Unpin>(conn: Rc<Conn>, mut wr: W, fd: i32, tls: 
         if conn.writer_wake.acquire(1).await.is_err() {
             break;
         }
-        let data = conn.out.borrow_mut().split();
+        let mut pieces = conn.out.borrow_mut().take();
         let stamps = conn.reply_stamps_queued();
-        if !data.is_empty() {
-            if let Err(e) = wr.write_all(&data).await {
+        if !pieces.is_empty() {
+            if let Err(e) = write_pieces(&mut wr, &mut pieces).await {
                 tracing::debug!("connection {}: write failed: {e}", conn.id);
                 conn.closing.set(true);
                 break;
@@ -189,6 +191,7 @@ async fn writer<W: AsyncWrite + Unpin>(conn: Rc<Conn>, mut wr: W, fd: i32, tls: 
             conn.replies_written(stamps);
             conn.reader_wake.signal(1);
         }
+        conn.out.borrow_mut().recycle(pieces);
         if conn.closing.get() && conn.out.borrow().is_empty() {
             break;
         }
@@ -380,6 +383,6 @@ async fn answer_four_letter_word(core: &Rc<Core>, conn: &Rc<Conn>, cmd: &str) {
         };
         four_letter::answer(cmd, &facts, stats)
     };
-    conn.out.borrow_mut().extend_from_slice(text.as_bytes());
+    conn.out.borrow_mut().buf().extend_from_slice(text.as_bytes());
     conn.close();
 }

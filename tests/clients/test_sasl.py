@@ -5,9 +5,12 @@ name, `authProvider.1=...SASLAuthenticationProvider`, `superUser=admin`. Covered
 pure-sasl, a wrong password and an unknown user refused (AuthFailed, a null token, the
 connection closed; the session then expires like any other), `sasl:` ACLs granting and
 denying, `auth` expanding to the sasl id, the super user, zkCli with a JAAS `Client` section,
-our CLI, enforce.auth / sessionRequireClientSASLAuth refusing unauthenticated sessions.
+our CLI, enforce.auth / sessionRequireClientSASLAuth refusing unauthenticated sessions,
+ringkeeper-bench `--sasl` (its znodes then `sasl:<user>` alone: it must authenticate to run;
+a wrong password or no SASL fails the run).
 ringkeeper only: JAAS files it cannot use refuse the start naming the file."""
 
+import csv
 import os
 import subprocess
 
@@ -277,6 +280,44 @@ def test_sasl_our_cli(make_server, jaas, kind):
                 timeout=90)
     assert r.returncode != 0 and "for bob" not in r.stdout, r
     assert "AuthFailed" in r.stderr or "auth" in r.stderr.lower(), r
+
+
+BENCH = os.path.join(helpers.REPO, "target", "release", "ringkeeper-bench")
+
+
+def run_bench(hostport, tmp_path, *args):
+    out = str(tmp_path / "bench-results")
+    return subprocess.run([BENCH, "run", "--servers", hostport, "--clients", "4", "--outstanding", "20",
+                           "--znodes", "30", "--warmup-s", "0.3", "--measure-s", "0.7", "--out", out,
+                           "--label", "sasl-standalone", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_sasl_bench_authenticates_and_owns_its_znodes(make_server, kazoo_factory, jaas, kind, tmp_path):
+    from kazoo.exceptions import NoAuthError
+    from kazoo.security import Permissions
+    if not os.access(BENCH, os.X_OK):
+        pytest.skip("ringkeeper-bench not built (cargo build --release --workspace)")
+    s = make_server(sasl_config(jaas))
+    r = run_bench(s.hostport, tmp_path, "--sasl", f"bob:{USERS['bob']}", "--ratios", "0,100")
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(tmp_path / "bench-results" / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(float(x["read_pct"]), int(x["errors"])) for x in rows] == [(0.0, 0), (100.0, 0)], rows
+    assert all(float(x["ops_per_s"]) > 0 for x in rows), rows
+    # the set-up made its znodes bob's alone, and the 0% point's setData went through them
+    bob = kazoo_sasl(kazoo_factory, s.hostport, "bob", USERS["bob"])
+    for path in ("/rkbench", "/rkbench/n0", "/rkbench/n29"):
+        acl, _ = bob.get_acls(path)
+        assert [(a.id.scheme, a.id.id, a.perms) for a in acl] == [("sasl", "bob", Permissions.ALL)], path
+    assert sum(bob.get(f"/rkbench/n{i}")[1].version for i in range(30)) > 0
+    plain = kazoo_factory(s.hostport)
+    with pytest.raises(NoAuthError):
+        plain.get("/rkbench/n0")
+    # a wrong password ends every session AuthFailed; without SASL every request is NoAuth
+    r = run_bench(s.hostport, tmp_path, "--sasl", "bob:wrong", "--skip-setup", "--ratios", "100")
+    assert r.returncode != 0 and "AuthFailed" in r.stderr, r.stdout + r.stderr
+    r = run_bench(s.hostport, tmp_path, "--skip-setup", "--ratios", "100")
+    assert r.returncode != 0 and "NoAuth" in r.stderr, r.stdout + r.stderr
 
 
 def test_sasl_jaas_problems_refuse_the_start(tmp_path):

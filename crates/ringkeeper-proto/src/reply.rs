@@ -4,8 +4,9 @@
 //! Rules: a body is written only when the header err is 0 (Java clients never parse a body
 //! otherwise); a multi always gets header err 0 and carries its errors in the body; every
 //! frame is appended whole (length prefix first) to the connection's output buffer; data
-//! buffers are copied exactly once, into that buffer; decoding never panics and allocates
-//! no more than the frame justifies.
+//! buffers are copied at most once, into that buffer, or not at all when the caller sends a
+//! GetData's data from where it lies (`encode_reply_sharing`); decoding never panics and
+//! allocates no more than the frame justifies.
 
 use bytes::{Bytes, BytesMut};
 
@@ -176,6 +177,29 @@ pub fn encode_reply(out: &mut BytesMut, hdr: &ReplyHeader, body: &Response) {
         write_response(out, body);
     }
     end_frame(out, at);
+}
+
+/// Appends one reply frame as `encode_reply` does, except that the data of a successful
+/// GetData of at least `share_min` bytes is not copied into `out`: once `out` holds the frame
+/// up to the data, `share(out, data)` is called, and the caller must send `data` between what
+/// `out` held then and what is appended after (the Stat). The frame's length counts the data.
+pub fn encode_reply_sharing(
+    out: &mut BytesMut,
+    hdr: &ReplyHeader,
+    body: &Response,
+    share_min: usize,
+    share: impl FnOnce(&mut BytesMut, &Bytes),
+) {
+    let (data, stat) = match body {
+        Response::GetData { data: Some(data), stat } if hdr.err == 0 && data.len() >= share_min => (data, stat),
+        _ => return encode_reply(out, hdr, body),
+    };
+    let len = REPLY_HEADER_BYTES + 4 + data.len() + jute::STAT_BYTES;
+    jute::write_int(out, jute::wire_len(len));
+    hdr.write(out);
+    jute::write_int(out, jute::wire_len(data.len()));
+    share(out, data);
+    jute::write_stat(out, stat);
 }
 
 fn write_response(out: &mut BytesMut, body: &Response) {
@@ -444,6 +468,35 @@ mod tests {
         let got = encode(ReplyHeader { xid: 3, zxid: 5, err: 0 }, &Response::GetData { data: None, stat: s });
         assert_eq!(&got[20..24], &[0xff, 0xff, 0xff, 0xff]);
         assert_eq!(got.len(), 4 + 16 + 4 + 68);
+    }
+
+    #[test]
+    fn a_shared_get_data_reply_is_the_same_bytes() {
+        let s = stat(9);
+        let hdr = ReplyHeader { xid: 4, zxid: 9, err: 0 };
+        let big = Bytes::from(vec![7u8; 300]);
+        let cases = [
+            (hdr, Response::GetData { data: Some(big.clone()), stat: s }, true),
+            (hdr, Response::GetData { data: Some(Bytes::from_static(b"small")), stat: s }, false),
+            (hdr, Response::GetData { data: None, stat: s }, false),
+            (ReplyHeader { err: -101, ..hdr }, Response::GetData { data: Some(big.clone()), stat: s }, false),
+            (hdr, Response::Stat(s), false),
+        ];
+        for (h, body, shares) in cases {
+            let mut out = BytesMut::from(&b"before"[..]);
+            let mut joined = Vec::new();
+            let mut shared = false;
+            encode_reply_sharing(&mut out, &h, &body, 256, |o, d| {
+                joined.extend_from_slice(&o.split());
+                joined.extend_from_slice(d);
+                shared = true;
+            });
+            joined.extend_from_slice(&out);
+            assert_eq!(shared, shares, "{body:?}");
+            let mut whole = b"before".to_vec();
+            whole.extend(encode(h, &body));
+            assert_eq!(joined, whole, "{body:?}");
+        }
     }
 
     #[test]
