@@ -72,7 +72,7 @@ use crate::zab::{self, Sid, ZabConfig, Zxid};
 use bytes::{Bytes, BytesMut};
 use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
@@ -1227,14 +1227,7 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
                 Output::FromLeader { data } => m.on_leader_reply(data),
                 Output::Reconfigured { zxid, voters, observers } => {
                     m.reconfigured(zxid, &voters, &observers);
-                    // Joining members: the transport learns their addresses.
-                    let joining: Vec<_> = m.membership.servers.iter().filter(|s| !net.knows(s.id)).cloned().collect();
-                    for s in joining {
-                        match s.addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>() {
-                            Ok(addrs) => net.add_peer(s.id, &addrs),
-                            Err(e) => tracing::warn!("peer {}: server.{} joins, but {e}", m.me, s.id),
-                        }
-                    }
+                    follow_membership(net, &m.membership);
                 }
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     m.read_log(to, link, after, upto, check_after)
@@ -1248,6 +1241,30 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
     }
     m.check_role(now);
     Ok(())
+}
+
+/// Makes every peer check of `net` follow `membership` (committed): its members' hosts are
+/// accepted (joining ones also dialed), those of servers no longer in it refused.
+fn follow_membership(net: &mut PeerNet, membership: &DynConfig) {
+    let me = net.me();
+    for s in &membership.servers {
+        match s.addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>() {
+            Ok(addrs) => {
+                let names: Vec<String> = s.addrs.iter().map(|a| a.host.clone()).collect();
+                net.set_member(s.id, &names, &addrs);
+            }
+            Err(e) => tracing::warn!("peer {me}: server.{} is a member, but {e}", s.id),
+        }
+    }
+    for sid in net.members() {
+        if !membership.servers.iter().any(|s| s.id == sid) {
+            tracing::info!(
+                "peer {me}: server.{sid} is not a member (membership {:#x}); its connections are refused",
+                membership.version
+            );
+            net.remove_peer(sid);
+        }
+    }
 }
 
 /// Quorum TLS as configured: the stores read on the blocking pool (an error refuses the start),
@@ -1278,7 +1295,7 @@ async fn quorum_tls(config: &Config) -> Result<Option<Rc<PeerTls>>, String> {
         );
     }
     let hosts = config.servers.iter().map(|s| (s.id, s.addrs.iter().map(|a| a.host.clone()).collect())).collect();
-    Ok(Some(Rc::new(PeerTls { ctx: Arc::new(ctx), hosts })))
+    Ok(Some(Rc::new(PeerTls { ctx: Arc::new(ctx), hosts: RefCell::new(hosts) })))
 }
 
 /// The membership a member starts in: the last committed reconfiguration's when the
@@ -1483,6 +1500,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         collections: Collections::new(config.client_cores),
         stats: stats.clone(),
     };
+    // A restarted member follows the membership it last saw committed, not only its server lines.
+    follow_membership(&mut net, &m.membership);
 
     let ticked = Rc::new(Cell::new(false));
     // A task wakes the loop every SNAP_PACE_MS while a SNAP streams (see `snap_stream`).

@@ -25,7 +25,7 @@ use crate::sasl::quorum::{QuorumMechanism, QuorumSasl};
 use crate::zab::Sid;
 use bytes::BytesMut;
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -42,14 +42,28 @@ pub const PEER_AUTH_ROUNDS_MAX: usize = 5;
 pub struct PeerSasl {
     pub sasl: Arc<QuorumSasl>,
     authenticating: Cell<usize>,
-    /// Each server's `server.N` host as written: under Kerberos, the host of the service
+    /// Each member's `server.N` hosts as written: under Kerberos, the host of the service
     /// principal a learner asks for, and the host an accepted learner's principal must name.
-    hosts: BTreeMap<Sid, Vec<String>>,
+    /// They follow the committed membership (`set_hosts`).
+    hosts: RefCell<BTreeMap<Sid, Vec<String>>>,
 }
 
 impl PeerSasl {
     pub fn new(sasl: Arc<QuorumSasl>, hosts: BTreeMap<Sid, Vec<String>>) -> PeerSasl {
-        PeerSasl { sasl, authenticating: Cell::new(0), hosts }
+        PeerSasl { sasl, authenticating: Cell::new(0), hosts: RefCell::new(hosts) }
+    }
+
+    /// A committed reconfiguration gave `sid` these hosts (Some) or removed it (None).
+    pub fn set_hosts(&self, sid: Sid, hosts: Option<Vec<String>>) {
+        match hosts {
+            Some(h) => self.hosts.borrow_mut().insert(sid, h),
+            None => self.hosts.borrow_mut().remove(&sid),
+        };
+    }
+
+    /// `sid`'s `server.N` hosts now (None: no member has that id).
+    fn hosts_of(&self, sid: Sid) -> Option<Vec<String>> {
+        self.hosts.borrow().get(&sid).cloned()
     }
 }
 
@@ -172,8 +186,9 @@ pub async fn learner<S: AsyncRead + AsyncWrite + Unpin>(
             QuorumMechanism::Kerberos { initiator, .. } => {
                 // `_HOST` is the first host of the peer's server.N line (its other addresses,
                 // if any, are other routes to the same member).
-                let host = p.hosts.get(&to).and_then(|h| h.first()).ok_or_else(|| format!("no server.{to} line"))?;
-                let target = sasl.service_principal_of(host);
+                let host =
+                    p.hosts_of(to).and_then(|h| h.into_iter().next()).ok_or_else(|| format!("no server.{to} line"))?;
+                let target = sasl.service_principal_of(&host);
                 let c = GssClient::with_initiator(initiator.clone(), &target).map_err(|e| e.to_string())?;
                 let (side, first) = LearnerSide::Gss(Box::new(c), false).step(Vec::new()).await;
                 (side, first?.ok_or("no first GSSAPI token")?)
@@ -346,9 +361,9 @@ async fn exchange_as_server<S: AsyncRead + AsyncWrite + Unpin>(
         let checked = stepped.and_then(|s| match s {
             ServerStepped::Authenticated(t, name) if matches!(side, ServerSide::Gss(_)) => {
                 // Any host of its server.N line names the member.
-                let hosts = p.hosts.get(&sid).ok_or_else(|| format!("no server.{sid} line"))?;
+                let hosts = p.hosts_of(sid).ok_or_else(|| format!("no server.{sid} line"))?;
                 let mut named = Err(format!("no host on the server.{sid} line"));
-                for host in hosts {
+                for host in &hosts {
                     named = principal_names_host(&name, host);
                     if named.is_ok() {
                         break;

@@ -116,7 +116,7 @@ pub const PEER_REFUSAL_LOG_INTERVAL_MS: u64 = 1_000;
 struct Gate {
     me: Sid,
     /// Each server's `server.N` addresses (one or more: `|`); a reconfiguration adds servers
-    /// (`PeerNet::add_peer`).
+    /// (`PeerNet::set_member`) and removes them (`PeerNet::remove_peer`).
     hosts: RefCell<BTreeMap<Sid, Vec<IpAddr>>>,
     /// Inbound connections open now, by source address.
     open: RefCell<HashMap<IpAddr, usize>>,
@@ -126,12 +126,13 @@ struct Gate {
     refusals_unlogged: Cell<u64>,
 }
 
-/// Quorum TLS for the transport: the stores' configurations and each server's `server.N` hosts
+/// Quorum TLS for the transport: the stores' configurations and each member's `server.N` hosts
 /// as written, in the line's order (the names its certificate may carry; the dialer asks for
-/// the one of the address it dials).
+/// the one of the address it dials). The hosts follow the committed membership
+/// (`PeerNet::set_member`, `PeerNet::remove_peer`).
 pub struct PeerTls {
     pub ctx: Arc<QuorumContext>,
-    pub hosts: BTreeMap<Sid, Vec<String>>,
+    pub hosts: RefCell<BTreeMap<Sid, Vec<String>>>,
 }
 
 impl PeerTls {
@@ -394,20 +395,56 @@ impl PeerNet {
             .enumerate()
             .map(|(i, &to)| Route { to, from: source_for(&self.own, i, to), index: i })
             .collect();
-        let dial = Dial { me: self.me, to: sid, routes, tls: dial_tls, sasl: self.sasl.clone() };
+        // The TLS server name of each route: its host as the server.N line writes it.
+        let names = self.tls.as_ref().and_then(|t| t.hosts.borrow().get(&sid).cloned()).unwrap_or_default();
+        let dial = Dial { me: self.me, to: sid, routes, names, tls: dial_tls, sasl: self.sasl.clone() };
         self.tasks.push(glommio::spawn_local(dial_loop(dial, o.clone(), self.tx.clone())).detach());
         self.out.insert(sid, o);
     }
 
-    /// A reconfiguration named a server this transport does not know: it may connect from
-    /// its hosts now, and is dialed at `addrs` (issue 16's joining members). A known server
-    /// keeps its addresses (a reconfiguration that moves a server is not followed here).
-    pub fn add_peer(&mut self, sid: Sid, addrs: &[SocketAddr]) {
-        if sid == self.me || self.out.contains_key(&sid) || addrs.is_empty() {
+    /// A committed reconfiguration names `sid` with the `server.N` hosts `names` (as written)
+    /// resolved to `addrs`: it may connect from those addresses, and its certificate (quorum
+    /// TLS) or Kerberos principal (quorum SASL) must name one of those hosts; a server this
+    /// transport does not dial yet (issue 16's joining members, or one removed and added
+    /// again) is dialed at `addrs`. A server already dialed keeps its dialed addresses (a
+    /// reconfiguration that moves a server is not followed by the dialer).
+    pub fn set_member(&mut self, sid: Sid, names: &[String], addrs: &[SocketAddr]) {
+        if sid == self.me || addrs.is_empty() {
             return;
         }
         self.gate.hosts.borrow_mut().insert(sid, addrs.iter().map(|a| canonical_ip(a.ip())).collect());
-        self.dial(sid, addrs);
+        if let Some(t) = &self.tls {
+            t.hosts.borrow_mut().insert(sid, names.to_vec());
+        }
+        if let Some(p) = &self.sasl {
+            p.set_hosts(sid, Some(names.to_vec()));
+        }
+        if !self.out.contains_key(&sid) {
+            self.dial(sid, addrs);
+        }
+    }
+
+    /// A committed reconfiguration removed `sid`: new connections from it are refused like
+    /// those of any unknown server (at accept if no member's host is their address, else at
+    /// its hello), and no certificate or principal names it any more. A connection of its that
+    /// is open stays until it closes, and this server goes on dialing it (the removed server
+    /// may still need the commit that removed it).
+    pub fn remove_peer(&mut self, sid: Sid) {
+        if sid == self.me {
+            return;
+        }
+        self.gate.hosts.borrow_mut().remove(&sid);
+        if let Some(t) = &self.tls {
+            t.hosts.borrow_mut().remove(&sid);
+        }
+        if let Some(p) = &self.sasl {
+            p.set_hosts(sid, None);
+        }
+    }
+
+    /// The servers other than this one whose connections are accepted now.
+    pub fn members(&self) -> Vec<Sid> {
+        self.gate.hosts.borrow().keys().copied().filter(|&s| s != self.me).collect()
     }
 
     /// Whether this transport knows `sid`.
@@ -526,6 +563,9 @@ struct Dial {
     me: Sid,
     to: Sid,
     routes: Vec<Route>,
+    /// `to`'s `server.N` hosts as written when it was first dialed, by route index (the TLS
+    /// server names asked for).
+    names: Vec<String>,
     tls: Option<Rc<PeerTls>>,
     sasl: Option<Rc<PeerSasl>>,
 }
@@ -564,7 +604,7 @@ async fn dial_loop(d: Dial, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
                         next = route.index;
                         outbound(&d, addr, stream, &o, &tx, &mut last_failure_log).await
                     }
-                    Some(t) => match tls_connect(t, d.to, route.index, stream).await {
+                    Some(t) => match tls_connect(t, d.names.get(route.index), d.to, route.index, stream).await {
                         Ok(s) => {
                             next = route.index;
                             outbound(&d, addr, s, &o, &tx, &mut last_failure_log).await
@@ -590,12 +630,12 @@ async fn dial_loop(d: Dial, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
 /// host.
 async fn tls_connect(
     tls: &PeerTls,
+    host: Option<&String>,
     to: Sid,
     index: usize,
     stream: TcpStream,
 ) -> Result<futures_rustls::client::TlsStream<TcpStream>, String> {
-    let host =
-        tls.hosts.get(&to).and_then(|h| h.get(index)).ok_or_else(|| format!("no server.{to} address {index}"))?;
+    let host = host.ok_or_else(|| format!("no server.{to} address {index}"))?;
     let name = server_name(host)?;
     let configs = tls.configs().await;
     let handshake = async {
@@ -861,9 +901,9 @@ async fn read_loop(stream: TcpStream, ip: IpAddr, slot: Slot, inbound: Rc<Inboun
 /// check stands.
 fn tls_identity_ok(tls: &PeerTls, leaf: Option<&CertificateDer<'_>>, sid: Sid) -> Result<(), String> {
     let (Some(leaf), true) = (leaf, tls.ctx.settings.stores.client_hostname_verification) else { return Ok(()) };
-    let hosts = tls.hosts.get(&sid).ok_or_else(|| format!("no server.{sid} line"))?;
+    let hosts = tls.hosts.borrow().get(&sid).cloned().ok_or_else(|| format!("no server.{sid} line"))?;
     let mut why = String::new();
-    for host in hosts {
+    for host in &hosts {
         match names_host(leaf, host) {
             Ok(()) => return Ok(()),
             Err(e) => why = e,
@@ -1214,6 +1254,49 @@ mod tests {
                 assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(7)))));
                 drop(net1);
                 drop(net2);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// Issue 16: who may connect follows the committed membership: a server added by a
+    /// reconfiguration is accepted from its host (before, refused at accept), one removed is
+    /// refused again at accept, and this member's peers are told by `members`.
+    #[test]
+    fn joining_servers_are_accepted_and_removed_ones_refused() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let free_on = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap();
+                let (a, b, d) = (free_on("127.0.0.1"), free_on("127.0.0.2"), free_on("127.0.0.4"));
+                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+                let (mut net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
+                let talk = |n: u64| {
+                    let mut s = connect_from_std("127.0.0.4", a);
+                    std::io::Write::write_all(&mut s, &hello_of(4)).unwrap();
+                    let mut f = BytesMut::new();
+                    encode_frame(&mut f, &note(n));
+                    std::io::Write::write_all(&mut s, &f).unwrap();
+                    s
+                };
+                let mut s = talk(1);
+                assert!(closed_by_server(&mut s), "server 4 is no member yet");
+                assert_eq!(recv_within(&rx1, 300).await, None, "nothing of it reached the pipeline");
+
+                net1.set_member(4, &["127.0.0.4".to_string()], &[d]);
+                assert_eq!(net1.members(), vec![2, 4]);
+                assert!(net1.knows(4), "a joining member is dialed");
+                let open = talk(2);
+                assert_eq!(recv_within(&rx1, 2000).await, Some((4, Some(note(2)))), "a joined member may talk");
+
+                net1.remove_peer(4);
+                assert_eq!(net1.members(), vec![2]);
+                let mut s = talk(3);
+                assert!(closed_by_server(&mut s), "a removed member's new connections are refused");
+                drop(open);
+                assert_eq!(recv_within(&rx1, 2000).await, Some((4, None)), "its open connection ended when it closed");
+                assert_eq!(recv_within(&rx1, 300).await, None, "nothing of the refused connection arrived");
+                drop(net1);
             })
             .unwrap()
             .join()
