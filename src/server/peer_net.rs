@@ -1271,7 +1271,7 @@ mod tests {
                 let (a, b, d) = (free_on("127.0.0.1"), free_on("127.0.0.2"), free_on("127.0.0.4"));
                 let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
                 let (mut net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
-                let talk = |n: u64| {
+                let talk = move |n: u64| {
                     let mut s = connect_from_std("127.0.0.4", a);
                     std::io::Write::write_all(&mut s, &hello_of(4)).unwrap();
                     let mut f = BytesMut::new();
@@ -1279,20 +1279,39 @@ mod tests {
                     std::io::Write::write_all(&mut s, &f).unwrap();
                     s
                 };
-                let mut s = talk(1);
-                assert!(closed_by_server(&mut s), "server 4 is no member yet");
+                // Whether the server closes such a connection within 2 s: the blocking client
+                // runs on a thread of its own, so this executor goes on accepting meanwhile.
+                let closed_soon = |n: u64| async move {
+                    let client = std::thread::spawn(move || {
+                        let mut s = talk(n);
+                        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                        let mut sink = [0u8; 64];
+                        match std::io::Read::read(&mut s, &mut sink) {
+                            Ok(0) => true,
+                            Err(e) => e.kind() == io::ErrorKind::ConnectionReset,
+                            Ok(_) => false,
+                        }
+                    });
+                    while !client.is_finished() {
+                        glommio::timer::sleep(Duration::from_millis(10)).await;
+                    }
+                    client.join().unwrap()
+                };
+                assert!(closed_soon(1).await, "server 4 is no member yet");
                 assert_eq!(recv_within(&rx1, 300).await, None, "nothing of it reached the pipeline");
 
                 net1.set_member(4, &["127.0.0.4".to_string()], &[d]);
                 assert_eq!(net1.members(), vec![2, 4]);
                 assert!(net1.knows(4), "a joining member is dialed");
+                assert!(!closed_soon(5).await, "a joined member's connection stays open");
+                assert_eq!(recv_within(&rx1, 2000).await, Some((4, Some(note(5)))));
+                assert_eq!(recv_within(&rx1, 2000).await, Some((4, None)), "until the client closed it");
                 let open = talk(2);
                 assert_eq!(recv_within(&rx1, 2000).await, Some((4, Some(note(2)))), "a joined member may talk");
 
                 net1.remove_peer(4);
                 assert_eq!(net1.members(), vec![2]);
-                let mut s = talk(3);
-                assert!(closed_by_server(&mut s), "a removed member's new connections are refused");
+                assert!(closed_soon(3).await, "a removed member's new connections are refused");
                 drop(open);
                 assert_eq!(recv_within(&rx1, 2000).await, Some((4, None)), "its open connection ended when it closed");
                 assert_eq!(recv_within(&rx1, 300).await, None, "nothing of the refused connection arrived");
