@@ -1038,6 +1038,11 @@ mod tests {
     use bytes::BufMut;
     use glommio::LocalExecutorBuilder;
 
+    /// A free port on the loopback address `ip`.
+    fn free_on(ip: &str) -> SocketAddr {
+        std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap()
+    }
+
     fn free_addr() -> SocketAddr {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
@@ -1199,7 +1204,6 @@ mod tests {
     fn strangers_forged_hellos_and_oversized_frames_are_refused() {
         LocalExecutorBuilder::default()
             .spawn(|| async {
-                let free_on = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap();
                 let (a, b, c) = (free_on("127.0.0.1"), free_on("127.0.0.2"), free_on("127.0.0.3"));
                 let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b), (3, c)].into();
                 let (net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
@@ -1267,7 +1271,6 @@ mod tests {
     fn joining_servers_are_accepted_and_removed_ones_refused() {
         LocalExecutorBuilder::default()
             .spawn(|| async {
-                let free_on = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap();
                 let (a, b, d) = (free_on("127.0.0.1"), free_on("127.0.0.2"), free_on("127.0.0.4"));
                 let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
                 let (mut net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
@@ -1283,7 +1286,13 @@ mod tests {
                 // runs on a thread of its own, so this executor goes on accepting meanwhile.
                 let closed_soon = |n: u64| async move {
                     let client = std::thread::spawn(move || {
-                        let mut s = talk(n);
+                        let mut s = connect_from_std("127.0.0.4", a);
+                        let mut f = BytesMut::from(&hello_of(4)[..]);
+                        encode_frame(&mut f, &note(n));
+                        // Closed at accept, the write itself may fail (broken pipe, reset).
+                        if std::io::Write::write_all(&mut s, &f).is_err() {
+                            return true;
+                        }
                         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
                         let mut sink = [0u8; 64];
                         match std::io::Read::read(&mut s, &mut sink) {
@@ -1405,7 +1414,6 @@ mod tests {
     fn quorum_sasl_bounds_the_exchanges_under_way() {
         LocalExecutorBuilder::default()
             .spawn(|| async {
-                let free_on = |ip: &str| std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap();
                 let (a, b) = (free_on("127.0.0.1"), free_on("127.0.0.2"));
                 let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
                 let mut one = quorum_sasl("right", true);

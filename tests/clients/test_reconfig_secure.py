@@ -22,6 +22,8 @@ import helpers
 from helpers import wait_until
 from test_quorum_sasl import jaas_files, quorum_sasl_keys
 from test_quorum_tls import quorum_tls_keys, stores
+# A fixture (its name is what tests ask for): stops the clusters a test made.
+from test_quorum_tls import tls_ensembles as cluster  # noqa: F401
 from test_reconfig import Cluster, Writer, has_lines, kazoo, reconfig_outcome, super_client
 
 pytestmark = pytest.mark.skipif(not os.access(helpers.RK_BIN, os.X_OK), reason="ringkeeper binary not built")
@@ -40,6 +42,13 @@ class DistinctHosts(Cluster):
     def line(self, i, role="participant"):
         q, e, c = self.ports_of(i)
         return f"server.{i}=127.0.0.{i}:{q}:{e}:{role};127.0.0.1:{c}"
+
+    def stop(self, i=None):
+        """Stops member i, or every member (as the `cluster` fixture does at the end)."""
+        if i is None:
+            self.stop_all()
+        else:
+            super().stop(i)
 
     def write_config(self, i, lines):
         shared = self.keys
@@ -106,14 +115,6 @@ def pki(tmp_path_factory):
     p.make_cert("forged6", "/O=Ringkeeper/CN=member2", peer_host="127.0.0.2")
     p.key_store("forged6")
     return p
-
-
-@pytest.fixture
-def cluster():
-    made = []
-    yield made
-    for c in made:
-        c.stop_all()
 
 
 def test_quorum_tls_ensemble_grows_by_reconfig_and_refuses_removed_and_forged_members(pki, tmp_path, cluster,
