@@ -162,14 +162,12 @@ def test_kerberos_server_section_without_a_usable_keytab_refuses_the_start(make_
 # ---- quorum SASL over Kerberos (ringkeeper ensembles) ----
 
 
-def quorum_krb_ensemble(kdc, tmp_path, identity):
-    """A 3-member ensemble (not started), members on 127.0.0.i, with quorum SASL over Kerberos:
-    member i's QuorumServer and QuorumLearner sections hold the keytab and principal
-    `identity(i)` names (a zkquorum/<host> service principal)."""
-    from test_ensemble import Ensemble
+def quorum_krb_keys(kdc, tmp_path, ids, identity):
+    """The quorum SASL keys over Kerberos for members `ids`: member i's JAAS file (@ID@) holds
+    the keytab and principal `identity(i)` names (a zkquorum/<host> service principal)."""
     d = tmp_path / "quorum-jaas"
     d.mkdir()
-    for i in (1, 2, 3):
+    for i in ids:
         host = identity(i)
         keytab = os.path.join(kdc.dir, f"zkquorum-{host}.keytab")
         if not os.path.exists(keytab):
@@ -177,9 +175,17 @@ def quorum_krb_ensemble(kdc, tmp_path, identity):
         module = (f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="{keytab}" '
                   f'storeKey=true principal="zkquorum/{host}@{REALM}";')
         (d / f"member{i}.conf").write_text(f"QuorumServer {{ {module} }};\nQuorumLearner {{ {module} }};\n")
-    keys = {JAAS_KEY: str(d / "member@ID@.conf"), "quorum.auth.enableSasl": "true",
+    return {JAAS_KEY: str(d / "member@ID@.conf"), "quorum.auth.enableSasl": "true",
             "quorum.auth.learnerRequireSasl": "true", "quorum.auth.serverRequireSasl": "true",
             "quorum.auth.kerberos.servicePrincipal": "zkquorum/_HOST"}
+
+
+def quorum_krb_ensemble(kdc, tmp_path, identity):
+    """A 3-member ensemble (not started), members on 127.0.0.i, with quorum SASL over Kerberos:
+    member i's QuorumServer and QuorumLearner sections hold the keytab and principal
+    `identity(i)` names (a zkquorum/<host> service principal)."""
+    from test_ensemble import Ensemble
+    keys = quorum_krb_keys(kdc, tmp_path, (1, 2, 3), identity)
     e = Ensemble(3, tmp_path)
     e.env.update(RK_PEER_HOSTS="distinct", RK_EXTRA_CONFIG="\n".join(f"{k}={v}" for k, v in keys.items()))
     return e

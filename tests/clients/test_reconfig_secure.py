@@ -7,7 +7,11 @@ its own peer address 127.0.0.i (clients on 127.0.0.1), so a member is known by i
   serves, no acknowledged write is lost); a member removed by reconfig and restarted has its
   connections refused at accept (its address no longer names a member); a member added by
   reconfig whose certificate names another member's host is refused, and the members log why.
-- SASL: a 3-member ensemble grows to 4 under a kazoo writer, no acknowledged write lost.
+- SASL DIGEST-MD5: a 3-member ensemble grows to 4 under a kazoo writer, no acknowledged write
+  lost (DIGEST-MD5 checks no host, so this one passed before the membership was followed too).
+- SASL Kerberos (a KDC of the module's own, test_kerberos.py's fixtures; skipped without one):
+  the same growth to 4, the members authenticating to member 4 and accepting its principal
+  zkquorum/127.0.0.4 (its principal must name the host of its server.N line).
 
 Apache ZooKeeper is not run here: its quorum TLS checks a peer's certificate against the
 connection's source address, not the `server.N` line (see test_quorum_tls.py), so the same
@@ -24,6 +28,8 @@ from test_quorum_sasl import jaas_files, quorum_sasl_keys
 from test_quorum_tls import quorum_tls_keys, stores
 # A fixture (its name is what tests ask for): stops the clusters a test made.
 from test_quorum_tls import tls_ensembles as cluster  # noqa: F401
+# Fixtures of test_kerberos (a KDC of the module's own, its krb5.conf for the servers).
+from test_kerberos import kdc, krb_env  # noqa: F401
 from test_reconfig import Cluster, Writer, has_lines, kazoo, reconfig_outcome, super_client
 
 pytestmark = pytest.mark.skipif(not os.access(helpers.RK_BIN, os.X_OK), reason="ringkeeper binary not built")
@@ -163,13 +169,9 @@ def test_quorum_tls_ensemble_grows_by_reconfig_and_refuses_removed_and_forged_me
     print(f"quorum TLS: {len(writer.acked)} writes acknowledged, {writer.failed} failed")
 
 
-def test_quorum_sasl_ensemble_grows_by_reconfig(tmp_path, cluster, kazoo_factory):
-    jaas = jaas_files(tmp_path, {})
-    for i in (4,):
-        # jaas_files writes members 1-3; a joining member has the same secret
-        os.link(jaas.replace("@ID@", "1"), jaas.replace("@ID@", str(i)))
-    c = DistinctHosts(tmp_path / "members", quorum_sasl_keys(jaas))
-    cluster.append(c)
+def grows_to_four(c, kazoo_factory):
+    """Starts members 1-3 of `c`, grows them to 4 by reconfig under a kazoo writer and checks
+    that every member has every acknowledged write; the writer."""
     start_trio(c)
     writer = Writer(kazoo(kazoo_factory, ",".join(c.hostport(i) for i in (1, 2, 3))))
     try:
@@ -177,5 +179,33 @@ def test_quorum_sasl_ensemble_grows_by_reconfig(tmp_path, cluster, kazoo_factory
     finally:
         writer.stop()
     assert_nothing_lost(c, (1, 2, 3, 4), writer, kazoo_factory)
+    return writer
+
+
+def test_quorum_sasl_ensemble_grows_by_reconfig(tmp_path, cluster, kazoo_factory):
+    jaas = jaas_files(tmp_path, {})
+    # jaas_files writes members 1-3; the joining member has the same secret
+    os.link(jaas.replace("@ID@", "1"), jaas.replace("@ID@", "4"))
+    c = DistinctHosts(tmp_path / "members", quorum_sasl_keys(jaas))
+    cluster.append(c)
+    writer = grows_to_four(c, kazoo_factory)
     assert any("authenticated to peer 4 by quorum SASL" in c.log(i) for i in (1, 2, 3))
     print(f"quorum SASL: {len(writer.acked)} writes acknowledged, {writer.failed} failed")
+
+
+def test_quorum_kerberos_ensemble_grows_by_reconfig(tmp_path, cluster, kazoo_factory, request):
+    """Quorum SASL over Kerberos: the hosts a principal must name follow the membership (with
+    DIGEST-MD5 above no host is checked), so the joining member 4 authenticates both ways."""
+    from kdc import REALM, kdc_available
+    if kdc_available() is not None:
+        pytest.skip(kdc_available())
+    from test_kerberos import quorum_krb_keys
+    kdc = request.getfixturevalue("krb_env")
+    keys = quorum_krb_keys(kdc, tmp_path, (1, 2, 3, 4), lambda i: f"127.0.0.{i}")
+    c = DistinctHosts(tmp_path / "members", keys)
+    cluster.append(c)
+    grows_to_four(c, kazoo_factory)
+    for i in (1, 2, 3):
+        wait_until(lambda: "authenticated to peer 4 by quorum SASL" in c.log(i)
+                   and f'"zkquorum/127.0.0.4@{REALM}"' in c.log(i), timeout=10.0,
+                   what=f"member {i} to authenticate to member 4 and accept its principal")
