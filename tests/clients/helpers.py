@@ -3,6 +3,7 @@
 (zkCli.sh, cli_mt)."""
 
 import os
+import random
 import re
 import shutil
 import signal
@@ -84,12 +85,37 @@ def selected_kinds():
     return kinds
 
 
+# free_port's ports: below the kernel's ephemeral range (32768 and up here), where a port the
+# kernel hands out to some client's outgoing connection cannot take it between the pick and
+# the server's bind (a CI run lost Apache's secureClientPort that way), and under the ensembles'
+# 20000-40300. Each pytest-xdist worker picks from a slice of its own.
+FREE_PORT_FIRST = 10000
+FREE_PORT_COUNT = 10000
+
+
+def _port_bindable(port):
+    for host in ("127.0.0.1", "0.0.0.0"):  # Apache binds some ports on every address
+        s = socket.socket()
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    size = FREE_PORT_COUNT // workers
+    first = FREE_PORT_FIRST + (index % workers) * size
+    for _ in range(1000):
+        port = first + random.randrange(size)
+        if _port_bindable(port):
+            return port
+    raise RuntimeError(f"no free port in {first}..{first + size - 1}")
 
 
 def wait_until(pred, timeout=10.0, interval=0.05, what="condition"):
