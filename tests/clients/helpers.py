@@ -93,10 +93,8 @@ FREE_PORT_FIRST = 10000
 FREE_PORT_COUNT = 10000
 
 
-def port_bindable(port, hosts=("127.0.0.1", "0.0.0.0")):
-    """Whether `port` can be bound on each of `hosts` now (Apache binds some ports on every
-    address)."""
-    for host in hosts:
+def _port_bindable(port):
+    for host in ("127.0.0.1", "0.0.0.0"):  # Apache binds some ports on every address
         s = socket.socket()
         try:
             s.bind((host, port))
@@ -115,7 +113,7 @@ def free_port():
     first = FREE_PORT_FIRST + (index % workers) * size
     for _ in range(1000):
         port = first + random.randrange(size)
-        if port_bindable(port):
+        if _port_bindable(port):
             return port
     raise RuntimeError(f"no free port in {first}..{first + size - 1}")
 
