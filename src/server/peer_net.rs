@@ -1183,11 +1183,25 @@ mod tests {
         s
     }
 
-    /// True once the server has closed `s` (reads end), within the read timeout.
-    fn closed_by_server(s: &mut std::net::TcpStream) -> bool {
-        let mut sink = [0u8; 64];
-        matches!(std::io::Read::read(s, &mut sink), Ok(0))
-            || matches!(std::io::Read::read(s, &mut sink), Ok(0) | Err(_))
+    /// True once the server has closed `s` (a read ends, or the connection is reset) within
+    /// 5 s; a read that times out is not a close. The blocking reads run on a thread of their
+    /// own, so this executor goes on serving the connection meanwhile.
+    async fn closed_by_server(mut s: std::net::TcpStream) -> bool {
+        let reader = std::thread::spawn(move || {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut sink = [0u8; 64];
+            loop {
+                match std::io::Read::read(&mut s, &mut sink) {
+                    Ok(0) => return true,
+                    Ok(_) => {}
+                    Err(e) => return e.kind() == io::ErrorKind::ConnectionReset,
+                }
+            }
+        });
+        while !reader.is_finished() {
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        reader.join().unwrap()
     }
 
     fn hello_of(sid: Sid) -> Vec<u8> {
@@ -1214,8 +1228,8 @@ mod tests {
                 assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(2)))));
 
                 // A stranger's address: closed at accept.
-                let mut s = connect_from_std("127.0.0.9", a);
-                assert!(closed_by_server(&mut s), "a connection from no server's address is closed");
+                let s = connect_from_std("127.0.0.9", a);
+                assert!(closed_by_server(s).await, "a connection from no server's address is closed");
                 // Server 3's address claiming to be server 2: refused after the hello.
                 let mut s = connect_from_std("127.0.0.3", a);
                 std::io::Write::write_all(&mut s, &hello_of(2)).unwrap();
@@ -1225,11 +1239,11 @@ mod tests {
                     f
                 })
                 .unwrap();
-                assert!(closed_by_server(&mut s), "a forged hello is refused");
+                assert!(closed_by_server(s).await, "a forged hello is refused");
                 // Claiming this server's own id: refused too.
                 let mut s = connect_from_std("127.0.0.3", a);
                 std::io::Write::write_all(&mut s, &hello_of(1)).unwrap();
-                assert!(closed_by_server(&mut s));
+                assert!(closed_by_server(s).await, "a hello claiming this server's own id is refused");
                 // Server 3's own id from its address: accepted; a 500 MiB SnapChunk frame is
                 // refused from its head, and nothing of it reaches the pipeline.
                 let mut s = connect_from_std("127.0.0.3", a);
@@ -1244,14 +1258,14 @@ mod tests {
                 std::io::Write::write_all(&mut s, &f).unwrap();
                 assert_eq!(recv_within(&rx1, 2000).await, Some((3, Some(note(3)))), "server 3 may talk");
                 assert_eq!(recv_within(&rx1, 2000).await, Some((3, None)), "then its connection ends");
-                assert!(closed_by_server(&mut s), "the oversized SNAP chunk closed it");
+                assert!(closed_by_server(s).await, "the oversized SNAP chunk closed it");
                 // Connections per address are bounded: idle ones hold the slots, the next is
                 // closed at once.
                 let mut idle: Vec<_> =
                     (0..PEER_INBOUND_CONNS_PER_SERVER_MAX).map(|_| connect_from_std("127.0.0.3", a)).collect();
                 glommio::timer::sleep(Duration::from_millis(200)).await;
-                let mut extra = connect_from_std("127.0.0.3", a);
-                assert!(closed_by_server(&mut extra), "past the per-address bound, closed at accept");
+                let extra = connect_from_std("127.0.0.3", a);
+                assert!(closed_by_server(extra).await, "past the per-address bound, closed at accept");
                 drop(idle.drain(..));
                 // Nothing of the refused connections reached the pipeline; the peers still talk.
                 assert_eq!(net2.send(1, &note(7)), Sent::Queued);
