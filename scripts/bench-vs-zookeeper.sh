@@ -27,8 +27,9 @@
 #
 # Environment: BENCH_CLIENTS (16), BENCH_OUTSTANDING (100), BENCH_PAYLOAD (1024),
 # BENCH_ZNODES (1000), BENCH_WARMUP_S (2), BENCH_MEASURE_S (5), BENCH_RATIOS
-# (0,10,...,100), BENCH_HALF_RATIOS (0,50,90,100: where p99 is also measured open-loop at half
-# of ZooKeeper's saturation at that read share; empty: not), BENCH_THREADS (1), BENCH_PIN (CPUs for the load, e.g. 1), ZK_HEAP (2g),
+# (0,10,...,100), BENCH_HALF_RATIOS (0,50,90,100: where p50 and p99 are also measured open-loop
+# at shares of ZooKeeper's saturation at that read share; empty: not), BENCH_RATE_SHARES (0.5:
+# those shares, comma list, e.g. 0.1,0.25,0.5,0.75), BENCH_THREADS (1), BENCH_PIN (CPUs for the load, e.g. 1), ZK_HEAP (2g),
 # BENCH_ONLY (comma list of: ceiling,ringkeeper-standalone,zookeeper-standalone,
 # ringkeeper-ensemble3,zookeeper-ensemble3,ringkeeper-netns3,zookeeper-netns3), BENCH_BASE_PORT
 # (27181; the run uses a few ports above it), BENCH_NETNS_DELAY_US (100), BENCH_NETNS_JITTER_US
@@ -59,6 +60,7 @@ WARMUP=${BENCH_WARMUP_S:-2}
 MEASURE=${BENCH_MEASURE_S:-5}
 RATIOS=${BENCH_RATIOS:-0,10,20,30,40,50,60,70,80,90,100}
 HALF_RATIOS=${BENCH_HALF_RATIOS-0,50,90,100}
+RATE_SHARES=${BENCH_RATE_SHARES:-0.5}
 if [ "$QUICK" = 1 ]; then
     WARMUP=1; MEASURE=2; RATIOS=${BENCH_RATIOS:-0,50,90,100}; HALF_RATIOS=${BENCH_HALF_RATIOS-0,90}
 fi
@@ -186,13 +188,16 @@ fi
 
 # --- 2, 3. standalone -----------------------------------------------------------------------------
 P=$((BASE_PORT + 1))
-# Each server: the closed-loop sweep, then open-loop points at half of ZooKeeper's saturation
-# (ZooKeeper runs first, so its saturation is known when ringkeeper runs).
+# Each server: the closed-loop sweep, then open-loop points at each of RATE_SHARES of
+# ZooKeeper's saturation (ZooKeeper runs first, so its saturation is known when ringkeeper runs).
 measure() { # label, connection string
     sweep "$1" "$2" "$RATIOS"
-    local setup="${1#*-}"
+    local setup="${1#*-}" share
     if want "zookeeper-$setup" && [ -n "$HALF_RATIOS" ]; then
-        sweep "$1" "$2" "$HALF_RATIOS" --skip-setup --rate-from "$OUT" --rate-label "zookeeper-$setup" --rate-share 0.5
+        for share in ${RATE_SHARES//,/ }; do
+            sweep "$1" "$2" "$HALF_RATIOS" --skip-setup --rate-from "$OUT" --rate-label "zookeeper-$setup" \
+                --rate-share "$share"
+        done
     fi
 }
 if want zookeeper-standalone; then
@@ -296,7 +301,7 @@ ensemble's members; $THREADS load executor(s)${BENCH_PIN:+ pinned to CPU $BENCH_
 $(if [ -f "$OUT/netns-mode.txt" ]; then echo "- netns3: each member in its own network namespace (\`scripts/netns.sh\`), the load in a client \
 namespace, ${NETNS_DELAY_US} µs one-way delay (+ jitter 0..${NETNS_JITTER_US} µs) on every path by $(cat "$OUT/netns-mode.txt") \
 (relay: a \`ringkeeper-bench delay-relay\` in front of each member)."; fi)
-- Open-loop points send at half of ZooKeeper's closed-loop throughput at that read share, each
+- Open-loop points send at $(echo "$RATE_SHARES" | sed 's/,/, /g') of ZooKeeper's closed-loop throughput at that read share, each
   request at its scheduled time (paced in 1 ms steps); latency counts from the scheduled time.
 
 "
@@ -324,7 +329,7 @@ if [ "$DOCS" = 1 ]; then
 - **Closed loop** (the first two tables, the plots): every client keeps `--outstanding`
   requests in flight. This is the paper's method and measures saturation throughput;
   latencies there are those of a saturated server.
-- **Open loop** (the last tables): requests leave at a fixed rate, half of ZooKeeper's
+- **Open loop** (the last tables): requests leave at a fixed rate, a share of ZooKeeper's
   saturation throughput at that read share, each timed from when it was due. This compares
   latency at the same load.
 - **Shared machine:** the load generator and every server process share the machine's CPUs.

@@ -268,46 +268,58 @@ pub fn summary(all: &[Row], workload: &str) -> String {
     )
 }
 
-/// p99 of each server at the same open-loop rates (half of ZooKeeper's saturation, when the
-/// script asks for that), paired by setup, with ZooKeeper's p99 over ringkeeper's.
+/// p50 and p99 of each server at the same open-loop rates (shares of ZooKeeper's saturation,
+/// when the script asks for them), paired by setup, read share and rate, with ZooKeeper's
+/// figure over ringkeeper's.
 fn open_loop_summary(all: &[Row], workload: &str) -> String {
     let rows: Vec<&Row> = all.iter().filter(|r| r.workload == workload && r.target_rate > 0.0).collect();
     let setups: BTreeSet<&str> = rows.iter().map(|r| split_label(&r.label).1).collect();
+    let per_mille = |r: &Row| (r.read_pct * 10.0).round() as u64;
     let mut out = String::new();
     for setup in setups {
         let (rk, zk) = (format!("ringkeeper-{setup}"), format!("zookeeper-{setup}"));
-        let ratios: BTreeSet<u64> = rows
+        // (read share per mille, rate ops/s): both servers ran each point at the same rate.
+        let points: BTreeSet<(u64, u64)> = rows
             .iter()
             .filter(|r| split_label(&r.label).1 == setup)
-            .map(|r| (r.read_pct * 10.0).round() as u64)
+            .map(|r| (per_mille(r), r.target_rate.round() as u64))
             .collect();
-        let at = |label: &str, ratio: u64| {
-            rows.iter().find(|r| r.label == label && (r.read_pct * 10.0).round() as u64 == ratio)
+        let at = |label: &str, (ratio, rate): (u64, u64)| {
+            rows.iter().find(|r| r.label == label && per_mille(r) == ratio && r.target_rate.round() as u64 == rate)
         };
-        let lines: Vec<Vec<String>> = ratios
-            .iter()
-            .map(|&ratio| {
-                let (a, b) = (at(&rk, ratio), at(&zk, ratio));
-                let rate = a.or(b).map_or(0.0, |r| r.target_rate);
-                let p = |r: Option<&&Row>| r.map_or("–".to_string(), |r| format!("{:.2}", r.p99_ms));
-                let ratio_cell = match (a, b) {
-                    (Some(a), Some(b)) if a.p99_ms > 0.0 => format!("{:.1}×", b.p99_ms / a.p99_ms),
-                    _ => "–".to_string(),
-                };
-                vec![format!("{rate:.0}"), p(a), p(b), ratio_cell]
-            })
-            .collect();
-        let header = [
-            "rate ops/s".to_string(),
-            format!("{rk} p99 ms"),
-            format!("{zk} p99 ms"),
-            "zookeeper / ringkeeper".to_string(),
-        ];
+        let saturation = |ratio: u64| {
+            all.iter()
+                .find(|r| r.workload == workload && r.label == zk && r.target_rate == 0.0 && per_mille(r) == ratio)
+                .map(|r| r.ops_per_s)
+        };
         let _ = writeln!(
             out,
-            "### p99 at a fixed open-loop rate, {setup} ({workload})\n\n{}",
-            table(&header, &ratios, &lines)
+            "### Latency at a fixed open-loop rate, {setup} ({workload})\n\n\
+             | read % | share of {zk}'s saturation | rate ops/s | {rk} p50 / p99 ms | {zk} p50 / p99 ms | \
+             zookeeper / ringkeeper p50, p99 |\n| ---: | ---: | ---: | ---: | ---: | ---: |"
         );
+        for point in points {
+            let (a, b) = (at(&rk, point), at(&zk, point));
+            let share = saturation(point.0)
+                .filter(|s| *s > 0.0)
+                .map_or("–".to_string(), |s| format!("{:.0}%", point.1 as f64 / s * 100.0));
+            let p = |r: Option<&&Row>| r.map_or("–".to_string(), |r| format!("{:.2} / {:.2}", r.p50_ms, r.p99_ms));
+            let ratio_cell = match (a, b) {
+                (Some(a), Some(b)) if a.p50_ms > 0.0 && a.p99_ms > 0.0 => {
+                    format!("{:.1}×, {:.1}×", b.p50_ms / a.p50_ms, b.p99_ms / a.p99_ms)
+                }
+                _ => "–".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {share} | {} | {} | {} | {ratio_cell} |",
+                point.0 as f64 / 10.0,
+                point.1,
+                p(a),
+                p(b)
+            );
+        }
+        out.push('\n');
     }
     out
 }
@@ -590,6 +602,27 @@ mod tests {
             assert_eq!(polylines.count(), 2, "{label}'s line and its legend entry: {svg}");
         }
         assert_eq!(svg.matches("<circle").count(), rows.len());
+    }
+
+    #[test]
+    fn open_loop_points_pair_by_read_share_and_rate() {
+        let open = |label: &str, rate: f64, p50: f64, p99: f64| Row {
+            target_rate: rate,
+            p50_ms: p50,
+            p99_ms: p99,
+            ..row(label, 50.0, rate)
+        };
+        let rows = vec![
+            row("zookeeper-ensemble3", 50.0, 10_000.0),
+            open("zookeeper-ensemble3", 1000.0, 2.0, 8.0),
+            open("ringkeeper-ensemble3", 1000.0, 0.5, 2.0),
+            open("zookeeper-ensemble3", 5000.0, 3.0, 9.0),
+            open("ringkeeper-ensemble3", 5000.0, 1.0, 6.0),
+        ];
+        let s = summary(&rows, "get-set");
+        assert!(s.contains("### Latency at a fixed open-loop rate, ensemble3 (get-set)"), "{s}");
+        assert!(s.contains("| 50 | 10% | 1000 | 0.50 / 2.00 | 2.00 / 8.00 | 4.0×, 4.0× |"), "{s}");
+        assert!(s.contains("| 50 | 50% | 5000 | 1.00 / 6.00 | 3.00 / 9.00 | 3.0×, 1.5× |"), "{s}");
     }
 
     #[test]
