@@ -818,6 +818,7 @@ fn stage_histograms(out: &mut String, stages: &[(Stage, Snapshot)]) {
     let _ = writeln!(
         out,
         "# HELP {NAME} time of each stage of a request: core_to_pipeline, prep, propose_to_commit (leader), \
+         forward_to_commit (follower), \
          log_fsync (a log batch's write and fdatasync), commit_to_core, reply_to_socket (writes); read\n\
          # TYPE {NAME} histogram"
     );

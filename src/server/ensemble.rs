@@ -106,8 +106,9 @@ pub const PERSIST_QUEUE_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// disk slows the leader down through its own intake and its followers' links, as it did
 /// when the loop awaited each fdatasync.
 pub const PERSIST_BACKLOG_BYTES_MAX: usize = 64 * 1024 * 1024;
-/// Leader: proposals whose send time is kept for `Stage::ProposeToCommit`; beyond this many
-/// in flight, later ones go untimed (the queue stays bounded whatever the peers do).
+/// Proposals (leader) or forwarded writes (follower) whose send time is kept for
+/// `Stage::ProposeToCommit` / `Stage::ForwardToCommit`; beyond this many in flight, later ones
+/// go untimed (the queue stays bounded whatever the peers do).
 pub const PROPOSALS_TIMED_MAX: usize = 64 * 1024;
 
 pub struct EnsembleParams {
@@ -160,8 +161,8 @@ struct Member {
     /// Resumes waiting for the leader's verdict: token → conn, session, timeout.
     revalidating: HashMap<u64, (ConnRef, i64, i32)>,
     /// Follower: forwarded writes waiting for the leader to name their zxid, by request id,
-    /// with their size.
-    forwarded: HashMap<u64, (Awaited, usize)>,
+    /// with their size and when they were forwarded.
+    forwarded: HashMap<u64, (Awaited, usize, Instant)>,
     /// Follower: the bytes of `forwarded`.
     forwarded_bytes: usize,
     /// Leader: requests forwarded by followers while intake was closed, in arrival order.
@@ -184,8 +185,10 @@ struct Member {
     next_request: u64,
     /// The local request each proposed zxid answers (until it is delivered).
     answers: HashMap<Zxid, Awaited>,
-    /// Leader: when each proposal in flight was sent, in zxid order (`PROPOSALS_TIMED_MAX`).
-    proposed_at: VecDeque<(Zxid, Instant)>,
+    /// When each write in flight left: a leader's proposals (`Stage::ProposeToCommit`), a
+    /// follower's forwarded writes once the leader named their zxid (`Stage::ForwardToCommit`);
+    /// in zxid order, at most `PROPOSALS_TIMED_MAX`.
+    proposed_at: VecDeque<(Zxid, Instant, Stage)>,
     /// Syncs waiting for the leader's zxid: token → conn, xid, path.
     sync_tokens: HashMap<u64, (ConnRef, i32, String)>,
     /// Syncs answered once the committed tree reaches the zxid.
@@ -427,7 +430,7 @@ impl Member {
                         return;
                     }
                     let len = self.forward_encoded(data);
-                    self.forwarded.insert(request, (((conn, xid), fence), len));
+                    self.forwarded.insert(request, (((conn, xid), fence), len, Instant::now()));
                     self.forwarded_bytes += len;
                 }
             }
@@ -513,7 +516,7 @@ impl Member {
         self.intake_bytes += data.len();
         self.step(Input::Propose { data });
         if self.proposed_at.len() < PROPOSALS_TIMED_MAX {
-            self.proposed_at.push_back((zxid, Instant::now()));
+            self.proposed_at.push_back((zxid, Instant::now(), Stage::ProposeToCommit));
         }
         Some(zxid)
     }
@@ -746,9 +749,12 @@ impl Member {
     fn on_leader_reply(&mut self, data: Bytes) {
         match forward::decode_reply(data) {
             Ok(LeaderReply::Proposed { request, zxid }) => {
-                if let Some((origin, len)) = self.forwarded.remove(&request) {
+                if let Some((origin, len, at)) = self.forwarded.remove(&request) {
                     self.forwarded_bytes -= len;
                     self.answers.insert(zxid, origin);
+                    if self.proposed_at.len() < PROPOSALS_TIMED_MAX {
+                        self.proposed_at.push_back((zxid, at, Stage::ForwardToCommit));
+                    }
                 }
             }
             Ok(LeaderReply::Revalidated { token, alive }) => {
@@ -782,10 +788,10 @@ impl Member {
         }
         self.delivered_since_snapshot += 1;
         self.delivered_bytes_since_snapshot += t.data.len() as u64;
-        while let Some(&(z, at)) = self.proposed_at.front().filter(|(z, _)| *z <= t.zxid) {
+        while let Some(&(z, at, stage)) = self.proposed_at.front().filter(|(z, ..)| *z <= t.zxid) {
             self.proposed_at.pop_front();
             if z == t.zxid {
-                self.stats.pipeline_stages.get(Stage::ProposeToCommit).record_since(at);
+                self.stats.pipeline_stages.get(stage).record_since(at);
             }
         }
         let s = txn.header.session_id;

@@ -162,6 +162,9 @@ pub enum Stage {
     Prep,
     /// Leader: a proposal, from sent until committed (a quorum acknowledged it durable).
     ProposeToCommit,
+    /// Follower: a client's write, from forwarded to the leader until its commit was
+    /// delivered here (both hops, the leader's prep and its quorum). Pipeline core.
+    ForwardToCommit,
     /// One txn log batch's write and fdatasync. Pipeline core.
     LogFsync,
     /// A write's committed batch, from sent by the pipeline core until the client core of the
@@ -175,10 +178,11 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 7] = [
+    pub const ALL: [Stage; 8] = [
         Stage::CoreToPipeline,
         Stage::Prep,
         Stage::ProposeToCommit,
+        Stage::ForwardToCommit,
         Stage::LogFsync,
         Stage::CommitToCore,
         Stage::ReplyToSocket,
@@ -192,6 +196,7 @@ impl Stage {
             Stage::CoreToPipeline => "core_to_pipeline",
             Stage::Prep => "prep",
             Stage::ProposeToCommit => "propose_to_commit",
+            Stage::ForwardToCommit => "forward_to_commit",
             Stage::LogFsync => "log_fsync",
             Stage::CommitToCore => "commit_to_core",
             Stage::ReplyToSocket => "reply_to_socket",

@@ -16,7 +16,7 @@ from test_four_letter_words import four_letter_word, mntr
 
 pytestmark = pytest.mark.ringkeeper_only
 
-STAGES = ["core_to_pipeline", "prep", "propose_to_commit", "log_fsync", "commit_to_core", "reply_to_socket", "read"]
+STAGES = ["core_to_pipeline", "prep", "propose_to_commit", "forward_to_commit", "log_fsync", "commit_to_core", "reply_to_socket", "read"]
 METRIC = "ringkeeper_stage_latency_seconds"
 
 
@@ -109,6 +109,7 @@ def test_standalone_stages_follow_the_requests_and_srst_zeroes_them(make_server)
         "core_to_pipeline": writes,
         "prep": writes,
         "propose_to_commit": 0,
+        "forward_to_commit": 0,
         # The session's create is a txn too; a batch holds one or more.
         "log_fsync": lambda n: 1 <= n <= writes + 1,
         "commit_to_core": writes,
@@ -135,6 +136,7 @@ def test_ensemble_stages_on_the_leader_and_a_follower(ensemble):  # noqa: F811
         "prep": on_leader + on_follower,
         # ... and proposes them, with the two sessions' createSession txns.
         "propose_to_commit": on_leader + on_follower + 2,
+        "forward_to_commit": 0,
         "log_fsync": lambda n: n >= 1,
         "commit_to_core": on_leader,
         "reply_to_socket": on_leader + reads,
@@ -144,6 +146,9 @@ def test_ensemble_stages_on_the_leader_and_a_follower(ensemble):  # noqa: F811
         "core_to_pipeline": on_follower,
         "prep": 0,
         "propose_to_commit": 0,
+        # Every write of its client went to the leader and came back committed (the
+        # closeSession too; its createSession is not forwarded as a write).
+        "forward_to_commit": on_follower,
         "log_fsync": lambda n: n >= 1,
         "commit_to_core": on_follower,
         "reply_to_socket": on_follower + reads,
