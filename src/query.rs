@@ -146,10 +146,10 @@ mod tests {
         let digest = Id { scheme: "digest".into(), id: acl::digest_of("bob:pw") };
         let secret: Arc<[Acl]> = vec![Acl { perms: perms::READ, id: digest.clone() }].into();
         t.create_node("/open", Some(Bytes::from_static(b"hi")), acl::open_acl_unsafe().into(), 0, 1, 1);
-        t.create_node("/open/a", None, acl::open_acl_unsafe().into(), 0, 2, 2);
-        t.create_node("/secret", None, secret, 0, 3, 3);
+        t.create_node("/open/a", None::<&[u8]>, acl::open_acl_unsafe().into(), 0, 2, 2);
+        t.create_node("/secret", None::<&[u8]>, secret, 0, 3, 3);
         t.add_session(9, 4000);
-        t.create_node("/open/e", None, acl::open_acl_unsafe().into(), 9, 4, 4);
+        t.create_node("/open/e", None::<&[u8]>, acl::open_acl_unsafe().into(), 9, 4, 4);
         t
     }
 

@@ -449,7 +449,7 @@ mod tests {
     fn tree(nodes: usize) -> DataTree {
         let mut t = DataTree::new();
         let open: std::sync::Arc<[crate::proto::Acl]> = crate::tree::acl::open_acl_unsafe().into();
-        t.create_node("/p", None, open.clone(), 0, 1, 1000);
+        t.create_node("/p", None::<&[u8]>, open.clone(), 0, 1, 1000);
         for i in 0..nodes {
             let data = Bytes::from(vec![(i % 251) as u8; 1024]);
             t.create_node(&format!("/p/n{i:06}"), Some(data), open.clone(), 0, 2 + i as i64, 1000);

@@ -207,7 +207,7 @@ mod tests {
                 // Writes go on on the executor while the snapshot and the purge run.
                 for i in 0..50 {
                     z += 1;
-                    tree.create_node(&format!("/w{round}-{i}"), None, acl.clone(), 0, z, z);
+                    tree.create_node(&format!("/w{round}-{i}"), None::<&[u8]>, acl.clone(), 0, z, z);
                     tree.set_last_zxid(z);
                 }
                 let out = writing.await;

@@ -96,8 +96,7 @@ pub fn file_len_for(logical: u64) -> u64 {
 
 /// The crc of sector `index` with `payload` (`SECTOR_PAYLOAD_BYTES`).
 fn sector_crc(index: u64, payload: &[u8]) -> u32 {
-    let off = index * SECTOR_BYTES as u64;
-    crc32c::crc32c_append(crc32c::crc32c(&off.to_be_bytes()), payload)
+    super::sector_crc::sector_crc(index * SECTOR_BYTES as u64, payload)
 }
 
 /// Sector `index` holding `payload` (at most `SECTOR_PAYLOAD_BYTES`; zero-padded), crc sealed.

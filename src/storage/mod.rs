@@ -11,6 +11,7 @@ pub mod log;
 pub mod log_v1;
 pub mod peer_state;
 pub mod recovery;
+mod sector_crc;
 pub mod snapshot;
 pub mod truncate;
 

@@ -519,7 +519,7 @@ mod tests {
         let mut z = 0i64;
         for p in 0..PARENTS {
             z += 1;
-            big.create_node(&format!("/p{p:04}"), None, acl.clone(), 0, z, 100 + z);
+            big.create_node(&format!("/p{p:04}"), None::<&[u8]>, acl.clone(), 0, z, 100 + z);
             for c in 0..PER_PARENT {
                 z += 1;
                 big.create_node(

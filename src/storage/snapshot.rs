@@ -487,9 +487,9 @@ pub(crate) mod tests {
         t.create_node("/app", Some(Bytes::from_static(b"cfg")), open.clone(), 0, next(), 1000);
         for i in 0..5 {
             let p = format!("/app/seq-{i:010}");
-            t.create_node(&p, None, digest.clone(), 0, next(), 1001 + i);
+            t.create_node(&p, None::<&[u8]>, digest.clone(), 0, next(), 1001 + i);
         }
-        t.create_node("/app/lock", None, open.clone(), EPHEMERAL_OWNER_CONTAINER, next(), 1100);
+        t.create_node("/app/lock", None::<&[u8]>, open.clone(), EPHEMERAL_OWNER_CONTAINER, next(), 1100);
         t.create_node("/app/lock/e1", Some(Bytes::from(vec![9u8; 5000])), open.clone(), 0x100, next(), 1101);
         t.create_node("/app/ttl", Some(Bytes::new()), open.clone(), EPHEMERAL_OWNER_TTL_MASK | 5000, next(), 1102);
         t.create_node("/b", Some(Bytes::from_static(b"x")), digest.clone(), 0x200, next(), 1103);
@@ -599,8 +599,8 @@ pub(crate) mod tests {
         // An orphan: rename "/a" to "/c" so that "/a/b" comes without its parent.
         let mut t2 = DataTree::new();
         let acl: Arc<[Acl]> = crate::tree::acl::open_acl_unsafe().into();
-        t2.create_node("/a", None, acl.clone(), 0, 1, 1);
-        t2.create_node("/a/b", None, acl, 0, 2, 2);
+        t2.create_node("/a", None::<&[u8]>, acl.clone(), 0, 1, 1);
+        t2.create_node("/a/b", None::<&[u8]>, acl, 0, 2, 2);
         let good2 = encode_snapshot(&t2);
         let mut b = good2[..good2.len() - 4].to_vec();
         let pos = b.windows(2).position(|w| w == b"/a").unwrap();
@@ -608,8 +608,8 @@ pub(crate) mod tests {
         assert!(matches!(decode_snapshot(&reseal(b)), Err(SnapshotError::ParentMissing { .. })));
         // A node twice.
         let mut t3 = DataTree::new();
-        t3.create_node("/a", None, crate::tree::acl::open_acl_unsafe().into(), 0, 1, 1);
-        t3.create_node("/b", None, crate::tree::acl::open_acl_unsafe().into(), 0, 2, 2);
+        t3.create_node("/a", None::<&[u8]>, crate::tree::acl::open_acl_unsafe().into(), 0, 1, 1);
+        t3.create_node("/b", None::<&[u8]>, crate::tree::acl::open_acl_unsafe().into(), 0, 2, 2);
         let good3 = encode_snapshot(&t3);
         let mut b = good3[..good3.len() - 4].to_vec();
         let pos = b.windows(2).position(|w| w == b"/b").unwrap();

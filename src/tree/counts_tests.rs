@@ -144,7 +144,7 @@ fn issue13_counts_are_maintained_by_apply_and_acls_are_interned() {
 #[test]
 fn issue13_a_childs_path_is_stored_once() {
     let mut t = DataTree::new();
-    t.create_node("/leaf", None, open_acl_unsafe().into(), 0, 1, 1);
+    t.create_node("/leaf", None::<&[u8]>, open_acl_unsafe().into(), 0, 1, 1);
     assert!(t.get("/leaf").expect("created").children.is_empty());
     let root = t.get("/").expect("root");
     let child = root.children.paths().find(|p| &***p == "/leaf").expect("linked").clone();

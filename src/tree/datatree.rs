@@ -136,9 +136,18 @@ impl Znode {
 
 /// Data as the tree keeps it: a copy of exactly its bytes, so that a node never holds on to
 /// the request frame, batch or log buffer its txn was decoded from; empty data allocates
-/// nothing.
-fn own_data(data: Option<Bytes>) -> Option<Bytes> {
-    data.map(|d| if d.is_empty() { Bytes::new() } else { Bytes::copy_from_slice(&d) })
+/// nothing. Takes the data by reference (apply passes the txn's `&[u8]`): a clone of a request's
+/// `Bytes` and its drop are two atomics on a count the client core's reader shares, which
+/// cost more than the copy (a profile at 0% reads: 3% of the server's CPU).
+fn own_data<D: AsRef<[u8]>>(data: Option<D>) -> Option<Bytes> {
+    data.map(|d| {
+        let d = d.as_ref();
+        if d.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(d)
+        }
+    })
 }
 
 /// The interned ACL lists, as ZooKeeper's ACL cache: one `Arc` per distinct list, counted by
@@ -404,7 +413,15 @@ impl DataTree {
         doomed.into_iter().map(|(p, _)| p).collect()
     }
 
-    pub fn create_node(&mut self, p: &str, data: Option<Bytes>, acl: Arc<[Acl]>, owner: i64, zxid: i64, time_ms: i64) {
+    pub fn create_node<D: AsRef<[u8]>>(
+        &mut self,
+        p: &str,
+        data: Option<D>,
+        acl: Arc<[Acl]>,
+        owner: i64,
+        zxid: i64,
+        time_ms: i64,
+    ) {
         assert!(!self.nodes.contains(p), "create of existing node {p} at zxid {zxid:#x}");
         let parent = path::parent(p).unwrap_or_else(|| panic!("create of the root at zxid {zxid:#x}"));
         {
@@ -470,7 +487,7 @@ impl DataTree {
         self.add_to_quota(p, -1, -bytes);
     }
 
-    pub fn set_data(&mut self, p: &str, data: Option<Bytes>, zxid: i64, time_ms: i64) {
+    pub fn set_data<D: AsRef<[u8]>>(&mut self, p: &str, data: Option<D>, zxid: i64, time_ms: i64) {
         let data = own_data(data);
         let new = data_len(&data);
         let node = self.node_mut(p).unwrap_or_else(|| panic!("setData of missing node {p} at zxid {zxid:#x}"));
@@ -673,10 +690,10 @@ mod tests {
                 let mut t = DataTree::new();
                 let acl: Arc<[Acl]> = super::super::acl::open_acl_unsafe().into();
                 let mut p = String::from("/d");
-                t.create_node(&p, None, acl.clone(), 0, 1, 0);
+                t.create_node(&p, None::<&[u8]>, acl.clone(), 0, 1, 0);
                 for i in 0..depth {
                     p.push_str("/x");
-                    t.create_node(&p, None, acl.clone(), 0, 2 + i, 0);
+                    t.create_node(&p, None::<&[u8]>, acl.clone(), 0, 2 + i, 0);
                 }
                 (t.descendant_count("/d"), t.descendant_count("/"), t.walk().len())
             })
@@ -690,9 +707,9 @@ mod tests {
     fn cversion_and_pzxid_follow_creates_and_deletes() {
         let mut t = DataTree::new();
         let acl: Arc<[Acl]> = super::super::acl::open_acl_unsafe().into();
-        t.create_node("/a", None, acl.clone(), 0, 1, 10);
-        t.create_node("/a/b", None, acl.clone(), 0, 2, 11);
-        t.create_node("/a/c", None, acl.clone(), 0, 3, 12);
+        t.create_node("/a", None::<&[u8]>, acl.clone(), 0, 1, 10);
+        t.create_node("/a/b", None::<&[u8]>, acl.clone(), 0, 2, 11);
+        t.create_node("/a/c", None::<&[u8]>, acl.clone(), 0, 3, 12);
         t.delete_node("/a/b", 4);
         let s = t.get("/a").unwrap().stat();
         assert_eq!(s.cversion, 3);

@@ -130,7 +130,7 @@ fn apply_op(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change
         }
         TxnOp::Create { path, data, acl, ephemeral_owner, response_type } => {
             let acl: Arc<[_]> = acl.clone().into();
-            tree.create_node(path, data.clone(), acl.clone(), *ephemeral_owner, zxid, time);
+            tree.create_node(path, data.as_deref(), acl.clone(), *ephemeral_owner, zxid, time);
             changes.push(Change::Created { path: path.clone(), acl, parent_acl: parent_acl_of(tree, path) });
             OpResult::Created { path: path.clone(), stat: stat_of(tree, path), response_type: *response_type }
         }
@@ -139,7 +139,7 @@ fn apply_op(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change
             OpResult::Deleted
         }
         TxnOp::SetData { path, data } => {
-            tree.set_data(path, data.clone(), zxid, time);
+            tree.set_data(path, data.as_deref(), zxid, time);
             changes.push(Change::DataChanged { path: path.clone(), acl: acl_of(tree, path) });
             OpResult::DataSet { stat: stat_of(tree, path) }
         }
