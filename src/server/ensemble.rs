@@ -142,6 +142,9 @@ struct Member {
     /// The membership in force here (its server lines, for `/zookeeper/config`, the peer
     /// transport and the reconfig requests this member preps as leader).
     membership: DynConfig,
+    /// The quorum addresses of each server as the peer transport last followed them
+    /// (`follow_membership` resolves only lines that differ from these).
+    followed: Followed,
     /// Reconfigurations delivered here whose `membership` file is not yet written: their
     /// server lines by zxid (one at a time in practice: ReconfigInProgress).
     configs: BTreeMap<Zxid, DynConfig>,
@@ -1227,7 +1230,7 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
                 Output::FromLeader { data } => m.on_leader_reply(data),
                 Output::Reconfigured { zxid, voters, observers } => {
                     m.reconfigured(zxid, &voters, &observers);
-                    follow_membership(net, &m.membership);
+                    follow_membership(net, &mut m.followed, &m.membership).await;
                 }
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     m.read_log(to, link, after, upto, check_after)
@@ -1243,19 +1246,59 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
     Ok(())
 }
 
+/// The quorum addresses of each server as written in its line, by sid.
+type Followed = BTreeMap<Sid, Vec<crate::config::ServerAddr>>;
+
+/// The lines of `membership` whose quorum addresses differ from those `followed` holds (new
+/// servers and moved ones): the only ones a reconfiguration needs resolved again.
+fn changed_lines<'a>(followed: &Followed, membership: &'a DynConfig) -> Vec<&'a crate::config::ServerSpec> {
+    membership.servers.iter().filter(|s| followed.get(&s.id) != Some(&s.addrs)).collect()
+}
+
+/// The quorum addresses of `s` when every host is an IP literal (no lookup needed), else None.
+fn literal_addrs(s: &crate::config::ServerSpec) -> Option<Vec<SocketAddr>> {
+    s.addrs
+        .iter()
+        .map(|a| {
+            a.host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .ok()
+                .map(|ip| SocketAddr::new(ip, a.quorum_port))
+        })
+        .collect()
+}
+
 /// Makes every peer check of `net` follow `membership` (committed): its members' hosts are
-/// accepted (joining ones also dialed), those of servers no longer in it refused.
-fn follow_membership(net: &mut PeerNet, membership: &DynConfig) {
+/// accepted (joining ones also dialed), those of servers no longer in it refused. Only lines
+/// new or changed since `followed` are resolved; a line naming a host (not an IP literal) is
+/// resolved on the blocking pool, so the pipeline core never waits on DNS (the pipeline task
+/// awaits the lookup, keeping reconfigurations in commit order). A line that does not resolve
+/// is retried at the next reconfiguration.
+async fn follow_membership(net: &mut PeerNet, followed: &mut Followed, membership: &DynConfig) {
     let me = net.me();
-    for s in &membership.servers {
-        match s.addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>() {
+    for s in changed_lines(followed, membership) {
+        let resolved = match literal_addrs(s) {
+            Some(addrs) => Ok(addrs),
+            None => {
+                let addrs = s.addrs.clone();
+                super::offcore::run(move || {
+                    addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>()
+                })
+                .await
+            }
+        };
+        match resolved {
             Ok(addrs) => {
                 let names: Vec<String> = s.addrs.iter().map(|a| a.host.clone()).collect();
                 net.set_member(s.id, &names, &addrs);
+                followed.insert(s.id, s.addrs.clone());
             }
             Err(e) => tracing::warn!("peer {me}: server.{} is a member, but {e}", s.id),
         }
     }
+    followed.retain(|sid, _| membership.servers.iter().any(|s| s.id == *sid));
     for sid in net.members() {
         if !membership.servers.iter().any(|s| s.id == sid) {
             tracing::info!(
@@ -1453,6 +1496,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         me: my_id,
         peer,
         membership: start_membership(&config)?,
+        // The start-up resolved every configured line (`peers`) before the transport started.
+        followed: config.servers.iter().map(|s| (s.id, s.addrs.clone())).collect(),
         configs: BTreeMap::new(),
         committed,
         prep: None,
@@ -1501,7 +1546,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         stats: stats.clone(),
     };
     // A restarted member follows the membership it last saw committed, not only its server lines.
-    follow_membership(&mut net, &m.membership);
+    follow_membership(&mut net, &mut m.followed, &m.membership).await;
 
     let ticked = Rc::new(Cell::new(false));
     // A task wakes the loop every SNAP_PACE_MS while a SNAP streams (see `snap_stream`).
@@ -1720,4 +1765,53 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         tracing::warn!("closing the txn log: {e}");
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_server_spec, ServerSpec};
+
+    fn line(id: u64, value: &str) -> ServerSpec {
+        parse_server_spec(id, value).expect("a valid server line")
+    }
+
+    #[test]
+    fn only_new_or_moved_lines_are_resolved_again() {
+        let before = DynConfig::new(
+            1,
+            [
+                line(1, "127.0.0.1:2001:3001:participant;2181"),
+                line(2, "127.0.0.2:2002:3002:participant;2182"),
+                line(3, "peer3.example:2003:3003:participant;2183"),
+            ],
+        );
+        let mut followed: Followed = before.servers.iter().map(|s| (s.id, s.addrs.clone())).collect();
+        assert!(changed_lines(&followed, &before).is_empty());
+        // server.2 moves its quorum port, server.4 joins, server.3 keeps its line but its client
+        // port (not a peer address) changes: only 2 and 4 are resolved.
+        let after = DynConfig::new(
+            2,
+            [
+                line(1, "127.0.0.1:2001:3001:participant;2181"),
+                line(2, "127.0.0.2:2102:3102:participant;2182"),
+                line(3, "peer3.example:2003:3003:participant;2283"),
+                line(4, "127.0.0.4:2004:3004:participant;2184"),
+            ],
+        );
+        let ids: Vec<u64> = changed_lines(&followed, &after).iter().map(|s| s.id).collect();
+        assert_eq!(ids, vec![2, 4]);
+        for s in changed_lines(&followed, &after).into_iter().cloned().collect::<Vec<_>>() {
+            followed.insert(s.id, s.addrs.clone());
+        }
+        assert!(changed_lines(&followed, &after).is_empty());
+    }
+
+    #[test]
+    fn ip_literals_need_no_lookup_and_host_names_do() {
+        let v4 = line(1, "127.0.0.9:2001:3001|[::1]:2002:3002:participant");
+        assert_eq!(literal_addrs(&v4), Some(vec!["127.0.0.9:2001".parse().unwrap(), "[::1]:2002".parse().unwrap()]));
+        assert_eq!(literal_addrs(&line(2, "127.0.0.9:2001:3001|localhost:2002:3002")), None);
+        assert_eq!(literal_addrs(&line(3, "peer3.example:2003:3003")), None);
+    }
 }
