@@ -729,6 +729,39 @@ impl Member {
         }
     }
 
+    /// The client address of this member's line in the membership in force.
+    fn own_client(&self) -> Option<(String, u16)> {
+        self.membership.servers.iter().find(|s| s.id == self.me).and_then(|s| s.client.clone())
+    }
+
+    /// A committed reconfiguration gave this member the client address `host:port`: every
+    /// client core listens there from now on instead of the old one (ZooKeeper's
+    /// `ServerCnxnFactory.reconfigure`); established connections stay. A host name is
+    /// resolved on the blocking pool; one that does not resolve leaves the old listener.
+    async fn move_client_listener(&mut self, host: String, port: u16) {
+        let ip = match host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+            Ok(ip) => Ok(ip),
+            Err(_) if host.is_empty() => Ok(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+            Err(_) => {
+                let h = host.clone();
+                super::offcore::run(move || resolve(&h, port).map(|a| a.ip())).await
+            }
+        };
+        match ip {
+            Ok(ip) => {
+                let addr = SocketAddr::new(ip, port);
+                tracing::info!("peer {}: the membership moves this member's client address to {addr}", self.me);
+                self.control(ToClientCore::Listen(addr));
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "peer {}: the new client address {host}:{port} does not resolve ({e}); not moved",
+                    self.me
+                )
+            }
+        }
+    }
+
     /// After a SNAP: the membership the leader's tree holds in `/zookeeper/config`, if newer
     /// than this member's, is told to the peer (a reconfiguration committed before the
     /// snapshot is delivered to no one here).
@@ -1229,8 +1262,15 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
                 }
                 Output::FromLeader { data } => m.on_leader_reply(data),
                 Output::Reconfigured { zxid, voters, observers } => {
+                    let client_before = m.own_client();
                     m.reconfigured(zxid, &voters, &observers);
                     follow_membership(net, &mut m.followed, &m.membership).await;
+                    let client_after = m.own_client();
+                    if let (Some(_), Some((host, port))) = (client_before.clone(), client_after.clone()) {
+                        if client_before != client_after {
+                            m.move_client_listener(host, port).await;
+                        }
+                    }
                 }
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     m.read_log(to, link, after, upto, check_after)
@@ -1290,6 +1330,12 @@ async fn follow_membership(net: &mut PeerNet, followed: &mut Followed, membershi
             }
         };
         match resolved {
+            Ok(addrs) if s.id == me => match net.listen_on(&addrs) {
+                Ok(()) => {
+                    followed.insert(s.id, s.addrs.clone());
+                }
+                Err(e) => tracing::error!("peer {me}: the membership moves this member's quorum address, but {e}"),
+            },
             Ok(addrs) => {
                 let names: Vec<String> = s.addrs.iter().map(|a| a.host.clone()).collect();
                 net.set_member(s.id, &names, &addrs);
