@@ -316,8 +316,14 @@ class Writer:
         self.stop_flag.set()
         self.thread.join(30)
 
-    def check_on(self, cluster, ids, kazoo_factory):
-        """Every acknowledged write is on every member of `ids`."""
+    def more(self, n, what):
+        """Waits until n more writes are acknowledged than now."""
+        before = len(self.acked)
+        wait_until(lambda: len(self.acked) > before + n, timeout=60.0, what=what)
+
+    def check_on(self, cluster, ids, kazoo_factory, during):
+        """Every acknowledged write is on every member of `ids` (then the counts are printed,
+        with what happened `during` the writes)."""
         assert self.acked, "the writer got nothing acknowledged"
         for i in ids:
             r = kazoo(kazoo_factory, cluster.hostport(i))
@@ -325,6 +331,7 @@ class Writer:
             have = set(f"{self.root}/{n}" for n in r.get_children(self.root))
             lost = [p for p in self.acked if p not in have]
             assert not lost, f"member {i} lacks {len(lost)} acknowledged writes, e.g. {lost[:3]}"
+        print(f"{cluster.kind}: {len(self.acked)} writes acknowledged, {self.failed} failed during {during}")
 
 
 def reconfig(zk, joining=None, leaving=None):
@@ -448,16 +455,14 @@ def test_grow_shrink_observer_and_leader_removal_under_writes(kind, dynamic_trio
         data, stat = reconfig_outcome(zk_rest, has_lines([c.line(i) for i in rest]), leaving=str(leader))
         assert data.decode() == expected_text(c, rest, stat.mzxid)
         c.wait_serving(rest)
-        acked_before = len(writer.acked)
-        wait_until(lambda: len(writer.acked) > acked_before + 10, timeout=60.0, what="writes after the removal")
+        writer.more(10, "writes after the removal")
         data, stat = reconfig_outcome(zk_rest, has_lines([c.line(i) for i in (1, 2, 3)]), joining=c.line(leader))
         assert data.decode() == expected_text(c, (1, 2, 3), stat.mzxid)
         c.wait_serving((1, 2, 3))
         same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
     finally:
         writer.stop()
-    writer.check_on(c, (1, 2, 3), kazoo_factory)
-    print(f"{kind}: {len(writer.acked)} writes acknowledged, {writer.failed} failed during the reconfigurations")
+    writer.check_on(c, (1, 2, 3), kazoo_factory, "the reconfigurations")
 
 
 def rk_cli(hostport, script):
@@ -557,16 +562,13 @@ def test_move_a_member_in_place_under_writes(kind, dynamic_trio, kazoo_factory):
         c.wait_serving((1, 2, 3))
         assert refused(old_hostport)
         c.stop(g)
-        acked = len(writer.acked)
-        wait_until(lambda: len(writer.acked) > acked + 10, timeout=60.0,
-                   what=f"writes with member {g} down (member {f} reached at its new address)")
+        writer.more(10, f"writes with member {g} down (member {f} reached at its new address)")
         c.start(g)
         c.wait_serving((1, 2, 3))
         same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
     finally:
         writer.stop()
-    writer.check_on(c, (1, 2, 3), kazoo_factory)
-    print(f"{kind}: {len(writer.acked)} writes acknowledged, {writer.failed} failed during the moves")
+    writer.check_on(c, (1, 2, 3), kazoo_factory, "the moves")
 
 
 def test_ensemble_from_a_dynamic_config_file(kind, tmp_path, kazoo_factory):
