@@ -1215,6 +1215,9 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
             break;
         }
         let mut persists = Vec::new();
+        // Servers a reconfiguration of this pass removed: their connections close once what
+        // the pass sends them is queued (a leader's COMMIT follows its delivery).
+        let mut removed = Vec::new();
         for o in outs {
             match o {
                 Output::Send(env) => match m.snap_out.route(env.to, env.msg) {
@@ -1264,7 +1267,7 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
                 Output::Reconfigured { zxid, voters, observers } => {
                     let client_before = m.own_client();
                     m.reconfigured(zxid, &voters, &observers);
-                    follow_membership(net, &mut m.followed, &m.membership).await;
+                    removed.extend(follow_membership(net, &mut m.followed, &m.membership).await);
                     let client_after = m.own_client();
                     if let (Some(_), Some((host, port))) = (client_before.clone(), client_after.clone()) {
                         if client_before != client_after {
@@ -1276,6 +1279,9 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
                     m.read_log(to, link, after, upto, check_after)
                 }
             }
+        }
+        for sid in removed {
+            net.retire(sid);
         }
         if !persists.is_empty() {
             persist(m, log, persists).await?;
@@ -1315,8 +1321,8 @@ fn literal_addrs(s: &crate::config::ServerSpec) -> Option<Vec<SocketAddr>> {
 /// new or changed since `followed` are resolved; a line naming a host (not an IP literal) is
 /// resolved on the blocking pool, so the pipeline core never waits on DNS (the pipeline task
 /// awaits the lookup, keeping reconfigurations in commit order). A line that does not resolve
-/// is retried at the next reconfiguration.
-async fn follow_membership(net: &mut PeerNet, followed: &mut Followed, membership: &DynConfig) {
+/// is retried at the next reconfiguration. Returns the servers it removed (for `PeerNet::retire`).
+async fn follow_membership(net: &mut PeerNet, followed: &mut Followed, membership: &DynConfig) -> Vec<Sid> {
     let me = net.me();
     for s in changed_lines(followed, membership) {
         let resolved = match literal_addrs(s) {
@@ -1345,6 +1351,7 @@ async fn follow_membership(net: &mut PeerNet, followed: &mut Followed, membershi
         }
     }
     followed.retain(|sid, _| membership.servers.iter().any(|s| s.id == *sid));
+    let mut removed = Vec::new();
     for sid in net.members() {
         if !membership.servers.iter().any(|s| s.id == sid) {
             tracing::info!(
@@ -1352,8 +1359,10 @@ async fn follow_membership(net: &mut PeerNet, followed: &mut Followed, membershi
                 membership.version
             );
             net.remove_peer(sid);
+            removed.push(sid);
         }
     }
+    removed
 }
 
 /// Quorum TLS as configured: the stores read on the blocking pool (an error refuses the start),
@@ -1592,7 +1601,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         stats: stats.clone(),
     };
     // A restarted member follows the membership it last saw committed, not only its server lines.
-    follow_membership(&mut net, &mut m.followed, &m.membership).await;
+    for sid in follow_membership(&mut net, &mut m.followed, &m.membership).await {
+        net.retire(sid);
+    }
 
     let ticked = Rc::new(Cell::new(false));
     // A task wakes the loop every SNAP_PACE_MS while a SNAP streams (see `snap_stream`).

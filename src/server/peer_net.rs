@@ -253,6 +253,9 @@ struct Outbound {
     /// moved it, tried after the new ones until a connection at a new one succeeds (a moved
     /// member that missed the commit still listens there).
     primary: Cell<usize>,
+    /// The peer was removed from the membership: the writer closes the connection once what
+    /// is queued is written, and the dialer stops.
+    retiring: Cell<bool>,
 }
 
 impl Outbound {
@@ -401,6 +404,7 @@ impl PeerNet {
             routes: RefCell::new(self.routes(addrs)),
             names: RefCell::new(self.tls_names(sid)),
             primary: Cell::new(addrs.len()),
+            retiring: Cell::new(false),
         });
         let dial_tls = self.tls.clone().filter(|t| t.ctx.settings.ssl_quorum);
         let dial = Dial { me: self.me, to: sid, tls: dial_tls, sasl: self.sasl.clone() };
@@ -510,9 +514,9 @@ impl PeerNet {
 
     /// A committed reconfiguration removed `sid`: new connections from it are refused like
     /// those of any unknown server (at accept if no member's host is their address, else at
-    /// its hello), and no certificate or principal names it any more. A connection of its that
-    /// is open stays until it closes, and this server goes on dialing it (the removed server
-    /// may still need the commit that removed it).
+    /// its hello), and no certificate or principal names it any more. Its open connections
+    /// are closed by `retire`, which the shell calls once it has queued what the pass that
+    /// committed the removal sends it (the COMMIT a leader sends after delivering).
     pub fn remove_peer(&mut self, sid: Sid) {
         if sid == self.me {
             return;
@@ -523,6 +527,24 @@ impl PeerNet {
         }
         if let Some(p) = &self.sasl {
             p.set_hosts(sid, None);
+        }
+    }
+
+    /// Closes the connections with `sid`, a server `remove_peer` removed: the one it opened to
+    /// this server at once (what it sends a member it is not part of is ignored anyway), the
+    /// one this server opened to it once what is queued on it is written (so it hears the
+    /// commit that removed it); it is not dialed again unless a reconfiguration adds it back.
+    pub fn retire(&mut self, sid: Sid) {
+        if sid == self.me || self.gate.hosts.borrow().contains_key(&sid) {
+            return;
+        }
+        if let Some(ended) = self.gate.live.borrow_mut().remove(&sid) {
+            ended.signal(1);
+        }
+        if let Some(o) = self.out.remove(&sid) {
+            tracing::info!("peer {}: closing the connections with server.{sid}, removed from the membership", self.me);
+            o.retiring.set(true);
+            o.wake.signal(1);
         }
     }
 
@@ -671,6 +693,9 @@ async fn dial_loop(d: Dial, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
     let mut last_failure_log: Option<Instant> = None;
     let mut next = 0;
     loop {
+        if o.retiring.get() {
+            return;
+        }
         let (route, routes) = {
             let routes = o.routes.borrow();
             let Some(&route) = routes.get(next % routes.len().max(1)) else { return };
@@ -824,6 +849,9 @@ async fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> io::Result<Tc
 async fn write_loop<S: AsyncWrite + Unpin>(stream: &mut S, o: &Outbound) -> Option<io::Error> {
     let reset = || io::Error::other("too far behind; closed to re-sync");
     loop {
+        if o.retiring.get() && o.buf.borrow().is_empty() {
+            return Some(io::Error::other("removed from the membership; closed"));
+        }
         if o.wake.acquire(1).await.is_err() {
             return None;
         }
@@ -1425,6 +1453,20 @@ mod tests {
             .unwrap();
     }
 
+    /// Servers 1 and 2 on 127.0.0.1, each having sent the other note(1) and received it;
+    /// and 2's address.
+    async fn connected_pair() -> ((PeerNet, LocalReceiver<PeerIn>), (PeerNet, LocalReceiver<PeerIn>), SocketAddr) {
+        let (a, b) = (free_addr(), free_addr());
+        let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+        let (net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
+        let (net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
+        send_until_connected(&net1, 2, &note(1)).await;
+        send_until_connected(&net2, 1, &note(1)).await;
+        assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(1)))));
+        assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(1)))));
+        ((net1, rx1), (net2, rx2), b)
+    }
+
     /// Issue 16, moving a member in place: the others dial its new address from their next
     /// connection on, its old one after it until a new one answers (a member that missed the
     /// commit still listens there); the moved member listens at the new address only, and a
@@ -1433,12 +1475,8 @@ mod tests {
     fn a_moved_member_is_dialed_at_its_new_address_and_listens_there() {
         LocalExecutorBuilder::default()
             .spawn(|| async {
-                let (a, b, c) = (free_addr(), free_addr(), free_addr());
-                let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
-                let (mut net1, _rx1) = PeerNet::start(1, a, &peers).unwrap();
-                let (mut net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
-                send_until_connected(&net1, 2, &note(1)).await;
-                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(1)))));
+                let c = free_addr();
+                let ((mut net1, _rx1), (mut net2, rx2), b) = connected_pair().await;
                 let names = ["127.0.0.1".to_string()];
 
                 // Member 2 moves to c but has not heard of it yet: 1 reaches it at b still.
@@ -1471,6 +1509,31 @@ mod tests {
                 send_until_connected(&net1, 2, &note(5)).await;
                 assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(5)))), "reached at the new address");
                 assert_eq!(net1.out[&2].routes.borrow().iter().map(|r| r.to).collect::<Vec<_>>(), vec![c]);
+                drop((net1, net2));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// Issue 16: a removed server's connections close once what was queued for it is
+    /// written (it hears the commit that removed it), its own to this server at once, and it
+    /// is not dialed again.
+    #[test]
+    fn a_retired_peer_gets_what_was_queued_then_its_connections_close() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let ((mut net1, rx1), (net2, rx2), _) = connected_pair().await;
+
+                net1.remove_peer(2);
+                assert_eq!(net1.send(2, &note(2)), Sent::Queued, "queued in the pass that removed it");
+                net1.retire(2);
+                assert!(!net1.knows(2));
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(2)))), "what was queued arrives");
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, None)), "then the connection closes");
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, None)), "its connection to 1 is ended");
+                assert_eq!(recv_within(&rx2, 1000).await, None, "nothing more arrives from 1");
+                assert_eq!(net1.send(2, &note(3)), Sent::Down);
                 drop((net1, net2));
             })
             .unwrap()

@@ -403,6 +403,18 @@ def test_grow_shrink_observer_and_leader_removal_under_writes(kind, dynamic_trio
         data, stat = zk.get("/zookeeper/config")
         assert data.decode() == expected_text(c, (1, 2, 3), stat.mzxid), out
         assert data.decode() in out.replace("\r", ""), out
+        # A removed member: ZooKeeper's stays connected as a "non-voting follower" and serves
+        # its clients until stopped; ringkeeper's hears the commit, steps down and stops
+        # serving, and the members close their connections with it.
+        for i in (4, 5):
+            if c.kind == "ringkeeper":
+                wait_until(lambda: c.mode(i) == "" and "stepping down" in c.log(i), timeout=30.0, interval=0.2,
+                           what=f"removed member {i} to step down")
+                for m in (1, 2, 3):
+                    wait_until(lambda: f"closing the connections with server.{i}," in c.log(m), timeout=10.0,
+                               what=f"member {m} to close its connections with {i}")
+            else:
+                assert c.mode(i) == "follower"
         for i in (4, 5):
             c.stop(i)
         same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
