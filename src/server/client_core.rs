@@ -1255,6 +1255,45 @@ pub struct CoreParams {
 }
 
 /// Runs one client core until the pipeline core says shutdown.
+/// Listens for clients on `addr` (a port of kind `kind`) and starts a connection for each one
+/// accepted, until the returned task is dropped (which closes the listening socket).
+fn accept_at(core: &Rc<Core>, addr: SocketAddr, kind: connection::Listening) -> Result<glommio::Task<()>, String> {
+    let id = core.id;
+    let listener =
+        super::startup::bind_client_listener(addr).map_err(|e| format!("core {id}: cannot listen on {addr}: {e}"));
+    let listener = match listener {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("client core {id}: {e}");
+            return Err(e);
+        }
+    };
+    tracing::info!("client core {id} listening on {addr} ({kind:?})");
+    let core = core.clone();
+    Ok(glommio::spawn_local(async move {
+        let mut failures = 0u64;
+        let mut logged_ms = i64::MIN;
+        loop {
+            match listener.accept().await {
+                Ok(stream) => connection::start(core.clone(), stream, kind),
+                Err(e) => {
+                    // Out of file descriptors (EMFILE, ENFILE) or another passing error:
+                    // as ZooKeeper, log (at most once per LOG_EVERY_MS), pause accepting
+                    // briefly so descriptors can come back, and go on serving.
+                    failures += 1;
+                    let now = super::clock::mono_ms();
+                    if now.saturating_sub(logged_ms) >= LOG_EVERY_MS {
+                        tracing::warn!("client core {}: accept failed on {addr} ({failures} times): {e}", core.id);
+                        failures = 0;
+                        logged_ms = now;
+                    }
+                    glommio::timer::sleep(Duration::from_millis(ACCEPT_PAUSE_MS)).await;
+                }
+            }
+        }
+    }))
+}
+
 pub async fn run(params: CoreParams) -> Result<(), String> {
     let CoreParams { id, stats, conn_limits, config, tree, to_pipeline, from_pipeline, admin_asks, tls } = params;
     let core = Rc::new(Core {
@@ -1340,32 +1379,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     }
     let mut acceptors = Vec::with_capacity(ports.len());
     for (addr, kind) in ports {
-        let listener = super::startup::bind_client_listener(addr)
-            .map_err(|e| format!("core {id}: cannot listen on {addr}: {e}"))?;
-        tracing::info!("client core {id} listening on {addr} ({kind:?})");
-        let core = core.clone();
-        acceptors.push(glommio::spawn_local(async move {
-            let mut failures = 0u64;
-            let mut logged_ms = i64::MIN;
-            loop {
-                match listener.accept().await {
-                    Ok(stream) => connection::start(core.clone(), stream, kind),
-                    Err(e) => {
-                        // Out of file descriptors (EMFILE, ENFILE) or another passing error:
-                        // as ZooKeeper, log (at most once per LOG_EVERY_MS), pause accepting
-                        // briefly so descriptors can come back, and go on serving.
-                        failures += 1;
-                        let now = super::clock::mono_ms();
-                        if now.saturating_sub(logged_ms) >= LOG_EVERY_MS {
-                            tracing::warn!("client core {}: accept failed on {addr} ({failures} times): {e}", core.id);
-                            failures = 0;
-                            logged_ms = now;
-                        }
-                        glommio::timer::sleep(Duration::from_millis(ACCEPT_PAUSE_MS)).await;
-                    }
-                }
-            }
-        }));
+        acceptors.push(Some(accept_at(&core, addr, kind)?));
     }
 
     while let Some(msg) = from_pipeline.recv().await {
@@ -1404,6 +1418,12 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                         let _ = tx.try_send(inspected);
                     }
                 }
+            }
+            ToClientCore::Listen(addr) => {
+                // As ZooKeeper's `NIOServerCnxnFactory.reconfigure`: the old listening socket
+                // is closed whether or not the new bind succeeds; connections stay.
+                let kind = if unified { Listening::Unified } else { Listening::Plain };
+                drop(std::mem::replace(&mut acceptors[0], accept_at(&core, addr, kind).ok()));
             }
             ToClientCore::Shutdown => break,
         }

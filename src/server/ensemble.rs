@@ -143,6 +143,9 @@ struct Member {
     /// The membership in force here (its server lines, for `/zookeeper/config`, the peer
     /// transport and the reconfig requests this member preps as leader).
     membership: DynConfig,
+    /// The quorum addresses of each server as the peer transport last followed them
+    /// (`follow_membership` resolves only lines that differ from these).
+    followed: Followed,
     /// Reconfigurations delivered here whose `membership` file is not yet written: their
     /// server lines by zxid (one at a time in practice: ReconfigInProgress).
     configs: BTreeMap<Zxid, DynConfig>,
@@ -729,6 +732,39 @@ impl Member {
         }
     }
 
+    /// The client address of this member's line in the membership in force.
+    fn own_client(&self) -> Option<(String, u16)> {
+        self.membership.servers.iter().find(|s| s.id == self.me).and_then(|s| s.client.clone())
+    }
+
+    /// A committed reconfiguration gave this member the client address `host:port`: every
+    /// client core listens there from now on instead of the old one (ZooKeeper's
+    /// `ServerCnxnFactory.reconfigure`); established connections stay. A host name is
+    /// resolved on the blocking pool; one that does not resolve leaves the old listener.
+    async fn move_client_listener(&mut self, host: String, port: u16) {
+        let ip = match host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+            Ok(ip) => Ok(ip),
+            Err(_) if host.is_empty() => Ok(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+            Err(_) => {
+                let h = host.clone();
+                super::offcore::run(move || resolve(&h, port).map(|a| a.ip())).await
+            }
+        };
+        match ip {
+            Ok(ip) => {
+                let addr = SocketAddr::new(ip, port);
+                tracing::info!("peer {}: the membership moves this member's client address to {addr}", self.me);
+                self.control(ToClientCore::Listen(addr));
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "peer {}: the new client address {host}:{port} does not resolve ({e}); not moved",
+                    self.me
+                )
+            }
+        }
+    }
+
     /// After a SNAP: the membership the leader's tree holds in `/zookeeper/config`, if newer
     /// than this member's, is told to the peer (a reconfiguration committed before the
     /// snapshot is delivered to no one here).
@@ -1185,6 +1221,9 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
             break;
         }
         let mut persists = Vec::new();
+        // Servers a reconfiguration of this pass removed: their connections close once what
+        // the pass sends them is queued (a leader's COMMIT follows its delivery).
+        let mut removed = Vec::new();
         for o in outs {
             match o {
                 Output::Send(env) => match m.snap_out.route(env.to, env.msg) {
@@ -1232,13 +1271,23 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
                 }
                 Output::FromLeader { data } => m.on_leader_reply(data),
                 Output::Reconfigured { zxid, voters, observers } => {
+                    let client_before = m.own_client();
                     m.reconfigured(zxid, &voters, &observers);
-                    follow_membership(net, &m.membership);
+                    removed.extend(follow_membership(net, &mut m.followed, &m.membership).await);
+                    let client_after = m.own_client();
+                    if let (Some(_), Some((host, port))) = (client_before.clone(), client_after.clone()) {
+                        if client_before != client_after {
+                            m.move_client_listener(host, port).await;
+                        }
+                    }
                 }
                 Output::ReadLog { to, link, after, upto, check_after } => {
                     m.read_log(to, link, after, upto, check_after)
                 }
             }
+        }
+        for sid in removed {
+            net.retire(sid);
         }
         if !persists.is_empty() {
             persist(m, log, persists).await?;
@@ -1249,19 +1298,66 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
     Ok(())
 }
 
+/// The quorum addresses of each server as written in its line, by sid.
+type Followed = BTreeMap<Sid, Vec<crate::config::ServerAddr>>;
+
+/// The lines of `membership` whose quorum addresses differ from those `followed` holds (new
+/// servers and moved ones): the only ones a reconfiguration needs resolved again.
+fn changed_lines<'a>(followed: &Followed, membership: &'a DynConfig) -> Vec<&'a crate::config::ServerSpec> {
+    membership.servers.iter().filter(|s| followed.get(&s.id) != Some(&s.addrs)).collect()
+}
+
+/// The quorum addresses of `s` when every host is an IP literal (no lookup needed), else None.
+fn literal_addrs(s: &crate::config::ServerSpec) -> Option<Vec<SocketAddr>> {
+    s.addrs
+        .iter()
+        .map(|a| {
+            a.host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .ok()
+                .map(|ip| SocketAddr::new(ip, a.quorum_port))
+        })
+        .collect()
+}
+
 /// Makes every peer check of `net` follow `membership` (committed): its members' hosts are
-/// accepted (joining ones also dialed), those of servers no longer in it refused.
-fn follow_membership(net: &mut PeerNet, membership: &DynConfig) {
+/// accepted (joining ones also dialed), those of servers no longer in it refused. Only lines
+/// new or changed since `followed` are resolved; a line naming a host (not an IP literal) is
+/// resolved on the blocking pool, so the pipeline core never waits on DNS (the pipeline task
+/// awaits the lookup, keeping reconfigurations in commit order). A line that does not resolve
+/// is retried at the next reconfiguration. Returns the servers it removed (for `PeerNet::retire`).
+async fn follow_membership(net: &mut PeerNet, followed: &mut Followed, membership: &DynConfig) -> Vec<Sid> {
     let me = net.me();
-    for s in &membership.servers {
-        match s.addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>() {
+    for s in changed_lines(followed, membership) {
+        let resolved = match literal_addrs(s) {
+            Some(addrs) => Ok(addrs),
+            None => {
+                let addrs = s.addrs.clone();
+                super::offcore::run(move || {
+                    addrs.iter().map(|a| resolve(&a.host, a.quorum_port)).collect::<Result<Vec<_>, _>>()
+                })
+                .await
+            }
+        };
+        match resolved {
+            Ok(addrs) if s.id == me => match net.listen_on(&addrs) {
+                Ok(()) => {
+                    followed.insert(s.id, s.addrs.clone());
+                }
+                Err(e) => tracing::error!("peer {me}: the membership moves this member's quorum address, but {e}"),
+            },
             Ok(addrs) => {
                 let names: Vec<String> = s.addrs.iter().map(|a| a.host.clone()).collect();
                 net.set_member(s.id, &names, &addrs);
+                followed.insert(s.id, s.addrs.clone());
             }
             Err(e) => tracing::warn!("peer {me}: server.{} is a member, but {e}", s.id),
         }
     }
+    followed.retain(|sid, _| membership.servers.iter().any(|s| s.id == *sid));
+    let mut removed = Vec::new();
     for sid in net.members() {
         if !membership.servers.iter().any(|s| s.id == sid) {
             tracing::info!(
@@ -1269,8 +1365,10 @@ fn follow_membership(net: &mut PeerNet, membership: &DynConfig) {
                 membership.version
             );
             net.remove_peer(sid);
+            removed.push(sid);
         }
     }
+    removed
 }
 
 /// Quorum TLS as configured: the stores read on the blocking pool (an error refuses the start),
@@ -1459,6 +1557,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         me: my_id,
         peer,
         membership: start_membership(&config)?,
+        // The start-up resolved every configured line (`peers`) before the transport started.
+        followed: config.servers.iter().map(|s| (s.id, s.addrs.clone())).collect(),
         configs: BTreeMap::new(),
         committed,
         prep: None,
@@ -1507,7 +1607,9 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         stats: stats.clone(),
     };
     // A restarted member follows the membership it last saw committed, not only its server lines.
-    follow_membership(&mut net, &m.membership);
+    for sid in follow_membership(&mut net, &mut m.followed, &m.membership).await {
+        net.retire(sid);
+    }
 
     let ticked = Rc::new(Cell::new(false));
     // A task wakes the loop every SNAP_PACE_MS while a SNAP streams (see `snap_stream`).
@@ -1726,4 +1828,53 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         tracing::warn!("closing the txn log: {e}");
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_server_spec, ServerSpec};
+
+    fn line(id: u64, value: &str) -> ServerSpec {
+        parse_server_spec(id, value).expect("a valid server line")
+    }
+
+    #[test]
+    fn only_new_or_moved_lines_are_resolved_again() {
+        let before = DynConfig::new(
+            1,
+            [
+                line(1, "127.0.0.1:2001:3001:participant;2181"),
+                line(2, "127.0.0.2:2002:3002:participant;2182"),
+                line(3, "peer3.example:2003:3003:participant;2183"),
+            ],
+        );
+        let mut followed: Followed = before.servers.iter().map(|s| (s.id, s.addrs.clone())).collect();
+        assert!(changed_lines(&followed, &before).is_empty());
+        // server.2 moves its quorum port, server.4 joins, server.3 keeps its line but its client
+        // port (not a peer address) changes: only 2 and 4 are resolved.
+        let after = DynConfig::new(
+            2,
+            [
+                line(1, "127.0.0.1:2001:3001:participant;2181"),
+                line(2, "127.0.0.2:2102:3102:participant;2182"),
+                line(3, "peer3.example:2003:3003:participant;2283"),
+                line(4, "127.0.0.4:2004:3004:participant;2184"),
+            ],
+        );
+        let ids: Vec<u64> = changed_lines(&followed, &after).iter().map(|s| s.id).collect();
+        assert_eq!(ids, vec![2, 4]);
+        for s in changed_lines(&followed, &after).into_iter().cloned().collect::<Vec<_>>() {
+            followed.insert(s.id, s.addrs.clone());
+        }
+        assert!(changed_lines(&followed, &after).is_empty());
+    }
+
+    #[test]
+    fn ip_literals_need_no_lookup_and_host_names_do() {
+        let v4 = line(1, "127.0.0.9:2001:3001|[::1]:2002:3002:participant");
+        assert_eq!(literal_addrs(&v4), Some(vec!["127.0.0.9:2001".parse().unwrap(), "[::1]:2002".parse().unwrap()]));
+        assert_eq!(literal_addrs(&line(2, "127.0.0.9:2001:3001|localhost:2002:3002")), None);
+        assert_eq!(literal_addrs(&line(3, "peer3.example:2003:3003")), None);
+    }
 }

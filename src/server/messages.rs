@@ -180,6 +180,10 @@ pub enum ToClientCore {
     Inspect { asker: u16, token: u64, what: Inspect },
     /// Every core's report, for the core `asker` (the others ignore it).
     Inspected { asker: u16, token: u64, inspected: Arc<Inspected> },
+    /// Ensemble: a committed reconfiguration moved this member's client address: accept
+    /// clients at this address from now on instead of the plain client port's old one
+    /// (established connections stay).
+    Listen(std::net::SocketAddr),
     /// Stop accepting, flush every connection, and exit.
     Shutdown,
 }

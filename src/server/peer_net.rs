@@ -244,6 +244,18 @@ struct Outbound {
     wake: Semaphore,
     /// Signalled to make the writer drop the connection at once (even mid-write).
     reset: Semaphore,
+    /// The addresses the dialer tries, in order (a reconfiguration that moves the peer
+    /// replaces them: `PeerNet::set_member`).
+    routes: RefCell<Vec<Route>>,
+    /// The peer's `server.N` hosts as written, by route index (the TLS server names asked for).
+    names: RefCell<Vec<String>>,
+    /// Routes from this index on are the addresses the peer had before a reconfiguration
+    /// moved it, tried after the new ones until a connection at a new one succeeds (a moved
+    /// member that missed the commit still listens there).
+    primary: Cell<usize>,
+    /// The peer was removed from the membership: the writer closes the connection once what
+    /// is queued is written, and the dialer stops.
+    retiring: Cell<bool>,
 }
 
 impl Outbound {
@@ -274,6 +286,9 @@ pub struct PeerNet {
     tls: Option<Rc<PeerTls>>,
     sasl: Option<Rc<PeerSasl>>,
     tasks: Vec<glommio::task::JoinHandle<()>>,
+    /// The accept loops of `own` (replaced when a reconfiguration moves this server).
+    listeners: Vec<glommio::task::JoinHandle<()>>,
+    inbound: Rc<Inbound>,
     dropped: Cell<u64>,
     resets: Cell<u64>,
     /// `PEER_OUTBOUND_BYTES_MAX` (smaller in tests).
@@ -333,7 +348,6 @@ impl PeerNet {
         }
         let (tx, rx) = local_channel::new_bounded(PEER_INBOUND_MESSAGES_MAX);
         let tx = Rc::new(tx);
-        let mut tasks = Vec::new();
         let snap_bytes_in = Rc::new(Cell::new(0));
         let gate = Rc::new(Gate {
             me,
@@ -353,9 +367,8 @@ impl PeerNet {
             sasl: sasl.clone(),
         };
         let inbound = Rc::new(inbound);
-        for listener in listeners {
-            tasks.push(glommio::spawn_local(accept_loop(listener, inbound.clone())).detach());
-        }
+        let listeners =
+            listeners.into_iter().map(|l| glommio::spawn_local(accept_loop(l, inbound.clone())).detach()).collect();
         let mut net = PeerNet {
             me,
             out: BTreeMap::new(),
@@ -364,7 +377,9 @@ impl PeerNet {
             gate,
             tls,
             sasl,
-            tasks,
+            tasks: Vec::new(),
+            listeners,
+            inbound,
             dropped: Cell::new(0),
             resets: Cell::new(0),
             outbound_bytes_max: PEER_OUTBOUND_BYTES_MAX,
@@ -386,28 +401,38 @@ impl PeerNet {
             connected: Cell::new(false),
             wake: Semaphore::new(0),
             reset: Semaphore::new(0),
+            routes: RefCell::new(self.routes(addrs)),
+            names: RefCell::new(self.tls_names(sid)),
+            primary: Cell::new(addrs.len()),
+            retiring: Cell::new(false),
         });
         let dial_tls = self.tls.clone().filter(|t| t.ctx.settings.ssl_quorum);
-        // Dial from one of this server's own addresses, so that peers see it as a server.N
-        // host of it: the one in the same place of the line, else the first of the family.
-        let routes: Vec<Route> = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, &to)| Route { to, from: source_for(&self.own, i, to), index: i })
-            .collect();
-        // The TLS server name of each route: its host as the server.N line writes it.
-        let names = self.tls.as_ref().and_then(|t| t.hosts.borrow().get(&sid).cloned()).unwrap_or_default();
-        let dial = Dial { me: self.me, to: sid, routes, names, tls: dial_tls, sasl: self.sasl.clone() };
+        let dial = Dial { me: self.me, to: sid, tls: dial_tls, sasl: self.sasl.clone() };
         self.tasks.push(glommio::spawn_local(dial_loop(dial, o.clone(), self.tx.clone())).detach());
         self.out.insert(sid, o);
+    }
+
+    /// Dial from one of this server's own addresses, so that peers see it as a server.N
+    /// host of it: the one in the same place of the line, else the first of the family.
+    fn routes(&self, addrs: &[SocketAddr]) -> Vec<Route> {
+        addrs.iter().enumerate().map(|(i, &to)| Route { to, from: source_for(&self.own, i, to), index: i }).collect()
+    }
+
+    /// The TLS server name of each route to `sid`: its host as the server.N line writes it.
+    fn tls_names(&self, sid: Sid) -> Vec<String> {
+        self.tls.as_ref().and_then(|t| t.hosts.borrow().get(&sid).cloned()).unwrap_or_default()
     }
 
     /// A committed reconfiguration names `sid` with the `server.N` hosts `names` (as written)
     /// resolved to `addrs`: it may connect from those addresses, and its certificate (quorum
     /// TLS) or Kerberos principal (quorum SASL) must name one of those hosts; a server this
     /// transport does not dial yet (issue 16's joining members, or one removed and added
-    /// again) is dialed at `addrs`. A server already dialed keeps its dialed addresses (a
-    /// reconfiguration that moves a server is not followed by the dialer).
+    /// again) is dialed at `addrs`. A server dialed at other addresses (the reconfiguration
+    /// moved it) is dialed at `addrs` from its next connection on, the old addresses tried
+    /// after them until a connection at a new one succeeds (a moved member that missed the
+    /// commit still listens there); its open connection stays, as ZooKeeper's learner
+    /// connections do, so it hears the commit that moves it. For this server itself, see
+    /// `listen_on`.
     pub fn set_member(&mut self, sid: Sid, names: &[String], addrs: &[SocketAddr]) {
         if sid == self.me || addrs.is_empty() {
             return;
@@ -419,16 +444,79 @@ impl PeerNet {
         if let Some(p) = &self.sasl {
             p.set_hosts(sid, Some(names.to_vec()));
         }
-        if !self.out.contains_key(&sid) {
-            self.dial(sid, addrs);
+        let mut routes = self.routes(addrs);
+        let mut tls_names = self.tls_names(sid);
+        match self.out.get(&sid) {
+            None => self.dial(sid, addrs),
+            Some(o) if o.routes.borrow()[..o.primary.get().min(o.routes.borrow().len())] != routes[..] => {
+                tracing::info!("peer {}: server.{sid} moved; dialing it at {addrs:?} from now on", self.me);
+                let primary = o.primary.get();
+                let old: Vec<Route> = o.routes.borrow().iter().take(primary).copied().collect();
+                let old_names: Vec<String> = o.names.borrow().iter().take(primary).cloned().collect();
+                let n = routes.len();
+                for (j, r) in old.into_iter().enumerate() {
+                    if !routes.iter().any(|x| x.to == r.to) {
+                        routes.push(Route { index: n + j, ..r });
+                    }
+                }
+                tls_names.resize(n, String::new());
+                tls_names.extend(old_names);
+                *o.routes.borrow_mut() = routes;
+                *o.names.borrow_mut() = tls_names;
+                o.primary.set(n);
+            }
+            Some(_) => {}
         }
+    }
+
+    /// A committed reconfiguration moved this server to `addrs` (its quorum addresses): it
+    /// listens there from now on and no longer on the old ones (as ZooKeeper's
+    /// `restartLeaderElection` binds a new election listener and halts the old one); the
+    /// connections already accepted stay, and dials start from the new own addresses. On an
+    /// error nothing changes.
+    pub fn listen_on(&mut self, addrs: &[SocketAddr]) -> io::Result<()> {
+        if addrs.is_empty() || addrs == self.own.as_slice() {
+            return Ok(());
+        }
+        let mut bound = Vec::with_capacity(addrs.len());
+        for &a in addrs {
+            // The old listener still holds an address the new list keeps: that one is reused.
+            if let Some(i) = self.own.iter().position(|&o| o == a) {
+                bound.push(Err(i));
+                continue;
+            }
+            let l = super::startup::bind_listener(a, false, PEER_LISTEN_BACKLOG)
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot listen for peers on {a}: {e}")))?;
+            bound.push(Ok(l));
+        }
+        let mut old: Vec<Option<glommio::task::JoinHandle<()>>> = self.listeners.drain(..).map(Some).collect();
+        for b in bound {
+            let task = match b {
+                Ok(l) => glommio::spawn_local(accept_loop(l, self.inbound.clone())).detach(),
+                Err(i) => old[i].take().expect("each old listener is kept at most once"),
+            };
+            self.listeners.push(task);
+        }
+        for t in old.into_iter().flatten() {
+            t.cancel();
+        }
+        self.gate.hosts.borrow_mut().insert(self.me, addrs.iter().map(|a| canonical_ip(a.ip())).collect());
+        tracing::info!("peer {}: listening for peers on {addrs:?} (was {:?})", self.me, self.own);
+        self.own = addrs.to_vec();
+        let sids: Vec<Sid> = self.out.keys().copied().collect();
+        for sid in sids {
+            let addrs: Vec<SocketAddr> = self.out[&sid].routes.borrow().iter().map(|r| r.to).collect();
+            let routes = self.routes(&addrs);
+            *self.out[&sid].routes.borrow_mut() = routes;
+        }
+        Ok(())
     }
 
     /// A committed reconfiguration removed `sid`: new connections from it are refused like
     /// those of any unknown server (at accept if no member's host is their address, else at
-    /// its hello), and no certificate or principal names it any more. A connection of its that
-    /// is open stays until it closes, and this server goes on dialing it (the removed server
-    /// may still need the commit that removed it).
+    /// its hello), and no certificate or principal names it any more. Its open connections
+    /// are closed by `retire`, which the shell calls once it has queued what the pass that
+    /// committed the removal sends it (the COMMIT a leader sends after delivering).
     pub fn remove_peer(&mut self, sid: Sid) {
         if sid == self.me {
             return;
@@ -439,6 +527,24 @@ impl PeerNet {
         }
         if let Some(p) = &self.sasl {
             p.set_hosts(sid, None);
+        }
+    }
+
+    /// Closes the connections with `sid`, a server `remove_peer` removed: the one it opened to
+    /// this server at once (what it sends a member it is not part of is ignored anyway), the
+    /// one this server opened to it once what is queued on it is written (so it hears the
+    /// commit that removed it); it is not dialed again unless a reconfiguration adds it back.
+    pub fn retire(&mut self, sid: Sid) {
+        if sid == self.me || self.gate.hosts.borrow().contains_key(&sid) {
+            return;
+        }
+        if let Some(ended) = self.gate.live.borrow_mut().remove(&sid) {
+            ended.signal(1);
+        }
+        if let Some(o) = self.out.remove(&sid) {
+            tracing::info!("peer {}: closing the connections with server.{sid}, removed from the membership", self.me);
+            o.retiring.set(true);
+            o.wake.signal(1);
         }
     }
 
@@ -529,7 +635,7 @@ impl PeerNet {
 
 impl Drop for PeerNet {
     fn drop(&mut self) {
-        for t in self.tasks.drain(..) {
+        for t in self.tasks.drain(..).chain(self.listeners.drain(..)) {
             t.cancel();
         }
         for o in self.out.values() {
@@ -562,10 +668,6 @@ fn source_for(own: &[SocketAddr], index: usize, to: SocketAddr) -> Option<IpAddr
 struct Dial {
     me: Sid,
     to: Sid,
-    routes: Vec<Route>,
-    /// `to`'s `server.N` hosts as written when it was first dialed, by route index (the TLS
-    /// server names asked for).
-    names: Vec<String>,
     tls: Option<Rc<PeerTls>>,
     sasl: Option<Rc<PeerSasl>>,
 }
@@ -591,29 +693,46 @@ async fn dial_loop(d: Dial, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
     let mut last_failure_log: Option<Instant> = None;
     let mut next = 0;
     loop {
-        let Some(&route) = d.routes.get(next % d.routes.len().max(1)) else { return };
+        if o.retiring.get() {
+            return;
+        }
+        let (route, routes) = {
+            let routes = o.routes.borrow();
+            let Some(&route) = routes.get(next % routes.len().max(1)) else { return };
+            (route, routes.len())
+        };
         let addr = route.to;
         // A failed attempt moves on to the next address; a connection that was up tries the
         // same one again first.
-        next = (next + 1) % d.routes.len();
+        next = (next + 1) % routes;
+        let primary = route.index < o.primary.get();
         match connect_from(route.from, addr).await {
             Ok(stream) => {
+                if primary {
+                    // The peer listens at its (new) addresses: the old ones are not tried again.
+                    o.routes.borrow_mut().truncate(o.primary.get());
+                    o.names.borrow_mut().truncate(o.primary.get());
+                }
                 let _ = stream.set_nodelay(true);
                 let carried_on = match &d.tls {
                     None => {
                         next = route.index;
                         outbound(&d, addr, stream, &o, &tx, &mut last_failure_log).await
                     }
-                    Some(t) => match tls_connect(t, d.names.get(route.index), d.to, route.index, stream).await {
-                        Ok(s) => {
-                            next = route.index;
-                            outbound(&d, addr, s, &o, &tx, &mut last_failure_log).await
+                    Some(t) => {
+                        match tls_connect(t, o.names.borrow().get(route.index).cloned(), d.to, route.index, stream)
+                            .await
+                        {
+                            Ok(s) => {
+                                next = route.index;
+                                outbound(&d, addr, s, &o, &tx, &mut last_failure_log).await
+                            }
+                            Err(why) => {
+                                d.failed(&mut last_failure_log, addr, "TLS", &why);
+                                true
+                            }
                         }
-                        Err(why) => {
-                            d.failed(&mut last_failure_log, addr, "TLS", &why);
-                            true
-                        }
-                    },
+                    }
                 };
                 if !carried_on {
                     return;
@@ -630,13 +749,13 @@ async fn dial_loop(d: Dial, o: Rc<Outbound>, tx: Rc<LocalSender<PeerIn>>) {
 /// host.
 async fn tls_connect(
     tls: &PeerTls,
-    host: Option<&String>,
+    host: Option<String>,
     to: Sid,
     index: usize,
     stream: TcpStream,
 ) -> Result<futures_rustls::client::TlsStream<TcpStream>, String> {
     let host = host.ok_or_else(|| format!("no server.{to} address {index}"))?;
-    let name = server_name(host)?;
+    let name = server_name(&host)?;
     let configs = tls.configs().await;
     let handshake = async {
         futures_rustls::TlsConnector::from(configs.client.clone())
@@ -730,6 +849,9 @@ async fn connect_from(source: Option<IpAddr>, addr: SocketAddr) -> io::Result<Tc
 async fn write_loop<S: AsyncWrite + Unpin>(stream: &mut S, o: &Outbound) -> Option<io::Error> {
     let reset = || io::Error::other("too far behind; closed to re-sync");
     loop {
+        if o.retiring.get() && o.buf.borrow().is_empty() {
+            return Some(io::Error::other("removed from the membership; closed"));
+        }
         if o.wake.acquire(1).await.is_err() {
             return None;
         }
@@ -1339,6 +1461,94 @@ mod tests {
                 assert_eq!(recv_within(&rx1, 2000).await, Some((4, None)), "its open connection ended when it closed");
                 assert_eq!(recv_within(&rx1, 300).await, None, "nothing of the refused connection arrived");
                 drop(net1);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// Servers 1 and 2 on 127.0.0.1, each having sent the other note(1) and received it;
+    /// and 2's address.
+    async fn connected_pair() -> ((PeerNet, LocalReceiver<PeerIn>), (PeerNet, LocalReceiver<PeerIn>), SocketAddr) {
+        let (a, b) = (free_addr(), free_addr());
+        let peers: BTreeMap<Sid, SocketAddr> = [(1, a), (2, b)].into();
+        let (net1, rx1) = PeerNet::start(1, a, &peers).unwrap();
+        let (net2, rx2) = PeerNet::start(2, b, &peers).unwrap();
+        send_until_connected(&net1, 2, &note(1)).await;
+        send_until_connected(&net2, 1, &note(1)).await;
+        assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(1)))));
+        assert_eq!(recv_within(&rx1, 2000).await, Some((2, Some(note(1)))));
+        ((net1, rx1), (net2, rx2), b)
+    }
+
+    /// Issue 16, moving a member in place: the others dial its new address from their next
+    /// connection on, its old one after it until a new one answers (a member that missed the
+    /// commit still listens there); the moved member listens at the new address only, and a
+    /// connection it accepted before stays.
+    #[test]
+    fn a_moved_member_is_dialed_at_its_new_address_and_listens_there() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let c = free_addr();
+                let ((mut net1, _rx1), (mut net2, rx2), b) = connected_pair().await;
+                let names = ["127.0.0.1".to_string()];
+
+                // Member 2 moves to c but has not heard of it yet: 1 reaches it at b still.
+                net1.set_member(2, &names, &[c]);
+                assert!(net1.send(2, &note(2)) == Sent::Queued, "the open connection stays");
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(2)))));
+                net1.disconnect(2);
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, None)));
+                send_until_connected(&net1, 2, &note(3)).await;
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(3)))), "reached at the old address");
+
+                // Now it moves: b refuses, the connection it accepted stays, and 1's next one
+                // goes to c.
+                net2.listen_on(&[c]).unwrap();
+                let mut refused = false;
+                for _ in 0..100 {
+                    // The old accept loop is cancelled: its socket closes once the executor runs.
+                    glommio::timer::sleep(Duration::from_millis(20)).await;
+                    refused =
+                        std::net::TcpStream::connect(b).is_err_and(|e| e.kind() == io::ErrorKind::ConnectionRefused);
+                    if refused {
+                        break;
+                    }
+                }
+                assert!(refused, "the old address is no longer listened on");
+                assert!(net1.send(2, &note(4)) == Sent::Queued);
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(4)))));
+                net1.disconnect(2);
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, None)));
+                send_until_connected(&net1, 2, &note(5)).await;
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(5)))), "reached at the new address");
+                assert_eq!(net1.out[&2].routes.borrow().iter().map(|r| r.to).collect::<Vec<_>>(), vec![c]);
+                drop((net1, net2));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// Issue 16: a removed server's connections close once what was queued for it is
+    /// written (it hears the commit that removed it), its own to this server at once, and it
+    /// is not dialed again.
+    #[test]
+    fn a_retired_peer_gets_what_was_queued_then_its_connections_close() {
+        LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let ((mut net1, rx1), (net2, rx2), _) = connected_pair().await;
+
+                net1.remove_peer(2);
+                assert_eq!(net1.send(2, &note(2)), Sent::Queued, "queued in the pass that removed it");
+                net1.retire(2);
+                assert!(!net1.knows(2));
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, Some(note(2)))), "what was queued arrives");
+                assert_eq!(recv_within(&rx2, 2000).await, Some((1, None)), "then the connection closes");
+                assert_eq!(recv_within(&rx1, 2000).await, Some((2, None)), "its connection to 1 is ended");
+                assert_eq!(recv_within(&rx2, 1000).await, None, "nothing more arrives from 1");
+                assert_eq!(net1.send(2, &note(3)), Sent::Down);
+                drop((net1, net2));
             })
             .unwrap()
             .join()

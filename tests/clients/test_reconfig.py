@@ -16,7 +16,9 @@ back to 3 (zkCli), replace a follower by a new member and back (the new member r
 between comes up in the membership it joined), turn a voter into an observer and back (kazoo), remove the leader and add it
 back; every member shows the same `/zookeeper/config` as the reply; a member restarted after a
 reconfiguration comes up in it (the observer restarted is an observer, its zoo.cfg notwithstanding);
-no acknowledged write is lost.
+no acknowledged write is lost. A member moved in place (its client port, then its quorum and
+election ports) under a writer, and an ensemble started from a `dynamicConfigFile` (its own
+ensemble per kind).
 
 One 3-member ensemble per kind and reconfigEnabled setting is shared by the tests of this
 file (module fixtures), so the file starts four ensembles in all; the tests of one ensemble run
@@ -41,12 +43,14 @@ class Cluster:
     """Members of one kind (ringkeeper or apache) on 127.0.0.1, started one by one from the
     server lines each is given; member i's ports are fixed when it is first named."""
 
-    def __init__(self, kind, root, keys):
+    def __init__(self, kind, root, keys, dynamic_file=False):
         self.kind = kind
         self.root = root
         self.keys = dict(keys)
         self.ports = {}
         self.procs = {}
+        # The server lines in zoo.cfg.dynamic (named by dynamicConfigFile), not in zoo.cfg.
+        self.dynamic_file = dynamic_file
 
     def ports_of(self, i):
         if i not in self.ports:
@@ -77,7 +81,13 @@ class Cluster:
                          "ringkeeper.clientCores": 1, "admin.enableServer": "false"})
         else:
             keys["admin.enableServer"] = "false"
-        text = "".join(f"{k}={v}\n" for k, v in keys.items()) + "".join(l + "\n" for l in lines)
+        server_lines = "".join(l + "\n" for l in lines)
+        if self.dynamic_file:
+            dynamic = d / "zoo.cfg.dynamic"
+            dynamic.write_text(server_lines)
+            keys["dynamicConfigFile"] = dynamic
+            server_lines = ""
+        text = "".join(f"{k}={v}\n" for k, v in keys.items()) + server_lines
         self.cfg_path(i).write_text(text)
 
     def start(self, i, lines=None):
@@ -139,9 +149,9 @@ def _available(kind):
         pytest.skip("Apache ZooKeeper (Debian's zookeeper package) is not installed")
 
 
-def started_trio(kind, root, keys):
+def started_trio(kind, root, keys, dynamic_file=False):
     _available(kind)
-    c = Cluster(kind, root, keys)
+    c = Cluster(kind, root, keys, dynamic_file)
     lines = [c.line(i) for i in (1, 2, 3)]
     for i in (1, 2, 3):
         c.start(i, lines)
@@ -157,12 +167,14 @@ def static_trio(kind, tmp_path_factory):
     c.stop_all()
 
 
+RECONFIG_KEYS = {"reconfigEnabled": "true",
+                 "DigestAuthenticationProvider.superDigest": "super:D/InIHSb7yEEbrWz8b9l71RjZJU="}
+
+
 @pytest.fixture(scope="module")
 def dynamic_trio(kind, tmp_path_factory):
     """3 members with reconfigEnabled=true and a super digest (super:test)."""
-    keys = {"reconfigEnabled": "true",
-            "DigestAuthenticationProvider.superDigest": "super:D/InIHSb7yEEbrWz8b9l71RjZJU="}
-    c = started_trio(kind, tmp_path_factory.mktemp("dynamic"), keys)
+    c = started_trio(kind, tmp_path_factory.mktemp("dynamic"), RECONFIG_KEYS)
     yield c
     c.stop_all()
 
@@ -278,20 +290,21 @@ class Writer:
     """A kazoo client creating /rw/n<i> one after another in a thread; remembers what was
     acknowledged (a create that failed has an unknown outcome and is not checked)."""
 
-    def __init__(self, zk):
+    def __init__(self, zk, root="/rw"):
         import threading
         self.zk = zk
+        self.root = root
         self.acked = []
         self.failed = 0
         self.stop_flag = threading.Event()
-        zk.ensure_path("/rw")
+        zk.ensure_path(root)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
     def run(self):
         i = 0
         while not self.stop_flag.is_set():
-            p = f"/rw/n{i:06d}"
+            p = f"{self.root}/n{i:06d}"
             try:
                 self.zk.create(p, b"x")
                 self.acked.append(p)
@@ -302,6 +315,23 @@ class Writer:
     def stop(self):
         self.stop_flag.set()
         self.thread.join(30)
+
+    def more(self, n, what):
+        """Waits until n more writes are acknowledged than now."""
+        before = len(self.acked)
+        wait_until(lambda: len(self.acked) > before + n, timeout=60.0, what=what)
+
+    def check_on(self, cluster, ids, kazoo_factory, during):
+        """Every acknowledged write is on every member of `ids` (then the counts are printed,
+        with what happened `during` the writes)."""
+        assert self.acked, "the writer got nothing acknowledged"
+        for i in ids:
+            r = kazoo(kazoo_factory, cluster.hostport(i))
+            r.sync(self.root)
+            have = set(f"{self.root}/{n}" for n in r.get_children(self.root))
+            lost = [p for p in self.acked if p not in have]
+            assert not lost, f"member {i} lacks {len(lost)} acknowledged writes, e.g. {lost[:3]}"
+        print(f"{cluster.kind}: {len(self.acked)} writes acknowledged, {self.failed} failed during {during}")
 
 
 def reconfig(zk, joining=None, leaving=None):
@@ -373,6 +403,18 @@ def test_grow_shrink_observer_and_leader_removal_under_writes(kind, dynamic_trio
         data, stat = zk.get("/zookeeper/config")
         assert data.decode() == expected_text(c, (1, 2, 3), stat.mzxid), out
         assert data.decode() in out.replace("\r", ""), out
+        # A removed member: ZooKeeper's stays connected as a "non-voting follower" and serves
+        # its clients until stopped; ringkeeper's hears the commit, steps down and stops
+        # serving, and the members close their connections with it.
+        for i in (4, 5):
+            if c.kind == "ringkeeper":
+                wait_until(lambda: c.mode(i) == "" and "stepping down" in c.log(i), timeout=30.0, interval=0.2,
+                           what=f"removed member {i} to step down")
+                for m in (1, 2, 3):
+                    wait_until(lambda: f"closing the connections with server.{i}," in c.log(m), timeout=10.0,
+                               what=f"member {m} to close its connections with {i}")
+            else:
+                assert c.mode(i) == "follower"
         for i in (4, 5):
             c.stop(i)
         same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
@@ -425,23 +467,14 @@ def test_grow_shrink_observer_and_leader_removal_under_writes(kind, dynamic_trio
         data, stat = reconfig_outcome(zk_rest, has_lines([c.line(i) for i in rest]), leaving=str(leader))
         assert data.decode() == expected_text(c, rest, stat.mzxid)
         c.wait_serving(rest)
-        acked_before = len(writer.acked)
-        wait_until(lambda: len(writer.acked) > acked_before + 10, timeout=60.0, what="writes after the removal")
+        writer.more(10, "writes after the removal")
         data, stat = reconfig_outcome(zk_rest, has_lines([c.line(i) for i in (1, 2, 3)]), joining=c.line(leader))
         assert data.decode() == expected_text(c, (1, 2, 3), stat.mzxid)
         c.wait_serving((1, 2, 3))
         same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
     finally:
         writer.stop()
-    # Every acknowledged write is on every member.
-    assert writer.acked, "the writer got nothing acknowledged"
-    for i in (1, 2, 3):
-        r = kazoo(kazoo_factory, c.hostport(i))
-        r.sync("/rw")
-        have = set(f"/rw/{n}" for n in r.get_children("/rw"))
-        lost = [p for p in writer.acked if p not in have]
-        assert not lost, f"member {i} lacks {len(lost)} acknowledged writes, e.g. {lost[:3]}"
-    print(f"{kind}: {len(writer.acked)} writes acknowledged, {writer.failed} failed during the reconfigurations")
+    writer.check_on(c, (1, 2, 3), kazoo_factory, "the reconfigurations")
 
 
 def rk_cli(hostport, script):
@@ -480,6 +513,106 @@ def test_our_cli_reconfig_and_config_as_zkcli(kind, dynamic_trio, kazoo_factory)
     assert f"Committed new configuration:\n{text}" in theirs.replace("\r", ""), theirs
     assert text == expected_text(c, (1, 2, 3), stat.mzxid)
     c.wait_serving((1, 2, 3))
+
+
+def refused(hostport):
+    """Whether a TCP connect to hostport is refused (nothing listens there)."""
+    import socket
+    host, port = hostport.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=2.0).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+def test_move_a_member_in_place_under_writes(kind, dynamic_trio, kazoo_factory):
+    """A reconfig that re-adds an existing server with new ports moves it, as ZooKeeper does
+    (QuorumPeer.processReconfig): first a follower's client port (it listens on the new one
+    at once, a session connected at the old one goes on working, the old port refuses new
+    connections), then its quorum and election ports; restarted, it comes up on the new ports
+    only and the others, not restarted, reach it there (with the third member stopped, the
+    leader's quorum needs it). Under a kazoo writer that loses no acknowledged write."""
+    c = dynamic_trio
+    writer = Writer(kazoo(kazoo_factory, ",".join(c.hostport(i) for i in (1, 2, 3))), "/rw-move")
+    try:
+        leader = c.leader((1, 2, 3))
+        f, g = [i for i in (1, 2, 3) if i != leader]
+        zk = super_client(kazoo_factory, c.hostport(leader))
+        old_hostport = c.hostport(f)
+        on_old = kazoo(kazoo_factory, old_hostport)
+        on_old.create("/moved-before", b"x")
+
+        # The client port.
+        q, e, _ = c.ports[f]
+        c.ports[f] = (q, e, helpers.free_port())
+        lines = [c.line(i) for i in (1, 2, 3)]
+        data, stat = reconfig_outcome(zk, has_lines(lines), joining=c.line(f))
+        assert data.decode() == expected_text(c, (1, 2, 3), stat.mzxid)
+        wait_until(lambda: c.mode(f) == "follower", timeout=30.0, interval=0.2,
+                   what=f"member {f} serving at its new client address")
+        wait_until(lambda: refused(old_hostport), timeout=10.0, interval=0.2, what="the old client port to close")
+        # The session connected at the old port stays, and writes.
+        on_old.create("/moved-after-client", b"x")
+        assert on_old.get("/moved-before")[0] == b"x"
+        on_new = kazoo(kazoo_factory, c.hostport(f))
+        on_new.sync("/")
+        assert on_new.exists("/moved-after-client")
+
+        # The quorum and election ports.
+        _, _, cp = c.ports[f]
+        c.ports[f] = (helpers.free_port(), helpers.free_port(), cp)
+        lines = [c.line(i) for i in (1, 2, 3)]
+        data, stat = reconfig_outcome(zk, has_lines(lines), joining=c.line(f))
+        assert data.decode() == expected_text(c, (1, 2, 3), stat.mzxid)
+        c.wait_serving((1, 2, 3))
+        same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
+        # Restarted, the moved member comes up on its new ports only, and the others, still
+        # running, reach it there: with g stopped, the leader's quorum is f.
+        c.stop(f)
+        c.start(f)
+        c.wait_serving((1, 2, 3))
+        assert refused(old_hostport)
+        c.stop(g)
+        writer.more(10, f"writes with member {g} down (member {f} reached at its new address)")
+        c.start(g)
+        c.wait_serving((1, 2, 3))
+        same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
+    finally:
+        writer.stop()
+    writer.check_on(c, (1, 2, 3), kazoo_factory, "the moves")
+
+
+def test_ensemble_from_a_dynamic_config_file(kind, tmp_path, kazoo_factory):
+    """Members whose zoo.cfg has no server lines but names them in dynamicConfigFile (as
+    ZooKeeper 3.5+ writes it) form an ensemble; a reconfig turns a follower into an observer,
+    and that member, restarted from the files written, comes back as an observer in the new
+    membership."""
+    c = started_trio(kind, tmp_path, RECONFIG_KEYS, dynamic_file=True)
+    try:
+        assert "server." not in c.cfg_path(1).read_text()
+        leader = c.leader((1, 2, 3))
+        o = next(i for i in (1, 2, 3) if i != leader)
+        zk = super_client(kazoo_factory, c.hostport(leader))
+        text, _ = config_of(zk)
+        assert has_lines([c.line(i) for i in (1, 2, 3)])(text), text
+        with_observer = [c.line(i, "observer" if i == o else "participant") for i in (1, 2, 3)]
+        data, stat = reconfig_outcome(zk, has_lines(with_observer), joining=c.line(o, "observer"))
+        wait_until(lambda: c.mode(o) == "observer", timeout=60.0, interval=0.2, what=f"member {o} to observe")
+        dynamic = c.dir(o) / f"zoo.cfg.dynamic.{stat.mzxid:x}"
+        wait_until(dynamic.exists, timeout=10.0, what=f"{dynamic}")
+        assert sorted(dynamic.read_text().split()) == sorted(with_observer)
+        c.stop(o)
+        c.start(o)
+        wait_until(lambda: c.mode(o) == "observer", timeout=90.0, interval=0.2,
+                   what=f"member {o} to come back as an observer")
+        same_config_everywhere(c, (1, 2, 3), kazoo_factory, data.decode())
+        zk.create("/after-restart", b"x")
+        r = kazoo(kazoo_factory, c.hostport(o))
+        r.sync("/after-restart")
+        assert r.exists("/after-restart")
+    finally:
+        c.stop_all()
 
 
 def test_ensemble_sh_add_and_remove(tmp_path, kazoo_factory):
