@@ -16,6 +16,9 @@ servers (Apache with its Netty connection factory, which its TLS needs).
 SASL=1: every connection authenticates with SASL DIGEST-MD5 (ringkeeper-bench --sasl, a JAAS
 Server section given to both servers: the zoo.cfg key for ringkeeper, the JVM property for
 Apache) and the bench's znodes are `sasl:bench` alone, so every request is checked against it.
+ZK_FACTORY=netty|nio (Apache only): its connection factory. TLS needs Netty (the default with
+TLS=1); a plain run takes NIO (ZooKeeper's default) unless ZK_FACTORY=netty, so that Apache's
+plain figure can be measured on the same connection layer as its TLS one.
 Everything it starts is stopped and its temporary directory removed."""
 import os, subprocess, sys, tempfile, time, csv, shutil
 bin_, port, cores, ratios = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(',')
@@ -52,7 +55,6 @@ if tls:
         open(f"{t}/{name}.pem", 'w').write(open(f"{t}/{name}.key").read() + open(f"{t}/{name}.crt").read())
     shared_keys = (f"secureClientPort={port + 1}\nssl.keyStore.location={t}/server.pem\nssl.keyStore.type=PEM\n"
                 f"ssl.trustStore.location={t}/ca.pem\nssl.trustStore.type=PEM\n"
-                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
                 "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n")
     open(cfg, 'a').write(shared_keys)
 sasl = os.environ.get('SASL') == '1'
@@ -64,6 +66,15 @@ if sasl:
     open(cfg, 'a').write(f"authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
                          f"java.security.auth.login.config={d}/jaas.conf\n")
     jvm_sasl = [f"-Djava.security.auth.login.config={d}/jaas.conf"]
+zk_factory = os.environ.get('ZK_FACTORY', 'netty' if tls else 'nio')
+if zk_factory not in ('netty', 'nio'):
+    sys.exit(f"ZK_FACTORY must be netty or nio, not {zk_factory!r}")
+if tls and zk_factory != 'netty':
+    sys.exit("Apache's TLS needs its Netty connection factory: ZK_FACTORY=netty")
+if zk_factory == 'netty':
+    # ringkeeper accepts the key and has one connection layer; the same zoo.cfg for both
+    shared_keys += "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+    open(cfg, 'a').write("serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n")
 if bin_ == 'zookeeper':
     cp = '/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar:/usr/share/java/slf4j-simple.jar'
     os.makedirs(f"{d}/data")
@@ -103,7 +114,7 @@ try:
             rows = list(csv.DictReader(open(f"{out}/results.csv")))
             ops = float(rows[-1]['ops_per_s'])
             us = (b - a) / tck / (tb - ta) / ops * 1e6
-            print(f"{'tls ' if tls else ''}{'sasl ' if sasl else ''}cores={cores} read={r}% ops/s={ops:.0f} server_cpu={(b-a)/tck/(tb-ta):.2f} cpu_us/op={us:.2f}", flush=True)
+            print(f"{'tls ' if tls else ''}{f'zk-{zk_factory} ' if bin_ == 'zookeeper' else ''}{'sasl ' if sasl else ''}cores={cores} read={r}% ops/s={ops:.0f} server_cpu={(b-a)/tck/(tb-ta):.2f} cpu_us/op={us:.2f}", flush=True)
             shutil.rmtree(out)
 finally:
     srv.terminate(); srv.wait(); shutil.rmtree(d)

@@ -12,7 +12,8 @@
 //! socket with a (rate-limited) log line; a verified client certificate adds its `x509:` id.
 //! The store files are looked at (and re-read when changed) on the blocking pool, never with
 //! std::fs on the core. The writer takes the queued output as pieces (`out_queue`: a GetData's
-//! data is the tree's buffer, not a copy) and writes them gathered (`conn_io`).
+//! data is the tree's buffer, not a copy) and writes them gathered (`conn_io`); rustls holds at
+//! most TLS_SEND_BUFFER_BYTES of records unwritten, so a TLS batch is one sendmsg too.
 
 use super::client_core::{Conn, Core, Pending, LOG_EVERY_MS};
 use super::conn_io::{self, write_pieces, GatherStream};
@@ -35,6 +36,11 @@ use std::time::Duration;
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// The first byte of a TLS handshake record: how a unified port tells TLS from plain.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+/// Encrypted records rustls may hold for a TLS connection before they are written (its
+/// default, 64 KiB, split a writer's batch of replies into a sendmsg of four 16 KiB records
+/// and a second system call for the rest): a batch of 100 outstanding 1 KiB replies goes out
+/// in one sendmsg. Held only while the socket is full, beside the connection's output bound.
+pub const TLS_SEND_BUFFER_BYTES: usize = 256 * 1024;
 
 /// What a listening port speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +107,7 @@ pub fn start(core: Rc<Core>, stream: TcpStream, listening: Listening) {
                 super::offcore::run(move || ctx.configs.reload_if_changed()).await;
             }
             let acceptor = futures_rustls::TlsAcceptor::from(tls.configs.current());
-            match acceptor.accept(GatherStream(stream)).await {
+            match acceptor.accept_with(GatherStream(stream), |c| c.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES))).await {
                 Ok(s) => Ok(Ok(s)),
                 Err(e) => Err(format!("TLS handshake failed: {e}")),
             }

@@ -11,8 +11,10 @@
 //! `ringkeeper_client::tls`, re-exported here (as `client`).
 //! Rules: every TLS key is honoured or refused at start with a message naming it, never
 //! ignored; a store that cannot be read refuses the start, while a store that changes into
-//! something unreadable keeps the previous configuration (and says so); no glommio here — the
-//! shell (`server/connection.rs`, `server/peer_net.rs`) runs the handshakes.
+//! something unreadable keeps the previous configuration (and says so); without
+//! `ssl.ciphersuites` a server prefers AES-128-GCM over the client's order (`AES_128_FIRST`, as
+//! Apache's Java server does); no glommio here — the shell (`server/connection.rs`,
+//! `server/peer_net.rs`) runs the handshakes.
 
 // The client side (PEM readers, the client configuration, the error type) lives in the client
 // crate, shared with the server's stores.
@@ -552,12 +554,28 @@ fn pkcs12_identity(store: &Store) -> Result<(Vec<CertificateDer<'static>>, Priva
 }
 
 /// The crypto provider with the suites `ssl.ciphersuites` names (all when it names none).
+/// Without `ssl.ciphersuites` the AES-128-GCM suites come first (`AES_128_FIRST`).
 pub fn provider(cipher_suites: Option<&[String]>) -> rustls::crypto::CryptoProvider {
     let mut provider = rustls::crypto::ring::default_provider();
-    if let Some(names) = cipher_suites {
-        provider.cipher_suites.retain(|s| names.contains(&iana_name(*s)));
+    match cipher_suites {
+        Some(names) => provider.cipher_suites.retain(|s| names.contains(&iana_name(*s))),
+        // A stable sort: each protocol version's suites keep their order otherwise.
+        None => provider.cipher_suites.sort_by_key(|s| !is_aes_128_gcm(*s)),
     }
     provider
+}
+
+/// Whether a suite is one of the AES-128-GCM ones: 10 AES rounds where AES-256 takes 14, the
+/// cheaper AEAD per byte (measured in docs/benchmarks.md), and TLS 1.3's mandatory suite.
+/// A server without `ssl.ciphersuites` prefers them over the client's order (AES_128_FIRST).
+fn is_aes_128_gcm(suite: rustls::SupportedCipherSuite) -> bool {
+    use rustls::CipherSuite as S;
+    matches!(
+        suite.suite(),
+        S::TLS13_AES_128_GCM_SHA256
+            | S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+            | S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+    )
 }
 
 /// The protocol versions to offer.
@@ -583,12 +601,16 @@ pub fn server_config(tls: &StoreSettings) -> Result<ServerConfig, TlsError> {
             builder.build().map_err(|e| TlsError::Rustls(format!("client certificate verifier: {e}")))?
         }
     };
-    ServerConfig::builder_with_provider(provider)
+    let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions(&tls.protocols))
         .map_err(|e| TlsError::Rustls(format!("enabledProtocols / ciphersuites: {e}")))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
-        .map_err(|e| TlsError::Rustls(format!("{}: {e}", tls.key_store.path.display())))
+        .map_err(|e| TlsError::Rustls(format!("{}: {e}", tls.key_store.path.display())))?;
+    // AES_128_FIRST: unless the operator chose the suites, the server's order decides (rustls,
+    // OpenSSL and Java clients list AES-256-GCM first), as a Java server's does by default.
+    config.ignore_client_order = tls.cipher_suites.is_none();
+    Ok(config)
 }
 
 /// The trust store's roots, or the system's when none is configured.

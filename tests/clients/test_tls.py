@@ -243,6 +243,29 @@ def _server_cert_cn(hostport, pki):
             return subject["commonName"]
 
 
+def _negotiated_suite(hostport, pki):
+    """The protocol and suite the server picks for a client that offers OpenSSL's default
+    order (AES-256-GCM before AES-128-GCM, in TLS 1.3 and in TLS 1.2)."""
+    with TlsConn(hostport, client_context(pki)) as c:
+        return c.sock.version(), c.sock.cipher()[0]
+
+
+def test_tls_server_prefers_aes_128_gcm_unless_ssl_ciphersuites_says(make_server, pki, kind):
+    """Without ssl.ciphersuites the server's order decides (AES-128-GCM first: the cheaper
+    AEAD), as Apache's Java server does; naming suites in ssl.ciphersuites leaves the client's
+    order to decide among them (ringkeeper only)."""
+    s = make_server(tls_config(pki))
+    version, suite = _negotiated_suite(secure_hostport(s), pki)
+    # Apache 3.8 speaks TLS 1.2 unless ssl.protocol says otherwise (its Java picks
+    # ECDHE-ECDSA-AES128-GCM-SHA256); ringkeeper TLS 1.3
+    assert "AES128GCM" in suite.replace("_", "").replace("-", ""), (version, suite)
+    if kind != "ringkeeper":
+        return
+    s.stop()
+    s = make_server(tls_config(pki, **{"ssl.ciphersuites": "TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384"}))
+    assert _negotiated_suite(secure_hostport(s), pki) == ("TLSv1.3", "TLS_AES_256_GCM_SHA384")
+
+
 @pytest.mark.ringkeeper_only
 def test_tls_store_files_are_reloaded_when_they_change(make_server, pki, kind):
     if kind != "ringkeeper":

@@ -1,8 +1,10 @@
 //! A client connection that is plain TCP or TLS over it: what the driver reads and writes
 //! once `connect` finished (the TLS handshake, when the options ask for TLS, is part of
 //! connecting).
-//! Rules: pure delegation to the stream inside; rustls holds records until flushed, so a user
-//! flushes after writing (the driver every round, the bench after each write).
+//! Rules: delegation to the stream inside, except that a TLS read drains every record that has
+//! arrived (up to the caller's buffer), as a plain read takes every byte that has; rustls
+//! holds records until flushed, so a user flushes after writing (the driver every round, the
+//! bench after each write).
 
 use std::io;
 use std::pin::Pin;
@@ -50,7 +52,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for MaybeTls<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            MaybeTls::Tls(s) => {
+                // rustls reads the socket 4 KiB at a time and hands out one record's plaintext
+                // (16 KiB at most) per read: drain what has arrived, as one plain read would,
+                // so a burst of replies is handled (and answered with new requests) at once
+                // instead of record by record.
+                let mut got = match Pin::new(s.as_mut()).poll_read(cx, buf) {
+                    Poll::Ready(Ok(n)) if n > 0 => n,
+                    other => return other,
+                };
+                while got < buf.len() {
+                    match Pin::new(s.as_mut()).poll_read(cx, &mut buf[got..]) {
+                        Poll::Ready(Ok(n)) if n > 0 => got += n,
+                        // Nothing more now (or the end, or an error, which the next read
+                        // reports): what was read is the answer.
+                        _ => break,
+                    }
+                }
+                Poll::Ready(Ok(got))
+            }
         }
     }
 }
