@@ -91,6 +91,8 @@ def selected_kinds():
 # 20000-40300. Each pytest-xdist worker picks from a slice of its own.
 FREE_PORT_FIRST = 10000
 FREE_PORT_COUNT = 10000
+# Per slice: the offset free_port tries next.
+_FREE_PORT_NEXT = {}
 
 
 def _port_bindable(port):
@@ -111,10 +113,15 @@ def free_port():
     index = int(worker[2:]) if worker[2:].isdigit() else 0
     size = FREE_PORT_COUNT // workers
     first = FREE_PORT_FIRST + (index % workers) * size
-    for _ in range(1000):
-        port = first + random.randrange(size)
-        if _port_bindable(port):
-            return port
+    # In turn through the slice, from a random start: a port handed out is not handed out
+    # again until the slice wraps, so two picks made before either is bound never collide
+    # (random picks did: two members of one ensemble got the same election port).
+    cursor = _FREE_PORT_NEXT.setdefault(first, random.randrange(size))
+    for k in range(size):
+        offset = (cursor + k) % size
+        if _port_bindable(first + offset):
+            _FREE_PORT_NEXT[first] = (offset + 1) % size
+            return first + offset
     raise RuntimeError(f"no free port in {first}..{first + size - 1}")
 
 

@@ -98,7 +98,7 @@ def test_short_sweep_against_the_ceiling_and_ringkeeper(server, kazoo_factory, r
 
     summary = bench("report", out)
     assert "| ceiling-standalone | ringkeeper-standalone |" in summary
-    assert "### p99 at a fixed open-loop rate, standalone (get-set)" in summary
+    assert "### Latency at a fixed open-loop rate, standalone (get-set)" in summary
     for name in ("summary.md", "throughput.svg", "latency-p99.svg", "throughput.png", "latency-p99.png",
                  "ringkeeper-standalone.json"):
         assert os.path.getsize(os.path.join(out, name)) > 0, name
