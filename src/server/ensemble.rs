@@ -433,7 +433,8 @@ impl Member {
                         return;
                     }
                     let len = self.forward_encoded(data);
-                    self.forwarded.insert(request, (((conn, xid), fence), len, Instant::now()));
+                    // Timed from this pass's clock read (no read of its own per forwarded write).
+                    self.forwarded.insert(request, (((conn, xid), fence), len, now.at));
                     self.forwarded_bytes += len;
                 }
             }
@@ -742,10 +743,10 @@ impl Member {
     /// `ServerCnxnFactory.reconfigure`); established connections stay. A host name is
     /// resolved on the blocking pool; one that does not resolve leaves the old listener.
     async fn move_client_listener(&mut self, host: String, port: u16) {
-        let ip = match host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
-            Ok(ip) => Ok(ip),
-            Err(_) if host.is_empty() => Ok(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
-            Err(_) => {
+        let ip = match ip_literal(&host) {
+            Some(ip) => Ok(ip),
+            None if host.is_empty() => Ok(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+            None => {
                 let h = host.clone();
                 super::offcore::run(move || resolve(&h, port).map(|a| a.ip())).await
             }
@@ -1274,11 +1275,10 @@ async fn drain_outputs(m: &mut Member, log: &mut LogSlot<Appends>, net: &mut Pee
                     let client_before = m.own_client();
                     m.reconfigured(zxid, &voters, &observers);
                     removed.extend(follow_membership(net, &mut m.followed, &m.membership).await);
-                    let client_after = m.own_client();
-                    if let (Some(_), Some((host, port))) = (client_before.clone(), client_after.clone()) {
-                        if client_before != client_after {
-                            m.move_client_listener(host, port).await;
-                        }
+                    // A line with a client address before and another one now moves the listener.
+                    let moved = m.own_client().filter(|after| client_before.as_ref().is_some_and(|b| b != after));
+                    if let Some((host, port)) = moved {
+                        m.move_client_listener(host, port).await;
                     }
                 }
                 Output::ReadLog { to, link, after, upto, check_after } => {
@@ -1309,17 +1309,12 @@ fn changed_lines<'a>(followed: &Followed, membership: &'a DynConfig) -> Vec<&'a 
 
 /// The quorum addresses of `s` when every host is an IP literal (no lookup needed), else None.
 fn literal_addrs(s: &crate::config::ServerSpec) -> Option<Vec<SocketAddr>> {
-    s.addrs
-        .iter()
-        .map(|a| {
-            a.host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse()
-                .ok()
-                .map(|ip| SocketAddr::new(ip, a.quorum_port))
-        })
-        .collect()
+    s.addrs.iter().map(|a| ip_literal(&a.host).map(|ip| SocketAddr::new(ip, a.quorum_port))).collect()
+}
+
+/// `host` as an IP address when it is a literal (IPv6 with or without brackets), else None.
+fn ip_literal(host: &str) -> Option<std::net::IpAddr> {
+    host.trim_start_matches('[').trim_end_matches(']').parse().ok()
 }
 
 /// Makes every peer check of `net` follow `membership` (committed): its members' hosts are

@@ -162,8 +162,8 @@ pub enum Stage {
     Prep,
     /// Leader: a proposal, from sent until committed (a quorum acknowledged it durable).
     ProposeToCommit,
-    /// Follower: a client's write, from forwarded to the leader until its commit was
-    /// delivered here (both hops, the leader's prep and its quorum). Pipeline core.
+    /// Follower: a client's write, from the pass that forwarded it to the leader until its
+    /// commit was delivered here (both hops, the leader's prep and its quorum). Pipeline core.
     ForwardToCommit,
     /// One txn log batch's write and fdatasync. Pipeline core.
     LogFsync,

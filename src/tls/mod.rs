@@ -12,7 +12,7 @@
 //! Rules: every TLS key is honoured or refused at start with a message naming it, never
 //! ignored; a store that cannot be read refuses the start, while a store that changes into
 //! something unreadable keeps the previous configuration (and says so); without
-//! `ssl.ciphersuites` a server prefers AES-128-GCM over the client's order (`AES_128_FIRST`, as
+//! `ssl.ciphersuites` a server prefers AES-128-GCM over the client's order (`is_aes_128_gcm`, as
 //! Apache's Java server does); no glommio here — the shell (`server/connection.rs`,
 //! `server/peer_net.rs`) runs the handshakes.
 
@@ -554,7 +554,7 @@ fn pkcs12_identity(store: &Store) -> Result<(Vec<CertificateDer<'static>>, Priva
 }
 
 /// The crypto provider with the suites `ssl.ciphersuites` names (all when it names none).
-/// Without `ssl.ciphersuites` the AES-128-GCM suites come first (`AES_128_FIRST`).
+/// Without `ssl.ciphersuites` the AES-128-GCM suites come first (`is_aes_128_gcm`).
 pub fn provider(cipher_suites: Option<&[String]>) -> rustls::crypto::CryptoProvider {
     let mut provider = rustls::crypto::ring::default_provider();
     match cipher_suites {
@@ -567,7 +567,7 @@ pub fn provider(cipher_suites: Option<&[String]>) -> rustls::crypto::CryptoProvi
 
 /// Whether a suite is one of the AES-128-GCM ones: 10 AES rounds where AES-256 takes 14, the
 /// cheaper AEAD per byte (measured in docs/benchmarks.md), and TLS 1.3's mandatory suite.
-/// A server without `ssl.ciphersuites` prefers them over the client's order (AES_128_FIRST).
+/// A server without `ssl.ciphersuites` prefers them over the client's order (`server_config`).
 fn is_aes_128_gcm(suite: rustls::SupportedCipherSuite) -> bool {
     use rustls::CipherSuite as S;
     matches!(
@@ -607,7 +607,7 @@ pub fn server_config(tls: &StoreSettings) -> Result<ServerConfig, TlsError> {
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
         .map_err(|e| TlsError::Rustls(format!("{}: {e}", tls.key_store.path.display())))?;
-    // AES_128_FIRST: unless the operator chose the suites, the server's order decides (rustls,
+    // Unless the operator chose the suites, the server's order decides (rustls,
     // OpenSSL and Java clients list AES-256-GCM first), as a Java server's does by default.
     config.ignore_client_order = tls.cipher_suites.is_none();
     Ok(config)
