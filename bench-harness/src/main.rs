@@ -47,7 +47,10 @@ enum Command {
         #[arg(long, default_value_t = 1024)]
         payload: usize,
     },
-    /// The log disk's fdatasync latency: append `bytes` and fdatasync, `count` times.
+    /// The log disk's fdatasync latency: append `bytes` and fdatasync, `count` times. With
+    /// `--direct`, the txn log's two ways instead, alternating on one zero-filled file through
+    /// glommio: an O_DIRECT write then a blocking fdatasync, and an O_DIRECT|O_DSYNC write whose
+    /// completion is the sync (4 KiB blocks).
     Fsync {
         #[arg(long)]
         dir: PathBuf,
@@ -55,6 +58,8 @@ enum Command {
         count: usize,
         #[arg(long, default_value_t = 1024)]
         bytes: usize,
+        #[arg(long)]
+        direct: bool,
     },
     /// Load N znodes spread over parents, many creates in flight (memory / restart bench).
     Fill(state::FillArgs),
@@ -309,12 +314,74 @@ fn fsync(dir: &std::path::Path, count: usize, bytes: usize) -> Result<(), String
     Ok(())
 }
 
+/// The txn log's durable write both ways (see `Command::Fsync`), `count` of each, alternating.
+fn fsync_direct(dir: &std::path::Path, count: usize) -> Result<(), String> {
+    use glommio::io::OpenOptions;
+    use std::os::fd::AsRawFd;
+    const BLOCK_BYTES: usize = 4096;
+    const FILE_BLOCKS: usize = 2048;
+    let path = dir.join("rk-bench-fsync-direct.tmp");
+    let shown = path.display().to_string();
+    let work = move || async move {
+        let err = |e: &dyn std::fmt::Display| format!("{shown}: {e}");
+        let mut options = OpenOptions::new();
+        options.create(true).truncate(true).read(true).write(true);
+        let plain = options.dma_open(&path).await.map_err(|e| err(&e))?;
+        for b in 0..FILE_BLOCKS {
+            let buf = plain.alloc_dma_buffer(BLOCK_BYTES);
+            plain.write_at(buf, (b * BLOCK_BYTES) as u64).await.map_err(|e| err(&e))?;
+        }
+        plain.fdatasync().await.map_err(|e| err(&e))?;
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).custom_flags(libc::O_DSYNC);
+        let dsync = options.dma_open(&path).await.map_err(|e| err(&e))?;
+        let histogram = || hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string());
+        let (mut then_sync, mut write_through) = (histogram()?, histogram()?);
+        for i in 0..count.max(1) {
+            let at = ((i * 2) % FILE_BLOCKS * BLOCK_BYTES) as u64;
+            let t = std::time::Instant::now();
+            plain.write_at(plain.alloc_dma_buffer(BLOCK_BYTES), at).await.map_err(|e| err(&e))?;
+            // SAFETY: the fd belongs to the open file.
+            if unsafe { libc::fdatasync(plain.as_raw_fd()) } != 0 {
+                return Err(err(&std::io::Error::last_os_error()));
+            }
+            let _ = then_sync.record((t.elapsed().as_micros() as u64).max(1));
+            let t = std::time::Instant::now();
+            dsync.write_at(dsync.alloc_dma_buffer(BLOCK_BYTES), at + BLOCK_BYTES as u64).await.map_err(|e| err(&e))?;
+            let _ = write_through.record((t.elapsed().as_micros() as u64).max(1));
+        }
+        let _ = dsync.close().await;
+        let _ = plain.close().await;
+        let _ = std::fs::remove_file(&path);
+        Ok::<_, String>((then_sync, write_through))
+    };
+    let (then_sync, write_through) = glommio::LocalExecutorBuilder::default()
+        .spawn(work)
+        .map_err(|e| e.to_string())?
+        .join()
+        .map_err(|e| e.to_string())??;
+    for (name, h) in [("O_DIRECT write + fdatasync", then_sync), ("O_DIRECT|O_DSYNC write", write_through)] {
+        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        println!(
+            "{name} of 4 KiB in {}: n={} p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+            dir.display(),
+            h.len(),
+            ms(0.5),
+            ms(0.9),
+            ms(0.99),
+            h.max() as f64 / 1000.0
+        );
+    }
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Run(a) => run(a),
         Command::Responder { listen, threads, pin, payload } => responder::run(listen, threads, &pin, payload),
-        Command::Fsync { dir, count, bytes } => fsync(&dir, count, bytes),
+        Command::Fsync { dir, count, bytes, direct: false } => fsync(&dir, count, bytes),
+        Command::Fsync { dir, count, direct: true, .. } => fsync_direct(&dir, count),
         Command::Fill(a) => state::fill(a),
         Command::WaitRead(a) => state::wait_read(a),
         Command::Writer(a) => state::writer(a),

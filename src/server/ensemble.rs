@@ -1509,7 +1509,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let incarnation = (now.wall_ms as u64) << 8 | my_id;
     let zab_cfg_voters = zab_cfg.voters.clone();
     let peer = Peer::new(zab_cfg, durable, incarnation);
-    let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
+    let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats, true).await?;
     drop(recovered);
     let tls = quorum_tls(&config).await?;
     let sasl = config.quorum_sasl.clone().map(|q| {

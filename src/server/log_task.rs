@@ -10,6 +10,8 @@
 //! reported once (`finished`), in the order appends were started, with the batch the caller
 //! attached to it; a result is never dropped.
 
+#[cfg(test)]
+use super::log_writer::SyncMode;
 use super::log_writer::TxnLogWriter;
 use bytes::Bytes;
 use glommio::sync::Semaphore;
@@ -135,7 +137,7 @@ mod tests {
             .io_memory(2 << 20)
             .spawn(move || async move {
                 let rec = recover(&d, &l).unwrap();
-                let writer = TxnLogWriter::open(&l, &rec.tail, 1, 64 * 1024, true).await.unwrap();
+                let writer = TxnLogWriter::open(&l, &rec.tail, 1, 64 * 1024, SyncMode::Fdatasync).await.unwrap();
                 let wake = Rc::new(Semaphore::new(0));
                 let mut slot: LogSlot<&'static str> = LogSlot::new(writer, wake.clone());
                 assert!(!slot.busy() && slot.idle().is_some() && slot.finished().is_none());

@@ -1,5 +1,5 @@
 //! The txn log writer (glommio shell over src/storage/log.rs): appends one batch at a time to
-//! the current segment with O_DIRECT writes and one fdatasync per batch (group commit), so a
+//! the current segment with O_DIRECT writes and one sync per batch (group commit), so a
 //! returned append is durable; an append of more than `ringkeeper.batchBytesMax` goes out as
 //! several batches under it (`plan_batches`). Rules: batches are packed in crc-sealed sectors
 //! (`storage::log::AppendPoint`): a write starts at the partly filled block at the end of the
@@ -13,9 +13,11 @@
 //! `fallocate`d (or left as holes) are "unwritten" extents, and the first write into each
 //! makes `fdatasync` commit a metadata change too; into zeroed blocks it is a data flush
 //! only, which is most of the cost of a durable write at low load.
-//! `fdatasync` is called directly on the pipeline thread: io_uring cannot complete it inline
-//! on ext4 or xfs and hands it to a kernel worker thread (two more thread switches per
-//! batch, ~60 µs here), and the pipeline waits for it anyway.
+//! The sync (`SyncMode`): the standalone pipeline calls `fdatasync` directly on its thread
+//! (io_uring cannot complete one inline on ext4 or xfs and hands it to a worker thread, two
+//! more thread switches per batch, ~60 µs here; and that pipeline has nothing to do
+//! meanwhile). An ensemble member writes its segment O_DSYNC instead, so its thread never
+//! blocks on the disk and its loop takes in acks and commits while an append is in flight.
 
 use crate::storage::log::{
     align_up, parse_segment_name, segment_name, zxid_follows, AppendPoint, BatchEncoder, EncodedBatch,
@@ -124,6 +126,23 @@ fn segment_limit(file_size: u64, prealloc: u64) -> u64 {
     }
 }
 
+/// How an append is made durable (forceSync, and who waits for the disk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// forceSync=no: written, never synced (ZooKeeper's option for throwaway data).
+    Off,
+    /// An O_DIRECT write, then fdatasync on the calling thread. For the standalone pipeline:
+    /// nothing it could take in while the disk works would finish a write sooner, and a thread
+    /// blocked in the kernel is not woken by every batch the client cores send meanwhile (a
+    /// loop that parks on the write's completion is, and spends the CPU of each wake-up).
+    Fdatasync,
+    /// The segment opened O_DIRECT|O_DSYNC: a write completes once its blocks are durable (the
+    /// kernel flushes the device's cache itself), so the thread never blocks on the disk. For an
+    /// ensemble member, whose loop must go on taking in acks and commits while its own append
+    /// is in flight: a quorum of the others can commit a txn before this member's disk returns.
+    WriteThrough,
+}
+
 pub struct TxnLogWriter {
     log_dir: PathBuf,
     segment: Option<Segment>,
@@ -131,7 +150,7 @@ pub struct TxnLogWriter {
     spare: Option<glommio::Task<io::Result<DmaFile>>>,
     next_zxid: i64,
     prealloc_bytes: u64,
-    force_sync: bool,
+    sync: SyncMode,
     /// Set by a failed append: what reached the disk is unknown, so nothing more is written
     /// (a retry could rewrite a partly written block); the server must stop and recover.
     failed: bool,
@@ -168,11 +187,11 @@ impl TxnLogWriter {
         tail: &LogTail,
         next_zxid: i64,
         prealloc_bytes: u64,
-        force_sync: bool,
+        sync: SyncMode,
     ) -> io::Result<TxnLogWriter> {
         let segment = match &tail.segment {
             None => None,
-            Some(path) => Some(open_segment_at(path, tail.next_offset, prealloc_bytes).await?),
+            Some(path) => Some(open_segment_at(path, tail.next_offset, prealloc_bytes, sync).await?),
         };
         let mut writer = TxnLogWriter {
             log_dir: log_dir.to_path_buf(),
@@ -180,7 +199,7 @@ impl TxnLogWriter {
             spare: None,
             next_zxid,
             prealloc_bytes,
-            force_sync,
+            sync,
             failed: false,
             fsync_warning_ms: crate::config::FSYNC_WARNING_THRESHOLD_MS_DEFAULT,
             small_prealloc_said: std::cell::Cell::new(Some(prealloc_bytes)),
@@ -281,7 +300,8 @@ impl TxnLogWriter {
     }
 
     /// Writes `records` (txn::codec encodings, zxids next_zxid, next_zxid + 1, …) as one batch
-    /// and returns once it is durable (one fdatasync; none with force_sync off). A record that
+    /// and returns once it is durable (one fdatasync, or write-through writes; no sync with
+    /// `SyncMode::Off`). A record that
     /// starts a later epoch (`zxid_follows`) starts a new segment, so a run of records may take
     /// one batch per epoch. Records out of order are refused (InvalidInput) without touching
     /// the disk; after an I/O error every later append fails too.
@@ -368,14 +388,23 @@ impl TxnLogWriter {
             seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
             return Err(e);
         }
-        if self.force_sync {
-            use std::os::fd::AsRawFd;
-            // SAFETY: the fd belongs to the open segment file.
-            let started = std::time::Instant::now();
-            if unsafe { libc::fdatasync(seg.file.as_raw_fd()) } != 0 {
-                seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
-                return Err(io::Error::last_os_error());
+        // Timed as a sync (fsynctime, the warning threshold): the fdatasync alone, or with
+        // write-through the whole write, which is its sync.
+        let sync_started = match self.sync {
+            SyncMode::Off => None,
+            SyncMode::WriteThrough => Some(batch_started),
+            SyncMode::Fdatasync => {
+                use std::os::fd::AsRawFd;
+                let started = std::time::Instant::now();
+                // SAFETY: the fd belongs to the open segment file.
+                if unsafe { libc::fdatasync(seg.file.as_raw_fd()) } != 0 {
+                    seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
+                    return Err(io::Error::last_os_error());
+                }
+                Some(started)
             }
+        };
+        if let Some(started) = sync_started {
             let took_us = started.elapsed().as_micros() as u64;
             self.sync_count += 1;
             self.sync_total_us += took_us;
@@ -384,7 +413,7 @@ impl TxnLogWriter {
             if took_ms >= self.fsync_warning_ms {
                 self.slow_syncs += 1;
                 tracing::warn!(
-                    "fdatasync of the txn log {} took {took_ms} ms (fsync.warningthresholdms is {}); every write \
+                    "syncing the txn log {} took {took_ms} ms (fsync.warningthresholdms is {}); every write \
                      waiting for it was delayed as long: check the disk",
                     seg.path.display(),
                     self.fsync_warning_ms
@@ -442,6 +471,15 @@ impl TxnLogWriter {
             }
         };
         sync_dir(&self.log_dir).await?;
+        // The file as made (the spare, or a fresh one) was opened without O_DSYNC, which only
+        // an open can set: appends go through a file opened for them.
+        let file = if self.sync == SyncMode::WriteThrough {
+            let appends = open_for_appends(&path, self.sync).await?;
+            file.close().await?;
+            appends
+        } else {
+            file
+        };
         self.prepare_spare();
         let limit = segment_limit(file.file_size().await?, self.prealloc_bytes);
         Ok(Segment { file, path, at: AppendPoint::start(), limit, dirty_end: 0 })
@@ -461,7 +499,7 @@ impl TxnLogWriter {
         let tail = crate::storage::truncate::truncate_log(&self.log_dir, after).map_err(io::Error::other)?;
         self.segment = match &tail.segment {
             None => None,
-            Some(path) => Some(open_segment_at(path, tail.next_offset, self.prealloc_bytes).await?),
+            Some(path) => Some(open_segment_at(path, tail.next_offset, self.prealloc_bytes, self.sync).await?),
         };
         self.failed = false;
         self.next_zxid = self.next_zxid.min(after + 1);
@@ -491,12 +529,24 @@ impl TxnLogWriter {
     }
 }
 
+/// A segment opened for appends: O_DIRECT, and with `SyncMode::WriteThrough` O_DSYNC too, so a
+/// write's completion means its blocks are durable (the kernel flushes the device's cache
+/// before it completes the write).
+async fn open_for_appends(path: &Path, sync: SyncMode) -> io::Result<DmaFile> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    if sync == SyncMode::WriteThrough {
+        options.custom_flags(libc::O_DSYNC);
+    }
+    Ok(options.dma_open(path).await?)
+}
+
 /// Opens an existing segment to append at logical offset `next`; the block holding `next` is
 /// read back, since the next write rewrites its first part. It is not grown: a segment made
 /// smaller than preAllocSize (little free space) rolls at its size, one made without
 /// preallocation grows up to preAllocSize.
-async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64) -> io::Result<Segment> {
-    let file = OpenOptions::new().read(true).write(true).dma_open(path).await?;
+async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64, sync: SyncMode) -> io::Result<Segment> {
+    let file = open_for_appends(path, sync).await?;
     let at = if next == 0 {
         AppendPoint::start()
     } else {
@@ -697,8 +747,29 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn append_reopen_roll_and_recover() {
-        let dir = std::env::temp_dir().join(format!("rk-logwriter-{}", std::process::id()));
+    fn append_reopen_roll_and_recover_with_fdatasync() {
+        append_reopen_roll_and_recover(SyncMode::Fdatasync);
+    }
+
+    #[test]
+    fn append_reopen_roll_and_recover_write_through() {
+        append_reopen_roll_and_recover(SyncMode::WriteThrough);
+    }
+
+    /// Whether the current segment's appends are write-through (O_DSYNC on its fd): exactly when
+    /// the writer's mode says so, whichever way the segment was opened.
+    fn assert_segment_sync(w: &TxnLogWriter) {
+        use std::os::fd::AsRawFd;
+        let seg = w.segment.as_ref().expect("a segment is open");
+        // SAFETY: F_GETFL on the open segment's fd.
+        let flags = unsafe { libc::fcntl(seg.file.as_raw_fd(), libc::F_GETFL) };
+        assert!(flags >= 0);
+        assert_eq!(flags & libc::O_DSYNC != 0, w.sync == SyncMode::WriteThrough, "{:?}: flags {flags:#o}", w.sync);
+        assert!(flags & libc::O_DIRECT != 0);
+    }
+
+    fn append_reopen_roll_and_recover(sync: SyncMode) {
+        let dir = std::env::temp_dir().join(format!("rk-logwriter-{}-{sync:?}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let (data, logs) = (dir.join("data"), dir.join("log"));
         std::fs::create_dir_all(&logs).unwrap();
@@ -710,8 +781,9 @@ pub(crate) mod tests {
             .io_memory(2 << 20)
             .spawn(move || async move {
                 let rec = recover(&d2, &l2).unwrap();
-                let mut w = TxnLogWriter::open(&l2, &rec.tail, rec.last_zxid + 1, prealloc, true).await.unwrap();
+                let mut w = TxnLogWriter::open(&l2, &rec.tail, rec.last_zxid + 1, prealloc, sync).await.unwrap();
                 w.append(&[txn(1, 0), txn(2, 10)]).await.unwrap();
+                assert_segment_sync(&w); // made from the spare
                 w.append(&[txn(3, 100)]).await.unwrap();
                 // The first segment came from a zero-filled spare, and the next spare is on its way.
                 let seg = std::fs::read(l2.join(segment_name(1))).unwrap();
@@ -744,8 +816,9 @@ pub(crate) mod tests {
                 let rec = recover(&d3, &l3).unwrap();
                 assert_eq!((rec.last_zxid, rec.records.len()), (13, 13));
                 assert_eq!(rec.tail.next_offset, first_len);
-                let mut w = TxnLogWriter::open(&l3, &rec.tail, 14, prealloc, true).await.unwrap();
-                // Continues in the same segment? No: it is past the prealloc size, so it rolls.
+                let mut w = TxnLogWriter::open(&l3, &rec.tail, 14, prealloc, sync).await.unwrap();
+                assert_segment_sync(&w); // reopened where recovery left it
+                                         // Continues in the same segment? No: it is past the prealloc size, so it rolls.
                 w.append(&[txn(14, 5)]).await.unwrap();
                 assert!(w.position().unwrap().0.ends_with(segment_name(14)));
                 for z in 15..40 {
@@ -755,6 +828,7 @@ pub(crate) mod tests {
                 w.roll().await.unwrap();
                 w.append(&[txn(40, 1)]).await.unwrap();
                 assert!(w.position().unwrap().0.ends_with(segment_name(40)));
+                assert_segment_sync(&w);
                 w.close().await.unwrap();
             })
             .unwrap()
@@ -788,7 +862,7 @@ pub(crate) mod tests {
             .io_memory(2 << 20)
             .spawn(move || async move {
                 let rec = recover(&d4, &l4).unwrap();
-                let mut w = TxnLogWriter::open(&l4, &rec.tail, 41, prealloc, true).await.unwrap();
+                let mut w = TxnLogWriter::open(&l4, &rec.tail, 41, prealloc, sync).await.unwrap();
                 w.truncate(20).await.unwrap();
                 assert_eq!(w.next_zxid(), 21);
                 w.append(&[txn(21, 77), txn(22, 78)]).await.unwrap();
@@ -816,7 +890,8 @@ pub(crate) mod tests {
             .io_memory(2 << 20)
             .spawn(move || async move {
                 let rec = recover(&d, &l).unwrap();
-                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, true).await.unwrap();
+                let mut w =
+                    TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, SyncMode::Fdatasync).await.unwrap();
                 // With fsync.warningthresholdms=0 every fdatasync counts as slow (and is logged).
                 w.set_fsync_warning_ms(0);
                 w.append(&[txn(1, 0), txn(2, 1), txn(e2 | 1, 2), txn(e2 | 2, 3)]).await.unwrap();
@@ -849,7 +924,8 @@ pub(crate) mod tests {
             .spawn(move || async move {
                 let rec = recover(&d, &l).unwrap();
                 assert_eq!((rec.snapshot_zxid, rec.records.len()), (snap_at, 0));
-                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, true).await.unwrap();
+                let mut w =
+                    TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, SyncMode::Fdatasync).await.unwrap();
                 w.restart_after_snapshot(snap_at).await.unwrap();
                 w.append(&[txn((3 << 32) | 1, 4)]).await.unwrap();
                 w.close().await.unwrap();
@@ -868,7 +944,8 @@ pub(crate) mod tests {
             .io_memory(2 << 20)
             .spawn(move || async move {
                 let rec = recover(&d, &l).unwrap();
-                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, true).await.unwrap();
+                let mut w =
+                    TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, 64 * 1024, SyncMode::Fdatasync).await.unwrap();
                 w.append(&records).await.unwrap();
                 w.close().await.unwrap();
             })

@@ -19,7 +19,7 @@ use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
 use super::inspect::{Collections, Inspect, SessionSets};
 use super::log_task::LogSlot;
-use super::log_writer::{is_disk_full, TxnLogWriter};
+use super::log_writer::{is_disk_full, SyncMode, TxnLogWriter};
 use super::messages::{Commit, CommitBatch, ToClientCore, ToPipeline};
 use super::snapshot_writer;
 use super::stage_latency::Stage;
@@ -525,17 +525,23 @@ pub(super) fn relay_inspection(
 }
 
 /// Opens the txn log where recovery left it (`next_zxid` is the next record's), with the
-/// configured fdatasync warning threshold.
+/// configured fdatasync warning threshold; an ensemble member's writes are write-through
+/// (`SyncMode`).
 pub(super) async fn open_log(
     config: &Config,
     tail: &LogTail,
     next_zxid: i64,
     stats: &Arc<super::stats::Stats>,
+    ensemble: bool,
 ) -> Result<TxnLogWriter, String> {
-    let mut log =
-        TxnLogWriter::open(&config.data_log_dir, tail, next_zxid, config.pre_alloc_size_bytes, config.force_sync)
-            .await
-            .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
+    let sync = match (config.force_sync, ensemble) {
+        (false, _) => SyncMode::Off,
+        (true, false) => SyncMode::Fdatasync,
+        (true, true) => SyncMode::WriteThrough,
+    };
+    let mut log = TxnLogWriter::open(&config.data_log_dir, tail, next_zxid, config.pre_alloc_size_bytes, sync)
+        .await
+        .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
     log.set_fsync_warning_ms(config.fsync_warning_threshold_ms);
     log.set_batch_bytes_max(config.batch_bytes_max);
     log.time_batches_into(stats.clone());
@@ -836,7 +842,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     for (id, entry) in tree.sessions() {
         sessions.add(id, entry.timeout_ms, now.mono_ms);
     }
-    let log_writer = open_log(&config, &recovered.tail, tree.last_zxid() + 1, &stats).await?;
+    let log_writer = open_log(&config, &recovered.tail, tree.last_zxid() + 1, &stats, false).await?;
     tracing::info!("pipeline core ready at zxid {:#x} with {} sessions", tree.last_zxid(), sessions.len());
 
     let mut p = Pipeline {

@@ -1,8 +1,10 @@
 """A FUSE pass-through file system that fails chosen writes (issue 18's `ioerror` nemesis):
 mounts BACKING at MOUNTPOINT with direct_io (the txn log is opened with O_DIRECT, so the page
 cache must not stand between the server and this layer) and answers EIO to every write,
-fallocate and fsync/fdatasync while the control file CONTROL says "eio" (anything else: pass
-through). Runs in the foreground until unmounted (fusermount -u / umount).
+fallocate and fsync/fdatasync while the control file CONTROL says "eio". While it says
+"stall", every durable operation waits until it says something else: fsync/fdatasync, and a
+write to a file opened O_DSYNC or O_SYNC (a disk whose flushes hang; issue 17's overlap test).
+Anything else: pass through. Runs in the foreground until unmounted (fusermount -u / umount).
 
     /usr/bin/python3 tests/chaos/faultfs.py BACKING MOUNTPOINT CONTROL
 
@@ -11,6 +13,7 @@ Rules: never alters what it passes through; the control file is re-read at most 
 CONTROL_REFRESH_S seconds."""
 
 import errno
+import fcntl
 import os
 import sys
 import time
@@ -18,31 +21,44 @@ import time
 from fusepy import FUSE, FuseOSError, Operations
 
 CONTROL_REFRESH_S = 0.2
+STALL_POLL_S = 0.05
 
 
 class FaultFS(Operations):
     def __init__(self, root, control):
         self.root, self.control = root, control
-        self.checked, self.failing = 0.0, False
+        self.checked, self.failing, self.stalling = 0.0, False, False
         self.failed = 0
 
     def _p(self, path):
         return os.path.join(self.root, path.lstrip("/"))
 
+    def _refresh(self, now):
+        try:
+            with open(self.control) as f:
+                said = f.read().strip()
+        except OSError:
+            said = ""
+        self.failing, self.stalling = said == "eio", said == "stall"
+        self.checked = now
+
     def _fail(self):
         now = time.monotonic()
         if now - self.checked > CONTROL_REFRESH_S:
-            try:
-                with open(self.control) as f:
-                    self.failing = f.read().strip() == "eio"
-            except OSError:
-                self.failing = False
-            self.checked = now
+            self._refresh(now)
         if self.failing:
             self.failed += 1
             raise FuseOSError(errno.EIO)
 
+    def _stall(self):
+        """Waits while the control file says "stall" (read afresh each poll)."""
+        self._refresh(time.monotonic())
+        while self.stalling:
+            time.sleep(STALL_POLL_S)
+            self._refresh(time.monotonic())
+
     # metadata
+
     def getattr(self, path, fh=None):
         st = os.lstat(self._p(path))
         return {k: getattr(st, k) for k in ("st_atime", "st_ctime", "st_gid", "st_mode", "st_mtime", "st_nlink",
@@ -98,6 +114,8 @@ class FaultFS(Operations):
 
     def write(self, path, data, offset, fh):
         self._fail()
+        if fcntl.fcntl(fh, fcntl.F_GETFL) & (os.O_DSYNC | os.O_SYNC):
+            self._stall()
         return os.pwrite(fh, data, offset)
 
     def truncate(self, path, length, fh=None):
@@ -117,6 +135,7 @@ class FaultFS(Operations):
 
     def fsync(self, path, datasync, fh):
         self._fail()
+        self._stall()
         return os.fdatasync(fh) if datasync else os.fsync(fh)
 
     def fsyncdir(self, path, datasync, fh):

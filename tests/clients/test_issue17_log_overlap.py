@@ -1,0 +1,183 @@
+"""Issue 17: an ensemble member's txn log runs beside its loop, so a member whose own disk is
+slow goes on taking in acks and commits. Each member's dataLogDir is a faultfs mount
+(tests/chaos/faultfs.py); "stall" makes every flush on one member's log hang until the test
+lifts it. While the hang lasts, the two other members are a quorum: a write through the hung
+member, or through another one, commits and is answered (kazoo). ZooKeeper behaves so (its
+SyncRequestProcessor is a thread of its own); a member that called fdatasync on its loop's
+thread would stop answering until its disk returned. Once the hang ends, every member has
+every write in its tree and in its own txn log. Needs root and FUSE
+(Debian's python3-fusepy); skips with the reason otherwise."""
+
+import os
+import subprocess
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from helpers import REPO, RK_BIN, wait_until
+from test_ensemble import Ensemble
+
+FAULTFS = os.path.join(REPO, "tests", "chaos", "faultfs.py")
+FAULTFS_PYTHON = "/usr/bin/python3"  # Debian's python3-fusepy lives there, not in the venv
+# How long a write may take to be answered while one member's disk hangs: a bound on
+# liveness (a member stuck on its disk never answers), not a latency figure.
+ANSWER_S_MAX = 20
+
+
+def _unavailable():
+    if not os.access(RK_BIN, os.X_OK):
+        return "ringkeeper binary not built"
+    if os.geteuid() != 0:
+        return "FUSE mounts need root"
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse"
+    if subprocess.run([FAULTFS_PYTHON, "-c", "import fusepy"], capture_output=True).returncode != 0:
+        return "python3-fusepy is not installed"
+    return None
+
+
+_why = _unavailable()
+pytestmark = pytest.mark.skipif(_why is not None, reason=f"cannot run: {_why}")
+
+
+class HungDisks:
+    """One ext4 volume per member for its dataLogDir, whose flushes can be made to hang: the
+    volume is a loop device over an image on a faultfs mount (tests/chaos/faultfs.py). A FUSE
+    file system answers an io_uring write on the submitting thread, so the log cannot live on
+    faultfs itself; through ext4 and a loop device the writes are the kernel's own, and a
+    flush (fdatasync, or an O_DSYNC write's) reaches faultfs as the loop device's fsync of
+    its image, which "stall" holds."""
+
+    VOLUME_MB = 128
+
+    def __init__(self, root, n):
+        self.root, self.fuse, self.procs, self.loops, self.volumes = root, [], [], [], []
+        for i in range(1, n + 1):
+            back, fs, vol = (os.path.join(root, f"{k}{i}") for k in ("back", "fs", "log"))
+            for d in (back, fs, vol):
+                os.makedirs(d)
+            self.say(i, "ok")
+            self.procs.append(subprocess.Popen([FAULTFS_PYTHON, FAULTFS, back, fs, fs + ".ctl"],
+                                               stdout=subprocess.DEVNULL, stderr=open(fs + ".faultfs.log", "w")))
+            wait_until(lambda: os.path.ismount(fs), timeout=10, what=f"faultfs mounted at {fs}")
+            self.fuse.append(fs)
+            img = os.path.join(fs, "volume.img")
+            subprocess.run(["truncate", "-s", f"{self.VOLUME_MB}M", img], check=True)
+            subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True, capture_output=True)
+            loop = subprocess.run(["losetup", "-f", "--show", img], check=True, capture_output=True,
+                                  text=True).stdout.strip()
+            self.loops.append(loop)
+            subprocess.run(["mount", loop, vol], check=True, capture_output=True)
+            self.volumes.append(vol)
+
+    @staticmethod
+    def log_dir(root, i):
+        return os.path.join(root, f"log{i}")
+
+    def say(self, i, word):
+        with open(os.path.join(self.root, f"fs{i}.ctl"), "w") as f:
+            f.write(word)
+
+    def hang(self, i):
+        self.say(i, "stall")
+
+    def lift(self, i):
+        self.say(i, "ok")
+
+    def close(self):
+        for i in range(1, len(self.fuse) + 1):
+            self.say(i, "ok")
+        for v in self.volumes:
+            subprocess.run(["umount", v], capture_output=True)
+        for loop in self.loops:
+            subprocess.run(["losetup", "-d", loop], capture_output=True)
+        for m in self.fuse:
+            subprocess.run(["umount", "-l", m], capture_output=True)
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _client(e, i):
+    kz = KazooClient(hosts=e.hostport(i), timeout=10.0)
+    kz.start(timeout=15)
+    return kz
+
+
+def _answered(kz, path, data):
+    """Creates `path` and waits for the answer, at most ANSWER_S_MAX seconds."""
+    kz.create_async(path, data).get(timeout=ANSWER_S_MAX)
+
+
+@pytest.mark.timeout(240)
+def test_a_quorum_commits_while_one_members_disk_hangs(tmp_path):
+    disks = HungDisks(str(tmp_path / "disks"), 3)
+    e = Ensemble(3, tmp_path)
+    e.env["RK_EXTRA_CONFIG"] = f"dataLogDir={HungDisks.log_dir(str(tmp_path / 'disks'), '@ID@')}"
+    clients = []
+    try:
+        e.start()
+        leader = e.wait_serving([1, 2, 3])
+        f1, f2 = [i for i in (1, 2, 3) if i != leader]
+        for i in (1, 2, 3):
+            clients.append(_client(e, i))
+        kz = {i: clients[i - 1] for i in (1, 2, 3)}
+        kz[leader].create("/overlap", b"")
+        written = {}
+
+        # The leader's disk hangs: the followers' acks commit writes through the leader and
+        # through a follower; the leader applies them and answers its own client.
+        disks.hang(leader)
+        for i, who in ((leader, "via-hung-leader"), (f1, "via-follower")):
+            _answered(kz[i], f"/overlap/{who}", who.encode())
+            written[who] = who.encode()
+        disks.lift(leader)
+
+        # A follower's disk hangs: a write through it is forwarded, committed by the leader and
+        # the other follower, and answered by the hung follower itself.
+        disks.hang(f1)
+        for i, who in ((f1, "via-hung-follower"), (f2, "via-other-follower")):
+            _answered(kz[i], f"/overlap/{who}", who.encode())
+            written[who] = who.encode()
+        disks.lift(f1)
+
+        # Every member has every write in its tree...
+        for i in (1, 2, 3):
+            kz[i].sync("/overlap")
+            assert {c: kz[i].get(f"/overlap/{c}")[0] for c in kz[i].get_children("/overlap")} == written, i
+        for c in clients:
+            c.stop()
+            c.close()
+        clients = []
+        # ... and in its own txn log, once its disk returned (the hung ones included).
+        e.stop()
+        for i in (1, 2, 3):
+            logged = ""
+            log_dir = os.path.join(HungDisks.log_dir(str(tmp_path / "disks"), i), "version-2")
+            if not os.path.isdir(log_dir):
+                log_dir = HungDisks.log_dir(str(tmp_path / "disks"), i)
+            for name in sorted(os.listdir(log_dir)):
+                if name.startswith("log.") and name[4:].isalnum():
+                    r = subprocess.run([RK_BIN, "log-dump", os.path.join(log_dir, name)], capture_output=True,
+                                       text=True, timeout=30)
+                    assert r.returncode == 0, r.stderr
+                    logged += r.stdout
+            for who in written:
+                assert f"/overlap/{who}" in logged, (i, who, logged[-2000:])
+    finally:
+        for i in (1, 2, 3):
+            disks.lift(i)
+        for c in clients:
+            try:
+                c.stop()
+                c.close()
+            except Exception:
+                pass
+        try:
+            e.stop()
+        finally:
+            disks.close()
