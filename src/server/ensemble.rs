@@ -48,6 +48,7 @@ use super::commit_queue::{CommitQueue, Rounds};
 use super::diff_read;
 use super::inspect::Collections;
 use super::log_task::LogSlot;
+use super::log_writer::SyncMode;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::peer_net::{PeerIn, PeerNet, PeerTls};
 use super::pipeline::{
@@ -1122,6 +1123,12 @@ async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<()
                     appends.push(more);
                 }
                 let records: Vec<Bytes> = appends.iter().flat_map(|a| a.iter().map(|t| t.data.clone())).collect();
+                // A leader's loop must not stop on its own disk (its followers' acks commit
+                // without it); a follower acks only after its sync anyway (`SyncMode`).
+                log.set_sync(match m.peer.role() {
+                    Role::Leading { .. } => SyncMode::WriteThrough,
+                    _ => SyncMode::Fdatasync,
+                });
                 log.start(records, appends);
                 continue;
             }
@@ -1509,7 +1516,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let incarnation = (now.wall_ms as u64) << 8 | my_id;
     let zab_cfg_voters = zab_cfg.voters.clone();
     let peer = Peer::new(zab_cfg, durable, incarnation);
-    let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats, true).await?;
+    let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
     drop(recovered);
     let tls = quorum_tls(&config).await?;
     let sasl = config.quorum_sasl.clone().map(|q| {

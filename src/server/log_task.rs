@@ -10,9 +10,7 @@
 //! reported once (`finished`), in the order appends were started, with the batch the caller
 //! attached to it; a result is never dropped.
 
-#[cfg(test)]
-use super::log_writer::SyncMode;
-use super::log_writer::TxnLogWriter;
+use super::log_writer::{SyncMode, TxnLogWriter};
 use bytes::Bytes;
 use glommio::sync::Semaphore;
 use std::cell::RefCell;
@@ -33,6 +31,8 @@ pub struct LogSlot<B> {
     done: Rc<Semaphore>,
     /// Wakes the caller's loop when an append finishes.
     wake: Rc<Semaphore>,
+    /// The sync the next append uses, when the caller chose one (`TxnLogWriter::set_sync`).
+    sync: Option<SyncMode>,
 }
 
 impl<B> LogSlot<B> {
@@ -43,7 +43,13 @@ impl<B> LogSlot<B> {
             landed: Rc::new(RefCell::new(None)),
             done: Rc::new(Semaphore::new(0)),
             wake,
+            sync: None,
         }
+    }
+
+    /// The sync for appends started from now on (one in flight keeps its own).
+    pub fn set_sync(&mut self, sync: SyncMode) {
+        self.sync = Some(sync);
     }
 
     /// The writer, when no append is in flight.
@@ -60,6 +66,9 @@ impl<B> LogSlot<B> {
     pub fn start(&mut self, records: Vec<Bytes>, batch: B) {
         assert!(self.flight.is_none(), "a log append started while another is in flight");
         let mut writer = self.writer.take().expect("an idle log slot holds its writer");
+        if let Some(sync) = self.sync {
+            writer.set_sync(sync);
+        }
         self.flight = Some(batch);
         let (landed, done, wake) = (self.landed.clone(), self.done.clone(), self.wake.clone());
         glommio::spawn_local(async move {

@@ -74,6 +74,8 @@ pub const LOG_SPARE_BYTES_MIN: u64 = 1024 * 1024;
 
 struct Segment {
     file: DmaFile,
+    /// The same file opened O_DIRECT|O_DSYNC, for write-through appends (opened at the first).
+    through: Option<DmaFile>,
     path: PathBuf,
     /// Where the next batch goes (logical offset) and the bytes of the block it starts in.
     at: AppendPoint,
@@ -83,6 +85,15 @@ struct Segment {
     /// End of the file range a failed write (disk full) may have written: the next write
     /// covers it again (zeroes after its data), so no stale sector of it stays behind.
     dirty_end: u64,
+}
+
+impl Segment {
+    async fn close(self) -> io::Result<()> {
+        if let Some(through) = self.through {
+            through.close().await?;
+        }
+        Ok(self.file.close().await?)
+    }
 }
 
 /// True for the errors of a full disk (or quota): the write is refused, the writer stays
@@ -131,15 +142,19 @@ fn segment_limit(file_size: u64, prealloc: u64) -> u64 {
 pub enum SyncMode {
     /// forceSync=no: written, never synced (ZooKeeper's option for throwaway data).
     Off,
-    /// An O_DIRECT write, then fdatasync on the calling thread. For the standalone pipeline:
-    /// nothing it could take in while the disk works would finish a write sooner, and a thread
-    /// blocked in the kernel is not woken by every batch the client cores send meanwhile (a
-    /// loop that parks on the write's completion is, and spends the CPU of each wake-up).
+    /// An O_DIRECT write, then fdatasync on the calling thread: the fastest durable write
+    /// (the flush's completion wakes this thread directly), but the thread's loop stops
+    /// meanwhile. For the standalone pipeline (nothing it could take in would finish a write
+    /// sooner, and a blocked thread is not woken by every batch the client cores send, as a
+    /// loop parked on the write's completion is) and for an ensemble's followers (a follower
+    /// acknowledges only after its own sync anyway).
     Fdatasync,
-    /// The segment opened O_DIRECT|O_DSYNC: a write completes once its blocks are durable (the
-    /// kernel flushes the device's cache itself), so the thread never blocks on the disk. For an
-    /// ensemble member, whose loop must go on taking in acks and commits while its own append
-    /// is in flight: a quorum of the others can commit a txn before this member's disk returns.
+    /// The segment written through a second fd opened O_DIRECT|O_DSYNC: a write completes once
+    /// its blocks are durable (the kernel flushes the device's cache in a worker of its own, two
+    /// more wake-ups than `Fdatasync`), so the thread never blocks on the disk. For an
+    /// ensemble's leader, whose loop must go on taking in acks, sending heartbeats and
+    /// committing while its own append is in flight: the followers' acks are a quorum without
+    /// the leader's own, and a leader whose loop stopped on a slow disk would lose them.
     WriteThrough,
 }
 
@@ -191,7 +206,7 @@ impl TxnLogWriter {
     ) -> io::Result<TxnLogWriter> {
         let segment = match &tail.segment {
             None => None,
-            Some(path) => Some(open_segment_at(path, tail.next_offset, prealloc_bytes, sync).await?),
+            Some(path) => Some(open_segment_at(path, tail.next_offset, prealloc_bytes).await?),
         };
         let mut writer = TxnLogWriter {
             log_dir: log_dir.to_path_buf(),
@@ -259,6 +274,15 @@ impl TxnLogWriter {
                 tracing::warn!("statvfs {}: {e}; preallocating preAllocSize", self.log_dir.display());
                 Some(self.prealloc_bytes)
             }
+        }
+    }
+
+    /// Switches between `Fdatasync` and `WriteThrough` for the appends from now on (an ensemble
+    /// member's role changed); a writer with `Off` (forceSync=no) stays so.
+    pub fn set_sync(&mut self, sync: SyncMode) {
+        assert!(sync != SyncMode::Off, "forceSync is set once, at start");
+        if self.sync != SyncMode::Off {
+            self.sync = sync;
         }
     }
 
@@ -344,7 +368,7 @@ impl TxnLogWriter {
         self.truncate(zxid).await?;
         if self.next_zxid != zxid + 1 {
             if let Some(seg) = self.segment.take() {
-                seg.file.close().await?;
+                seg.close().await?;
             }
             self.next_zxid = zxid + 1;
         }
@@ -362,9 +386,10 @@ impl TxnLogWriter {
         });
         if misnamed {
             if let Some(seg) = self.segment.take() {
-                seg.file.close().await?;
-                tracing::info!("removing {}, an empty log segment named for another zxid", seg.path.display());
-                std::fs::remove_file(&seg.path)?;
+                let path = seg.path.clone();
+                seg.close().await?;
+                tracing::info!("removing {}, an empty log segment named for another zxid", path.display());
+                std::fs::remove_file(&path)?;
                 sync_dir(&self.log_dir).await?;
             }
         }
@@ -382,7 +407,14 @@ impl TxnLogWriter {
         if seg.dirty_end > start {
             write_len = write_len.max(align_up((seg.dirty_end - start) as usize));
         }
-        let (at, file) = (&seg.at, &seg.file);
+        if self.sync == SyncMode::WriteThrough && seg.through.is_none() {
+            seg.through = Some(open_write_through(&seg.path).await?);
+        }
+        let file = match (&seg.through, self.sync) {
+            (Some(through), SyncMode::WriteThrough) => through,
+            _ => &seg.file,
+        };
+        let at = &seg.at;
         let batch_started = std::time::Instant::now();
         if let Err(e) = write_blocks(file, start, write_len, |done, buf| at.fill(batch, done, buf)).await {
             seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
@@ -471,18 +503,9 @@ impl TxnLogWriter {
             }
         };
         sync_dir(&self.log_dir).await?;
-        // The file as made (the spare, or a fresh one) was opened without O_DSYNC, which only
-        // an open can set: appends go through a file opened for them.
-        let file = if self.sync == SyncMode::WriteThrough {
-            let appends = open_for_appends(&path, self.sync).await?;
-            file.close().await?;
-            appends
-        } else {
-            file
-        };
         self.prepare_spare();
         let limit = segment_limit(file.file_size().await?, self.prealloc_bytes);
-        Ok(Segment { file, path, at: AppendPoint::start(), limit, dirty_end: 0 })
+        Ok(Segment { file, through: None, path, at: AppendPoint::start(), limit, dirty_end: 0 })
     }
 
     /// Removes every logged txn after `after` (ZAB's TRUNC) and continues the log right after
@@ -493,13 +516,13 @@ impl TxnLogWriter {
             return Err(io::Error::other("the txn log writer failed earlier; restart to recover the log"));
         }
         if let Some(seg) = self.segment.take() {
-            seg.file.close().await?;
+            seg.close().await?;
         }
         self.failed = true;
         let tail = crate::storage::truncate::truncate_log(&self.log_dir, after).map_err(io::Error::other)?;
         self.segment = match &tail.segment {
             None => None,
-            Some(path) => Some(open_segment_at(path, tail.next_offset, self.prealloc_bytes, self.sync).await?),
+            Some(path) => Some(open_segment_at(path, tail.next_offset, self.prealloc_bytes).await?),
         };
         self.failed = false;
         self.next_zxid = self.next_zxid.min(after + 1);
@@ -513,7 +536,7 @@ impl TxnLogWriter {
             return Ok(());
         }
         if let Some(seg) = self.segment.take() {
-            seg.file.close().await?;
+            seg.close().await?;
         }
         Ok(())
     }
@@ -523,30 +546,24 @@ impl TxnLogWriter {
     pub async fn close(mut self) -> io::Result<()> {
         drop(self.spare.take());
         if let Some(seg) = self.segment.take() {
-            seg.file.close().await?;
+            seg.close().await?;
         }
         Ok(())
     }
 }
 
-/// A segment opened for appends: O_DIRECT, and with `SyncMode::WriteThrough` O_DSYNC too, so a
-/// write's completion means its blocks are durable (the kernel flushes the device's cache
-/// before it completes the write).
-async fn open_for_appends(path: &Path, sync: SyncMode) -> io::Result<DmaFile> {
-    let mut options = OpenOptions::new();
-    options.read(true).write(true);
-    if sync == SyncMode::WriteThrough {
-        options.custom_flags(libc::O_DSYNC);
-    }
-    Ok(options.dma_open(path).await?)
+/// A segment opened for write-through appends: O_DIRECT|O_DSYNC, so a write's completion means
+/// its blocks are durable (the kernel flushes the device's cache before it completes it).
+async fn open_write_through(path: &Path) -> io::Result<DmaFile> {
+    Ok(OpenOptions::new().read(true).write(true).custom_flags(libc::O_DSYNC).dma_open(path).await?)
 }
 
 /// Opens an existing segment to append at logical offset `next`; the block holding `next` is
 /// read back, since the next write rewrites its first part. It is not grown: a segment made
 /// smaller than preAllocSize (little free space) rolls at its size, one made without
 /// preallocation grows up to preAllocSize.
-async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64, sync: SyncMode) -> io::Result<Segment> {
-    let file = open_for_appends(path, sync).await?;
+async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64) -> io::Result<Segment> {
+    let file = OpenOptions::new().read(true).write(true).dma_open(path).await?;
     let at = if next == 0 {
         AppendPoint::start()
     } else {
@@ -559,7 +576,7 @@ async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64, sync: Sync
         })?
     };
     let limit = segment_limit(file.file_size().await?, prealloc_bytes);
-    Ok(Segment { file, path: path.to_path_buf(), at, limit, dirty_end: 0 })
+    Ok(Segment { file, through: None, path: path.to_path_buf(), at, limit, dirty_end: 0 })
 }
 
 /// The 4 KiB block of `path` at `offset`, zeroes past the end of the file. Read with one
@@ -756,16 +773,19 @@ pub(crate) mod tests {
         append_reopen_roll_and_recover(SyncMode::WriteThrough);
     }
 
-    /// Whether the current segment's appends are write-through (O_DSYNC on its fd): exactly when
-    /// the writer's mode says so, whichever way the segment was opened.
+    /// The current segment's fds: the plain one never O_DSYNC; the write-through one, opened by
+    /// the first write-through append, always O_DSYNC; both O_DIRECT.
     fn assert_segment_sync(w: &TxnLogWriter) {
         use std::os::fd::AsRawFd;
         let seg = w.segment.as_ref().expect("a segment is open");
-        // SAFETY: F_GETFL on the open segment's fd.
-        let flags = unsafe { libc::fcntl(seg.file.as_raw_fd(), libc::F_GETFL) };
-        assert!(flags >= 0);
-        assert_eq!(flags & libc::O_DSYNC != 0, w.sync == SyncMode::WriteThrough, "{:?}: flags {flags:#o}", w.sync);
-        assert!(flags & libc::O_DIRECT != 0);
+        let flags = |f: &DmaFile| {
+            // SAFETY: F_GETFL on an open fd of the segment.
+            let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+            assert!(flags >= 0 && flags & libc::O_DIRECT != 0, "{flags:#o}");
+            flags & libc::O_DSYNC != 0
+        };
+        assert!(!flags(&seg.file));
+        assert_eq!(seg.through.as_ref().map(flags), (w.sync == SyncMode::WriteThrough).then_some(true), "{:?}", w.sync);
     }
 
     fn append_reopen_roll_and_recover(sync: SyncMode) {
@@ -817,9 +837,12 @@ pub(crate) mod tests {
                 assert_eq!((rec.last_zxid, rec.records.len()), (13, 13));
                 assert_eq!(rec.tail.next_offset, first_len);
                 let mut w = TxnLogWriter::open(&l3, &rec.tail, 14, prealloc, sync).await.unwrap();
-                assert_segment_sync(&w); // reopened where recovery left it
-                                         // Continues in the same segment? No: it is past the prealloc size, so it rolls.
+                // Continues in the same segment? No: it is past the prealloc size, so it rolls. The
+                // mode may change between appends (a member's role changed).
+                w.set_sync(SyncMode::Fdatasync);
                 w.append(&[txn(14, 5)]).await.unwrap();
+                assert_segment_sync(&w);
+                w.set_sync(sync);
                 assert!(w.position().unwrap().0.ends_with(segment_name(14)));
                 for z in 15..40 {
                     w.append(&[txn(z, 3000)]).await.unwrap();

@@ -525,20 +525,15 @@ pub(super) fn relay_inspection(
 }
 
 /// Opens the txn log where recovery left it (`next_zxid` is the next record's), with the
-/// configured fdatasync warning threshold; an ensemble member's writes are write-through
-/// (`SyncMode`).
+/// configured fdatasync warning threshold; synced with fdatasync (an ensemble's leader switches
+/// to write-through, `SyncMode`).
 pub(super) async fn open_log(
     config: &Config,
     tail: &LogTail,
     next_zxid: i64,
     stats: &Arc<super::stats::Stats>,
-    ensemble: bool,
 ) -> Result<TxnLogWriter, String> {
-    let sync = match (config.force_sync, ensemble) {
-        (false, _) => SyncMode::Off,
-        (true, false) => SyncMode::Fdatasync,
-        (true, true) => SyncMode::WriteThrough,
-    };
+    let sync = if config.force_sync { SyncMode::Fdatasync } else { SyncMode::Off };
     let mut log = TxnLogWriter::open(&config.data_log_dir, tail, next_zxid, config.pre_alloc_size_bytes, sync)
         .await
         .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;
@@ -842,7 +837,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     for (id, entry) in tree.sessions() {
         sessions.add(id, entry.timeout_ms, now.mono_ms);
     }
-    let log_writer = open_log(&config, &recovered.tail, tree.last_zxid() + 1, &stats, false).await?;
+    let log_writer = open_log(&config, &recovered.tail, tree.last_zxid() + 1, &stats).await?;
     tracing::info!("pipeline core ready at zxid {:#x} with {} sessions", tree.last_zxid(), sessions.len());
 
     let mut p = Pipeline {

@@ -1,12 +1,13 @@
-"""Issue 17: an ensemble member's txn log runs beside its loop, so a member whose own disk is
-slow goes on taking in acks and commits. Each member's dataLogDir is a faultfs mount
-(tests/chaos/faultfs.py); "stall" makes every flush on one member's log hang until the test
-lifts it. While the hang lasts, the two other members are a quorum: a write through the hung
-member, or through another one, commits and is answered (kazoo). ZooKeeper behaves so (its
-SyncRequestProcessor is a thread of its own); a member that called fdatasync on its loop's
-thread would stop answering until its disk returned. Once the hang ends, every member has
-every write in its tree and in its own txn log. Needs root and FUSE
-(Debian's python3-fusepy); skips with the reason otherwise."""
+"""Issue 17: an ensemble's leader writes its txn log beside its loop without ever blocking on
+its disk, so a leader whose own disk is slow goes on taking in acks, committing and sending
+heartbeats. Each member's dataLogDir is an ext4 volume whose flushes the test can make hang
+(`HungDisks`). While the leader's disk hangs, the two followers are a quorum: writes through
+the leader and through a follower commit and are answered (kazoo). ZooKeeper behaves so (its
+SyncRequestProcessor is a thread of its own); a leader that called fdatasync on its loop's
+thread stops until its disk returns, and loses its followers past syncLimit. A follower's
+disk hanging likewise stops no write through the others. Once the hangs end, every member has
+every write in its tree and in its own txn log. Needs root, loop devices and FUSE (Debian's
+python3-fusepy); skips with the reason otherwise."""
 
 import os
 import subprocess
@@ -137,10 +138,10 @@ def test_a_quorum_commits_while_one_members_disk_hangs(tmp_path):
             written[who] = who.encode()
         disks.lift(leader)
 
-        # A follower's disk hangs: a write through it is forwarded, committed by the leader and
-        # the other follower, and answered by the hung follower itself.
+        # A follower's disk hangs: writes through the leader and the other follower are
+        # committed by those two (the hung follower acks only after its own sync).
         disks.hang(f1)
-        for i, who in ((f1, "via-hung-follower"), (f2, "via-other-follower")):
+        for i, who in ((leader, "via-leader"), (f2, "via-other-follower")):
             _answered(kz[i], f"/overlap/{who}", who.encode())
             written[who] = who.encode()
         disks.lift(f1)
