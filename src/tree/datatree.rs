@@ -487,7 +487,15 @@ impl DataTree {
         self.add_to_quota(p, -1, -bytes);
     }
 
-    pub fn set_data<D: AsRef<[u8]>>(&mut self, p: &str, data: Option<D>, zxid: i64, time_ms: i64) {
+    /// Sets `p`'s data; returns the node's Stat and ACL after the change (what apply's reply
+    /// and watch trigger need: one lookup of `p` instead of three).
+    pub fn set_data<D: AsRef<[u8]>>(
+        &mut self,
+        p: &str,
+        data: Option<D>,
+        zxid: i64,
+        time_ms: i64,
+    ) -> (Stat, Arc<[Acl]>) {
         let data = own_data(data);
         let new = data_len(&data);
         let node = self.node_mut(p).unwrap_or_else(|| panic!("setData of missing node {p} at zxid {zxid:#x}"));
@@ -496,8 +504,14 @@ impl DataTree {
         node.version = node.version.wrapping_add(1);
         node.mzxid = zxid;
         node.mtime = time_ms;
+        let after = (node.stat(), node.acl.clone());
         self.data_size += new - old;
+        if self.quotas.is_empty() {
+            return after;
+        }
         self.add_to_quota(p, 0, new - old);
+        // The quota's stats node may be `p` itself.
+        self.get(p).map_or(after, |n| (n.stat(), n.acl.clone()))
     }
 
     /// Sets `/zookeeper/config` as ZooKeeper does (a reconfig's SetDataTxn carries version
