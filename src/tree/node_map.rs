@@ -161,9 +161,16 @@ impl NodeMap {
     /// The znode at `path`, to change: it and the trie nodes above it are copied first where
     /// an older clone of the map still shares them. A miss copies nothing.
     pub fn get_mut(&mut self, path: &str) -> Option<&mut Znode> {
+        self.get_mut_with(path, Znode::clone)
+    }
+
+    /// As `get_mut`, but a znode an older clone still shares is copied by `copy` (a caller
+    /// about to replace a field copies the rest only: setData's copy leaves out the old data,
+    /// whose clone and drop cost more than the rest of the node).
+    pub fn get_mut_with(&mut self, path: &str, copy: impl FnOnce(&Znode) -> Znode) -> Option<&mut Znode> {
         let hash = self.hash(path);
         self.find(path, hash)?;
-        Some(&mut entry_mut(&mut self.root, hash, 0, path).node)
+        Some(&mut entry_mut(&mut self.root, hash, 0, path, copy).node)
     }
 
     /// Inserts the znode at `path`, replacing (and returning) one already there.
@@ -208,23 +215,32 @@ impl NodeMap {
     }
 }
 
-/// The entry at `path`, which is in the trie under `branch` (checked by the caller).
-fn entry_mut<'a>(branch: &'a mut Branch, hash: u64, shift: u32, path: &str) -> &'a mut Entry {
+/// The entry at `path`, which is in the trie under `branch` (checked by the caller); copied
+/// with `copy` for its znode if an older clone shares it.
+fn entry_mut<'a>(
+    branch: &'a mut Branch,
+    hash: u64,
+    shift: u32,
+    path: &str,
+    copy: impl FnOnce(&Znode) -> Znode,
+) -> &'a mut Entry {
     let Ok(pos) = branch.locate(hash, shift).1 else { panic!("node map: {path} vanished under a change") };
-    match &mut Arc::make_mut(&mut branch.slots)[pos] {
+    let e = match &mut Arc::make_mut(&mut branch.slots)[pos] {
         Slot::Leaf(e) => {
             assert!(&*e.path == path, "node map: {path} vanished under a change");
-            Arc::make_mut(e)
+            e
         }
-        Slot::Branch(next) => entry_mut(next, hash, shift + LEVEL_BITS, path),
-        Slot::Bucket(entries) => {
-            let e = Arc::make_mut(entries)
-                .iter_mut()
-                .find(|e| &*e.path == path)
-                .unwrap_or_else(|| panic!("node map: {path} vanished under a change"));
-            Arc::make_mut(e)
-        }
+        Slot::Branch(next) => return entry_mut(next, hash, shift + LEVEL_BITS, path, copy),
+        Slot::Bucket(entries) => Arc::make_mut(entries)
+            .iter_mut()
+            .find(|e| &*e.path == path)
+            .unwrap_or_else(|| panic!("node map: {path} vanished under a change")),
+    };
+    if Arc::get_mut(e).is_none() {
+        *e = Arc::new(Entry { path: e.path.clone(), node: copy(&e.node) });
     }
+    // Unique now: make_mut copies nothing.
+    Arc::make_mut(e)
 }
 
 /// Inserts `entry` (whose path hashes to `hash`) under `branch`; `hash_of` hashes the paths
@@ -439,7 +455,7 @@ mod tests {
         }
         assert_eq!(depth, (SHIFT_MAX / LEVEL_BITS) as usize);
         assert_eq!(insert(&mut root, 7, 0, entry("/b", 9), &hasher).map(|e| e.node.version), Some(1));
-        assert_eq!(entry_mut(&mut root, 7, 0, "/b").node.version, 9);
+        assert_eq!(entry_mut(&mut root, 7, 0, "/b", Znode::clone).node.version, 9);
         assert!(remove(&mut root, 7, 0, "/zz").is_none());
         assert!(remove(&mut root, 7, 0, "/a").is_some() && remove(&mut root, 7, 0, "/c").is_some());
         match &root.slots[..] {
