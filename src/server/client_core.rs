@@ -600,16 +600,19 @@ impl Core {
             conn.close();
             return;
         }
-        let write = WriteOp::from_request(&req).map(|op| (req.opcode(), op));
-        if let Some((opcode, op)) = write {
-            let fence = conn.answer_waits_behind_a_commit();
-            let read_at = Instant::now();
-            let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
-            conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
-            let auth = conn.auth.borrow().clone();
-            self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth, fence, read_at });
-            return;
-        }
+        let opcode = req.opcode();
+        let req = match WriteOp::from_request(req) {
+            Err(req) => req,
+            Ok(op) => {
+                let fence = conn.answer_waits_behind_a_commit();
+                let read_at = Instant::now();
+                let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
+                conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
+                let auth = conn.auth.borrow().clone();
+                self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth, fence, read_at });
+                return;
+            }
+        };
         if let Request::Sync { path } = &req {
             conn.enqueue(Pending::Sync { xid, at: Instant::now() });
             self.send(ToPipeline::Sync { conn: self.conn_ref(conn), xid, path: path.clone() });
