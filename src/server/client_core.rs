@@ -299,7 +299,12 @@ impl Conn {
     /// and this connection's statistics (one clock read for both, returned for the caller's
     /// stage timing).
     fn answered(&self, op: OpCode, xid: i32, zxid: i64, since: Instant) -> Instant {
-        let now = Instant::now();
+        self.answered_at(op, xid, zxid, since, Instant::now())
+    }
+
+    /// As `answered`, with the clock read `now` the caller made (a commit batch's replies
+    /// share the one read when the batch was taken: their latency ends there).
+    fn answered_at(&self, op: OpCode, xid: i32, zxid: i64, since: Instant, now: Instant) -> Instant {
         let latency = now.saturating_duration_since(since);
         self.core_stats().record_latency(latency);
         let now_ms = now.saturating_duration_since(self.stats.started).as_millis() as i64;
@@ -600,16 +605,19 @@ impl Core {
             conn.close();
             return;
         }
-        let write = WriteOp::from_request(&req).map(|op| (req.opcode(), op));
-        if let Some((opcode, op)) = write {
-            let fence = conn.answer_waits_behind_a_commit();
-            let read_at = Instant::now();
-            let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
-            conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
-            let auth = conn.auth.borrow().clone();
-            self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth, fence, read_at });
-            return;
-        }
+        let opcode = req.opcode();
+        let req = match WriteOp::from_request(req) {
+            Err(req) => req,
+            Ok(op) => {
+                let fence = conn.answer_waits_behind_a_commit();
+                let read_at = Instant::now();
+                let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
+                conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
+                let auth = conn.auth.borrow().clone();
+                self.send(ToPipeline::Write { conn: self.conn_ref(conn), xid, op, auth, fence, read_at });
+                return;
+            }
+        };
         if let Request::Sync { path } = &req {
             conn.enqueue(Pending::Sync { xid, at: Instant::now() });
             self.send(ToPipeline::Sync { conn: self.conn_ref(conn), xid, path: path.clone() });
@@ -953,7 +961,7 @@ impl Core {
                                 .stages
                                 .get(Stage::CommitToCore)
                                 .record(taken.saturating_duration_since(sent));
-                            if self.reply_write(&conn, *xid, txn.header.zxid, result.clone()) {
+                            if self.reply_write(&conn, *xid, txn.header.zxid, result.clone(), taken) {
                                 answered.push(conn);
                             }
                         }
@@ -1017,7 +1025,7 @@ impl Core {
                     ) else {
                         continue;
                     };
-                    c.answered(OpCode::Sync, *xid, self.last_zxid(), at);
+                    c.answered_at(OpCode::Sync, *xid, self.last_zxid(), at, taken);
                     c.reply(
                         ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: 0 },
                         &Response::Sync { path: path.clone() },
@@ -1045,7 +1053,7 @@ impl Core {
                 }
                 Commit::Local { conn, xid, result } => {
                     if let Some(c) = self.my_conn(conn) {
-                        if self.reply_write(&c, *xid, self.last_zxid(), result.clone()) {
+                        if self.reply_write(&c, *xid, self.last_zxid(), result.clone(), taken) {
                             answered.push(c);
                         }
                     }
@@ -1084,8 +1092,9 @@ impl Core {
     }
 
     /// Replies to write `xid`; true if it was the connection's next reply (the caller then
-    /// answers what waits behind it).
-    fn reply_write(&self, conn: &Rc<Conn>, xid: i32, zxid: i64, result: OpResult) -> bool {
+    /// answers what waits behind it). `now`: when its commit batch was taken, where the
+    /// write's latency ends.
+    fn reply_write(&self, conn: &Rc<Conn>, xid: i32, zxid: i64, result: OpResult, now: Instant) -> bool {
         let opcode = match self.take_head(
             conn,
             "the reply to write",
@@ -1093,7 +1102,7 @@ impl Core {
             |p| matches!(p, Pending::Write { xid: x, .. } if *x == xid),
         ) {
             Some(Pending::Write { opcode, at, audit, .. }) => {
-                conn.answered(opcode, xid, zxid, at);
+                conn.answered_at(opcode, xid, zxid, at, now);
                 if let Some(w) = audit {
                     audit::record(w.events(
                         Some(&result),

@@ -566,7 +566,7 @@ impl Member {
                 txn_bytes_max: self.config.txn_bytes_max(),
                 enforce_quota: self.config.enforce_quota,
             };
-            prep(tree, op, &ctx)
+            prep(tree, op.clone(), &ctx)
         };
         if matches!(txn_op, TxnOp::CloseSession) {
             self.sessions.remove(session_id);
@@ -700,7 +700,7 @@ impl Member {
             };
             let mut ops = Vec::new();
             for p in doomed_nodes(tree, now.wall_ms) {
-                let op = prep(tree, &WriteOp::DeleteContainer { path: p }, &ctx);
+                let op = prep(tree, WriteOp::DeleteContainer { path: p }, &ctx);
                 if matches!(op, TxnOp::Delete { .. }) {
                     ops.push(op);
                 }

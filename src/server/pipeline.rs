@@ -226,7 +226,7 @@ impl Pipeline {
                     WriteOp::Reconfig { .. } if self.config.reconfig_enabled => {
                         TxnOp::Error { err: ErrorCode::Unimplemented.code() }
                     }
-                    _ => prep(&self.tree, &op, &ctx),
+                    _ => prep(&self.tree, op, &ctx),
                 };
                 if matches!(txn_op, TxnOp::CloseSession) {
                     self.sessions.remove(session_id);
@@ -373,7 +373,7 @@ impl Pipeline {
                 txn_bytes_max: self.config.txn_bytes_max(),
                 enforce_quota: false,
             };
-            let op = prep(&self.tree, &WriteOp::DeleteContainer { path: p.clone() }, &ctx);
+            let op = prep(&self.tree, WriteOp::DeleteContainer { path: p.clone() }, &ctx);
             if matches!(op, TxnOp::Delete { .. }) {
                 tracing::debug!("reaping {p}");
                 let header = self.next_header(0, 0, now.wall_ms);

@@ -487,17 +487,40 @@ impl DataTree {
         self.add_to_quota(p, -1, -bytes);
     }
 
-    pub fn set_data<D: AsRef<[u8]>>(&mut self, p: &str, data: Option<D>, zxid: i64, time_ms: i64) {
+    /// Sets `p`'s data; returns the node's Stat and ACL after the change (what apply's reply
+    /// and watch trigger need: one lookup of `p` instead of three).
+    pub fn set_data<D: AsRef<[u8]>>(
+        &mut self,
+        p: &str,
+        data: Option<D>,
+        zxid: i64,
+        time_ms: i64,
+    ) -> (Stat, Arc<[Acl]>) {
         let data = own_data(data);
         let new = data_len(&data);
-        let node = self.node_mut(p).unwrap_or_else(|| panic!("setData of missing node {p} at zxid {zxid:#x}"));
-        let old = data_len(&node.data);
+        // A node an older root shares is copied without its data, which is replaced here (the
+        // copy notes the old data's length).
+        let mut copied_len = None;
+        let node = self
+            .nodes
+            .get_mut_with(p, |n| {
+                copied_len = Some(data_len(&n.data));
+                Znode { data: None, acl: n.acl.clone(), children: n.children.clone(), ..*n }
+            })
+            .unwrap_or_else(|| panic!("setData of missing node {p} at zxid {zxid:#x}"));
+        let old = copied_len.unwrap_or_else(|| data_len(&node.data));
         node.data = data;
         node.version = node.version.wrapping_add(1);
         node.mzxid = zxid;
         node.mtime = time_ms;
+        let after = (node.stat(), node.acl.clone());
         self.data_size += new - old;
+        if self.quotas.is_empty() {
+            return after;
+        }
         self.add_to_quota(p, 0, new - old);
+        // The quota's stats node may be `p` itself.
+        self.get(p).map_or(after, |n| (n.stat(), n.acl.clone()))
     }
 
     /// Sets `/zookeeper/config` as ZooKeeper does (a reconfig's SetDataTxn carries version
@@ -718,6 +741,32 @@ mod tests {
         assert_eq!(t.get("/a").unwrap().child_creates, 2);
         assert_eq!(s.czxid, 1);
         assert_eq!(s.data_length, 0);
+    }
+
+    /// setData on a node an older root shares: the copy leaves the old data to that root, the
+    /// size counts the old data's length (taken from the copy), and the Stat and ACL returned
+    /// are the node's after the change, as a lookup would give them.
+    #[test]
+    fn set_data_on_a_shared_node_keeps_the_old_root_and_the_counts() {
+        let mut t = DataTree::new();
+        let acl: Arc<[Acl]> = super::super::acl::open_acl_unsafe().into();
+        t.create_node("/s", Some(&b"12345"[..]), acl.clone(), 0, 1, 10);
+        t.create_node("/s/c", None::<&[u8]>, acl, 0, 2, 11);
+        let size = t.approximate_data_size();
+        for (zxid, data) in [(3, &b"ab"[..]), (4, &b"abcdefgh"[..])] {
+            let root = t.clone();
+            let before = root.get("/s").unwrap().data.clone();
+            let (stat, acl) = t.set_data("/s", Some(data), zxid, 20);
+            assert_eq!(root.get("/s").unwrap().data, before, "the older root keeps its data");
+            assert_eq!(t.get("/s").unwrap().data.as_deref(), Some(data));
+            assert_eq!((stat, acl), (t.get("/s").unwrap().stat(), t.get("/s").unwrap().acl.clone()));
+            assert_eq!((stat.version, stat.mzxid, stat.num_children), (zxid as i32 - 2, zxid, 1));
+            assert_eq!(t.approximate_data_size(), size - 5 + data.len() as i64);
+        }
+        // Not shared (no older root): changed in place, counted the same.
+        t.set_data("/s", None::<&[u8]>, 5, 21);
+        assert_eq!(t.approximate_data_size(), size - 5);
+        assert_eq!(t.get("/s").unwrap().stat().data_length, 0);
     }
 
     #[test]

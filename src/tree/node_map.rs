@@ -7,17 +7,21 @@
 //!   znode is one `Arc` (its path and node together): copying a branch touches one reference
 //!   count per occupied way (a general map with separate key and value `Arc`s touches two per
 //!   entry, and copies every way of a node).
-//! - Paths are hashed with a keyed SipHash (`RandomState`): a client cannot pick paths that
-//!   collide. Two paths with the same 64-bit hash share a bucket at the last level.
+//! - Paths are hashed with foldhash keyed by a per-process random key (`PathHasher`: drawn
+//!   once from the OS through std's `RandomState`), so a client cannot aim paths at one
+//!   branch; nothing depends on the hash's value or the map's order across members or runs
+//!   (snapshots and digests walk the tree by path). SipHash cost ~2% of a write's CPU here.
+//!   Two paths with the same 64-bit hash share a bucket at the last level.
 //! - Depth is bounded by the hash's 64 bits (13 levels), never by anything a client chooses;
 //!   the recursion below goes at most that deep.
 //! - A removal folds a branch left with a single znode back into its parent, so the trie
 //!   stays as shallow as its contents need.
 
 use super::datatree::Znode;
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
-use std::sync::Arc;
+use foldhash::fast::FoldHasher;
+use foldhash::SharedSeed;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, OnceLock};
 
 /// Bits of the hash each level consumes (32 ways).
 const LEVEL_BITS: u32 = 5;
@@ -74,11 +78,36 @@ impl Branch {
     }
 }
 
+/// The path hash's key: foldhash's shared seed and its per-hasher seed, both from the OS's
+/// randomness (std's `RandomState`, which draws its keys from it), once per process.
+#[derive(Debug, Clone, Copy)]
+struct PathHasher {
+    seed: u64,
+    shared: &'static SharedSeed,
+}
+
+impl PathHasher {
+    fn new() -> PathHasher {
+        static KEY: OnceLock<(u64, SharedSeed)> = OnceLock::new();
+        let (seed, shared) = KEY.get_or_init(|| {
+            let os = std::collections::hash_map::RandomState::new();
+            (os.hash_one(0u64), SharedSeed::from_u64(os.hash_one(1u64)))
+        });
+        PathHasher { seed: *seed, shared }
+    }
+
+    fn hash(&self, path: &str) -> u64 {
+        let mut h = FoldHasher::with_seed(self.seed, self.shared);
+        h.write(path.as_bytes());
+        h.finish()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct NodeMap {
     root: Branch,
     len: usize,
-    hasher: RandomState,
+    hasher: PathHasher,
 }
 
 impl Default for NodeMap {
@@ -89,11 +118,11 @@ impl Default for NodeMap {
 
 impl NodeMap {
     pub fn new() -> NodeMap {
-        NodeMap { root: Branch::default(), len: 0, hasher: RandomState::new() }
+        NodeMap { root: Branch::default(), len: 0, hasher: PathHasher::new() }
     }
 
     fn hash(&self, path: &str) -> u64 {
-        self.hasher.hash_one(path)
+        self.hasher.hash(path)
     }
 
     pub fn len(&self) -> usize {
@@ -132,17 +161,24 @@ impl NodeMap {
     /// The znode at `path`, to change: it and the trie nodes above it are copied first where
     /// an older clone of the map still shares them. A miss copies nothing.
     pub fn get_mut(&mut self, path: &str) -> Option<&mut Znode> {
+        self.get_mut_with(path, Znode::clone)
+    }
+
+    /// As `get_mut`, but a znode an older clone still shares is copied by `copy` (a caller
+    /// about to replace a field copies the rest only: setData's copy leaves out the old data,
+    /// whose clone and drop cost more than the rest of the node).
+    pub fn get_mut_with(&mut self, path: &str, copy: impl FnOnce(&Znode) -> Znode) -> Option<&mut Znode> {
         let hash = self.hash(path);
         self.find(path, hash)?;
-        Some(&mut entry_mut(&mut self.root, hash, 0, path).node)
+        Some(&mut entry_mut(&mut self.root, hash, 0, path, copy).node)
     }
 
     /// Inserts the znode at `path`, replacing (and returning) one already there.
     pub fn insert(&mut self, path: Arc<str>, node: Znode) -> Option<Arc<Entry>> {
         let hash = self.hash(&path);
         let entry = Arc::new(Entry { path, node });
-        let hasher = &self.hasher;
-        let replaced = insert(&mut self.root, hash, 0, entry, &|p: &str| hasher.hash_one(p));
+        let hasher = self.hasher;
+        let replaced = insert(&mut self.root, hash, 0, entry, &|p: &str| hasher.hash(p));
         if replaced.is_none() {
             self.len += 1;
         }
@@ -179,23 +215,32 @@ impl NodeMap {
     }
 }
 
-/// The entry at `path`, which is in the trie under `branch` (checked by the caller).
-fn entry_mut<'a>(branch: &'a mut Branch, hash: u64, shift: u32, path: &str) -> &'a mut Entry {
+/// The entry at `path`, which is in the trie under `branch` (checked by the caller); copied
+/// with `copy` for its znode if an older clone shares it.
+fn entry_mut<'a>(
+    branch: &'a mut Branch,
+    hash: u64,
+    shift: u32,
+    path: &str,
+    copy: impl FnOnce(&Znode) -> Znode,
+) -> &'a mut Entry {
     let Ok(pos) = branch.locate(hash, shift).1 else { panic!("node map: {path} vanished under a change") };
-    match &mut Arc::make_mut(&mut branch.slots)[pos] {
+    let e = match &mut Arc::make_mut(&mut branch.slots)[pos] {
         Slot::Leaf(e) => {
             assert!(&*e.path == path, "node map: {path} vanished under a change");
-            Arc::make_mut(e)
+            e
         }
-        Slot::Branch(next) => entry_mut(next, hash, shift + LEVEL_BITS, path),
-        Slot::Bucket(entries) => {
-            let e = Arc::make_mut(entries)
-                .iter_mut()
-                .find(|e| &*e.path == path)
-                .unwrap_or_else(|| panic!("node map: {path} vanished under a change"));
-            Arc::make_mut(e)
-        }
+        Slot::Branch(next) => return entry_mut(next, hash, shift + LEVEL_BITS, path, copy),
+        Slot::Bucket(entries) => Arc::make_mut(entries)
+            .iter_mut()
+            .find(|e| &*e.path == path)
+            .unwrap_or_else(|| panic!("node map: {path} vanished under a change")),
+    };
+    if Arc::get_mut(e).is_none() {
+        *e = Arc::new(Entry { path: e.path.clone(), node: copy(&e.node) });
     }
+    // Unique now: make_mut copies nothing.
+    Arc::make_mut(e)
 }
 
 /// Inserts `entry` (whose path hashes to `hash`) under `branch`; `hash_of` hashes the paths
@@ -410,7 +455,7 @@ mod tests {
         }
         assert_eq!(depth, (SHIFT_MAX / LEVEL_BITS) as usize);
         assert_eq!(insert(&mut root, 7, 0, entry("/b", 9), &hasher).map(|e| e.node.version), Some(1));
-        assert_eq!(entry_mut(&mut root, 7, 0, "/b").node.version, 9);
+        assert_eq!(entry_mut(&mut root, 7, 0, "/b", Znode::clone).node.version, 9);
         assert!(remove(&mut root, 7, 0, "/zz").is_none());
         assert!(remove(&mut root, 7, 0, "/a").is_some() && remove(&mut root, 7, 0, "/c").is_some());
         match &root.slots[..] {

@@ -31,7 +31,7 @@ impl World {
             txn_bytes_max: crate::txn::codec::txn_record_bytes_max(crate::config::JUTE_MAX_BUFFER_BYTES_DEFAULT),
             enforce_quota: enforce,
         };
-        let txn_op = prep(&self.tree, &op, &ctx);
+        let txn_op = prep(&self.tree, op, &ctx);
         self.zxid += 1;
         let txn = Txn {
             header: TxnHeader { zxid: self.zxid, session_id: 0, cxid: 0, time_ms: self.zxid },

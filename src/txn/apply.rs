@@ -139,9 +139,9 @@ fn apply_op(tree: &mut DataTree, txn: &Txn, op: &TxnOp, changes: &mut Vec<Change
             OpResult::Deleted
         }
         TxnOp::SetData { path, data } => {
-            tree.set_data(path, data.as_deref(), zxid, time);
-            changes.push(Change::DataChanged { path: path.clone(), acl: acl_of(tree, path) });
-            OpResult::DataSet { stat: stat_of(tree, path) }
+            let (stat, acl) = tree.set_data(path, data.as_deref(), zxid, time);
+            changes.push(Change::DataChanged { path: path.clone(), acl });
+            OpResult::DataSet { stat }
         }
         TxnOp::Reconfig { data } => {
             let path = path::CONFIG_NODE;

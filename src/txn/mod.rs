@@ -136,43 +136,35 @@ pub enum WriteOp {
 }
 
 impl WriteOp {
-    /// The write a client's request asks for, as a client core hands it to the pipeline; None
-    /// for everything that is not a write (reads, sync, auth, watches, ping).
-    pub fn from_request(r: &Request) -> Option<WriteOp> {
-        Some(match r {
-            Request::SetAcl { path, acl, version } => {
-                WriteOp::SetAcl { path: path.clone(), acl: acl.clone(), version: *version }
-            }
-            Request::Multi(ops) => WriteOp::Multi(ops.iter().map(WriteOp::from_multi_sub_op).collect()),
+    /// The write a client's request asks for, as a client core hands it to the pipeline, or
+    /// the request back for everything that is not a write (reads, sync, auth, watches,
+    /// ping). Takes the request by value: its path and data move into the op (no clone and
+    /// drop of the data, a slice of the connection's read buffer).
+    pub fn from_request(r: Request) -> Result<WriteOp, Request> {
+        Ok(match r {
+            Request::SetAcl { path, acl, version } => WriteOp::SetAcl { path, acl, version },
+            Request::Multi(ops) => WriteOp::Multi(ops.into_iter().map(WriteOp::from_multi_sub_op).collect()),
             Request::CloseSession => WriteOp::CloseSession,
-            Request::Reconfig { joining, leaving, new_members, cur_config_id } => WriteOp::Reconfig {
-                joining: joining.clone(),
-                leaving: leaving.clone(),
-                new_members: new_members.clone(),
-                cur_config_id: *cur_config_id,
-            },
-            Request::Create { .. } | Request::Delete { .. } | Request::SetData { .. } => WriteOp::from_multi_sub_op(r),
-            _ => return None,
+            Request::Reconfig { joining, leaving, new_members, cur_config_id } => {
+                WriteOp::Reconfig { joining, leaving, new_members, cur_config_id }
+            }
+            r @ (Request::Create { .. } | Request::Delete { .. } | Request::SetData { .. }) => {
+                WriteOp::from_multi_sub_op(r)
+            }
+            r => return Err(r),
         })
     }
 
     /// A sub-op of a multi (anything the decoder would not admit there becomes closeSession,
     /// which prep refuses inside a multi).
-    fn from_multi_sub_op(r: &Request) -> WriteOp {
+    fn from_multi_sub_op(r: Request) -> WriteOp {
         match r {
-            Request::Create { opcode, path, data, acl, flags, ttl_ms } => WriteOp::Create {
-                opcode: opcode.code(),
-                path: path.clone(),
-                data: data.clone(),
-                acl: acl.clone(),
-                flags: *flags,
-                ttl_ms: *ttl_ms,
-            },
-            Request::Delete { path, version } => WriteOp::Delete { path: path.clone(), version: *version },
-            Request::SetData { path, data, version } => {
-                WriteOp::SetData { path: path.clone(), data: data.clone(), version: *version }
+            Request::Create { opcode, path, data, acl, flags, ttl_ms } => {
+                WriteOp::Create { opcode: opcode.code(), path, data, acl, flags, ttl_ms }
             }
-            Request::Check { path, version } => WriteOp::Check { path: path.clone(), version: *version },
+            Request::Delete { path, version } => WriteOp::Delete { path, version },
+            Request::SetData { path, data, version } => WriteOp::SetData { path, data, version },
+            Request::Check { path, version } => WriteOp::Check { path, version },
             _ => WriteOp::CloseSession,
         }
     }

@@ -35,8 +35,10 @@ impl PrepContext<'_> {
 type PrepResult<T = TxnOp> = Result<T, ErrorCode>;
 
 /// Preps one write. Multi sub-ops are validated in order on an O(1) clone of the tree, so a
-/// later op sees the effects of earlier ones; a failure anywhere fails the whole multi.
-pub fn prep(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>) -> TxnOp {
+/// later op sees the effects of earlier ones; a failure anywhere fails the whole multi. Takes
+/// the op by value: its path and data move into the txn op (a clone of the data and the
+/// request's drop of it are two atomics on a count the client core's read buffer shares).
+pub fn prep(tree: &DataTree, op: WriteOp, ctx: &PrepContext<'_>) -> TxnOp {
     match op {
         WriteOp::Multi(ops) => prep_multi(tree, ops, ctx),
         _ => prep_single(tree, op, ctx, ctx.op_bytes_max())
@@ -45,13 +47,14 @@ pub fn prep(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>) -> TxnOp {
     }
 }
 
-fn prep_multi(tree: &DataTree, ops: &[WriteOp], ctx: &PrepContext<'_>) -> TxnOp {
+fn prep_multi(tree: &DataTree, ops: Vec<WriteOp>, ctx: &PrepContext<'_>) -> TxnOp {
+    let count = ops.len();
     let mut scratch = tree.clone();
     let mut out = Vec::with_capacity(ops.len());
     let scratch_header = super::TxnHeader { zxid: tree.last_zxid(), session_id: ctx.session_id, cxid: 0, time_ms: 0 };
     // The multi's tag and count, then each sub-op's encoding.
     let mut used = op_encoded_len(&TxnOp::Multi(Vec::new()));
-    for (i, op) in ops.iter().enumerate() {
+    for (i, op) in ops.into_iter().enumerate() {
         let room = ctx.op_bytes_max().saturating_sub(used);
         let r = if op.allowed_in_multi() {
             prep_single(&scratch, op, ctx, room).and_then(|op| {
@@ -74,7 +77,7 @@ fn prep_multi(tree: &DataTree, ops: &[WriteOp], ctx: &PrepContext<'_>) -> TxnOp 
             Err(e) => {
                 let mut errs: Vec<TxnOp> = (0..i).map(|_| TxnOp::Error { err: 0 }).collect();
                 errs.push(TxnOp::Error { err: e.code() });
-                errs.extend((i + 1..ops.len()).map(|_| TxnOp::Error { err: ErrorCode::RuntimeInconsistency.code() }));
+                errs.extend((i + 1..count).map(|_| TxnOp::Error { err: ErrorCode::RuntimeInconsistency.code() }));
                 return TxnOp::Multi(errs);
             }
         }
@@ -116,72 +119,72 @@ fn fixup_acl(
 
 /// Preps one op; `bytes_max` bounds its encoding (the caller checks the whole op; this stops
 /// an ACL from growing past it while it is expanded).
-fn prep_single(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>, bytes_max: usize) -> PrepResult {
+fn prep_single(tree: &DataTree, op: WriteOp, ctx: &PrepContext<'_>, bytes_max: usize) -> PrepResult {
     match op {
         // Only an ensemble's leader with reconfigEnabled decides a reconfig (it knows the
         // quorum: `server::ensemble`); everywhere else it is what ZooKeeper answers first.
         WriteOp::Reconfig { .. } => Err(ErrorCode::ReconfigDisabled),
         WriteOp::Create { opcode, path, data, acl: acl_req, flags, ttl_ms } => {
-            prep_create(tree, *opcode, path, data, acl_req.as_deref(), *flags, *ttl_ms, ctx, bytes_max)
+            prep_create(tree, opcode, path, data, acl_req.as_deref(), flags, ttl_ms, ctx, bytes_max)
         }
         WriteOp::Delete { path: p, version } => {
-            if !p.contains('/') || p.contains('\0') || path::is_reserved(p) {
+            if !p.contains('/') || p.contains('\0') || path::is_reserved(&p) {
                 return Err(ErrorCode::BadArguments);
             }
-            let parent_path = path::parent(p).ok_or(ErrorCode::BadArguments)?;
+            let parent_path = path::parent(&p).ok_or(ErrorCode::BadArguments)?;
             let parent = tree.get(parent_path).ok_or(ErrorCode::NoNode)?;
             if !acl::check(&parent.acl, perms::DELETE, ctx.auth_ids) {
                 return Err(ErrorCode::NoAuth);
             }
-            let node = tree.get(p).ok_or(ErrorCode::NoNode)?;
-            check_version(*version, node.version)?;
+            let node = tree.get(&p).ok_or(ErrorCode::NoNode)?;
+            check_version(version, node.version)?;
             if !node.children.is_empty() {
                 return Err(ErrorCode::NotEmpty);
             }
-            Ok(TxnOp::Delete { path: p.clone() })
+            Ok(TxnOp::Delete { path: p })
         }
         WriteOp::SetData { path: p, data, version } => {
-            path::validate(p).map_err(|_| ErrorCode::BadArguments)?;
-            let node = tree.get(p).ok_or(ErrorCode::NoNode)?;
+            path::validate(&p).map_err(|_| ErrorCode::BadArguments)?;
+            let node = tree.get(&p).ok_or(ErrorCode::NoNode)?;
             if !acl::check(&node.acl, perms::WRITE, ctx.auth_ids) {
                 return Err(ErrorCode::NoAuth);
             }
             let bytes_diff =
                 data.as_ref().map_or(0, |d| d.len() as i64) - node.data.as_ref().map_or(0, |d| d.len() as i64);
-            check_quota(tree, p, 0, bytes_diff, ctx)?;
-            check_version(*version, node.version)?;
-            Ok(TxnOp::SetData { path: p.clone(), data: data.clone() })
+            check_quota(tree, &p, 0, bytes_diff, ctx)?;
+            check_version(version, node.version)?;
+            Ok(TxnOp::SetData { path: p, data })
         }
         WriteOp::SetAcl { path: p, acl: acl_req, version } => {
-            path::validate(p).map_err(|_| ErrorCode::BadArguments)?;
+            path::validate(&p).map_err(|_| ErrorCode::BadArguments)?;
             let fixed = fixup_acl(acl_req.as_deref(), ctx, bytes_max)?;
-            let node = tree.get(p).ok_or(ErrorCode::NoNode)?;
+            let node = tree.get(&p).ok_or(ErrorCode::NoNode)?;
             if !acl::check(&node.acl, perms::ADMIN, ctx.auth_ids) {
                 return Err(ErrorCode::NoAuth);
             }
-            check_version(*version, node.aversion)?;
-            Ok(TxnOp::SetAcl { path: p.clone(), acl: fixed })
+            check_version(version, node.aversion)?;
+            Ok(TxnOp::SetAcl { path: p, acl: fixed })
         }
         WriteOp::Check { path: p, version } => {
-            path::validate(p).map_err(|_| ErrorCode::BadArguments)?;
-            let node = tree.get(p).ok_or(ErrorCode::NoNode)?;
+            path::validate(&p).map_err(|_| ErrorCode::BadArguments)?;
+            let node = tree.get(&p).ok_or(ErrorCode::NoNode)?;
             if !acl::check(&node.acl, perms::READ, ctx.auth_ids) {
                 return Err(ErrorCode::NoAuth);
             }
-            check_version(*version, node.version)?;
-            Ok(TxnOp::Check { path: p.clone() })
+            check_version(version, node.version)?;
+            Ok(TxnOp::Check { path: p })
         }
         WriteOp::DeleteContainer { path: p } => {
-            let node = tree.get(p).ok_or(ErrorCode::NoNode)?;
+            let node = tree.get(&p).ok_or(ErrorCode::NoNode)?;
             if !matches!(node.kind(), NodeKind::Container | NodeKind::Ttl(_)) {
                 return Err(ErrorCode::BadArguments);
             }
             if !node.children.is_empty() {
                 return Err(ErrorCode::NotEmpty);
             }
-            Ok(TxnOp::Delete { path: p.clone() })
+            Ok(TxnOp::Delete { path: p })
         }
-        WriteOp::CreateSession { timeout_ms } => Ok(TxnOp::CreateSession { timeout_ms: *timeout_ms }),
+        WriteOp::CreateSession { timeout_ms } => Ok(TxnOp::CreateSession { timeout_ms }),
         WriteOp::CloseSession => Ok(TxnOp::CloseSession),
         WriteOp::Multi(_) => Err(ErrorCode::MarshallingError),
     }
@@ -191,8 +194,8 @@ fn prep_single(tree: &DataTree, op: &WriteOp, ctx: &PrepContext<'_>, bytes_max: 
 fn prep_create(
     tree: &DataTree,
     opcode: i32,
-    p: &str,
-    data: &Option<bytes::Bytes>,
+    p: String,
+    data: Option<bytes::Bytes>,
     acl_req: Option<&[crate::proto::Acl]>,
     flags: i32,
     ttl_ms: i64,
@@ -241,7 +244,7 @@ fn prep_create(
         return Err(ErrorCode::NoAuth);
     }
     // 6. sequence suffix, then full validation.
-    let full = if sequential { format!("{p}{:010}", parent.child_creates) } else { p.to_string() };
+    let full = if sequential { format!("{p}{:010}", parent.child_creates) } else { p };
     path::validate(&full).map_err(|_| ErrorCode::BadArguments)?;
     // 7. exists.
     if tree.contains(&full) {
@@ -263,7 +266,7 @@ fn prep_create(
         0
     };
     let response_type = if opcode == crate::proto::OpCode::Create.code() { 1 } else { 15 };
-    Ok(TxnOp::Create { path: full, data: data.clone(), acl: fixed_acl, ephemeral_owner, response_type })
+    Ok(TxnOp::Create { path: full, data, acl: fixed_acl, ephemeral_owner, response_type })
 }
 
 /// ZooKeeper's quota check (`ZooKeeperServer.checkQuota`), against the prep tree: nothing
@@ -319,7 +322,7 @@ mod tests {
 
     fn run(tree: &mut DataTree, op: &WriteOp, zxid: i64) -> TxnOp {
         let ids = vec![Id { scheme: "ip".into(), id: "127.0.0.1".into() }];
-        let t = prep(tree, op, &ctx(&ids));
+        let t = prep(tree, op.clone(), &ctx(&ids));
         let txn = Txn { header: TxnHeader { zxid, session_id: 5, cxid: 1, time_ms: 9 }, op: t.clone() };
         apply(tree, &txn, &mut vec![]);
         t

@@ -95,7 +95,7 @@ impl Replica {
             txn_bytes_max: self.txn_bytes_max,
             enforce_quota: true,
         };
-        prep(&self.tree, op, &ctx)
+        prep(&self.tree, op.clone(), &ctx)
     }
 
     /// One client frame (payload without its length prefix), as a client core and the pipeline
@@ -110,7 +110,7 @@ impl Replica {
             _ => return None,
         };
         let (hdr, req) = decode_request(frame.clone()).ok()?;
-        let op = WriteOp::from_request(&req)?;
+        let op = WriteOp::from_request(req.clone()).ok()?;
         let txn_op = self.prep(&op);
         let txn = self.commit(txn_op, hdr.xid);
         if !acl_has_auth(&req) {
