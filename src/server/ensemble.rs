@@ -414,7 +414,7 @@ impl Member {
                     return;
                 }
                 if self.leading() {
-                    if let Some(zxid) = self.prep_write(self.me, session_id, xid, &auth, &op, now) {
+                    if let Some(zxid) = self.prep_write(self.me, session_id, xid, &auth, op, now) {
                         self.answers.insert(zxid, ((conn, xid), fence));
                         self.stats.pipeline_stages.get(Stage::Prep).record_since(taken);
                     }
@@ -548,7 +548,7 @@ impl Member {
         session_id: i64,
         cxid: i32,
         auth: &[Id],
-        op: &WriteOp,
+        op: WriteOp,
         now: Now,
     ) -> Option<Zxid> {
         let tree = self.prep.as_ref()?;
@@ -557,7 +557,7 @@ impl Member {
         } else if self.owners.get(&session_id).is_some_and(|&o| o != from) {
             TxnOp::Error { err: ErrorCode::SessionMoved.code() }
         } else if matches!(op, WriteOp::Reconfig { .. }) {
-            self.prep_reconfig(auth, op).unwrap_or_else(|e| TxnOp::Error { err: e.code() })
+            self.prep_reconfig(auth, &op).unwrap_or_else(|e| TxnOp::Error { err: e.code() })
         } else {
             let ctx = PrepContext {
                 session_id,
@@ -566,7 +566,7 @@ impl Member {
                 txn_bytes_max: self.config.txn_bytes_max(),
                 enforce_quota: self.config.enforce_quota,
             };
-            prep(tree, op.clone(), &ctx)
+            prep(tree, op, &ctx)
         };
         if matches!(txn_op, TxnOp::CloseSession) {
             self.sessions.remove(session_id);
@@ -644,7 +644,7 @@ impl Member {
         match f {
             Forward::Write { request, session_id, cxid, auth, op } => {
                 let taken = Instant::now();
-                if let Some(zxid) = self.prep_write(from, session_id, cxid, &auth, &op, now) {
+                if let Some(zxid) = self.prep_write(from, session_id, cxid, &auth, op, now) {
                     self.stats.pipeline_stages.get(Stage::Prep).record_since(taken);
                     // After the proposal on the link, before its commit.
                     self.reply(from, LeaderReply::Proposed { request, zxid });
@@ -1125,7 +1125,7 @@ async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<()
                 let records: Vec<Bytes> = appends.iter().flat_map(|a| a.iter().map(|t| t.data.clone())).collect();
                 // A leader's loop must not stop on its own disk (its followers' acks commit
                 // without it); a follower acks only after its sync anyway (`SyncMode`).
-                log.set_sync(match m.peer.role() {
+                writer.set_sync(match m.peer.role() {
                     Role::Leading { .. } => SyncMode::WriteThrough,
                     _ => SyncMode::Fdatasync,
                 });

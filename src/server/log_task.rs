@@ -10,7 +10,9 @@
 //! reported once (`finished`), in the order appends were started, with the batch the caller
 //! attached to it; a result is never dropped.
 
-use super::log_writer::{SyncMode, TxnLogWriter};
+#[cfg(test)]
+use super::log_writer::SyncMode;
+use super::log_writer::TxnLogWriter;
 use bytes::Bytes;
 use glommio::sync::Semaphore;
 use std::cell::RefCell;
@@ -31,8 +33,6 @@ pub struct LogSlot<B> {
     done: Rc<Semaphore>,
     /// Wakes the caller's loop when an append finishes.
     wake: Rc<Semaphore>,
-    /// The sync the next append uses, when the caller chose one (`TxnLogWriter::set_sync`).
-    sync: Option<SyncMode>,
 }
 
 impl<B> LogSlot<B> {
@@ -43,13 +43,7 @@ impl<B> LogSlot<B> {
             landed: Rc::new(RefCell::new(None)),
             done: Rc::new(Semaphore::new(0)),
             wake,
-            sync: None,
         }
-    }
-
-    /// The sync for appends started from now on (one in flight keeps its own).
-    pub fn set_sync(&mut self, sync: SyncMode) {
-        self.sync = Some(sync);
     }
 
     /// The writer, when no append is in flight.
@@ -66,9 +60,6 @@ impl<B> LogSlot<B> {
     pub fn start(&mut self, records: Vec<Bytes>, batch: B) {
         assert!(self.flight.is_none(), "a log append started while another is in flight");
         let mut writer = self.writer.take().expect("an idle log slot holds its writer");
-        if let Some(sync) = self.sync {
-            writer.set_sync(sync);
-        }
         self.flight = Some(batch);
         let (landed, done, wake) = (self.landed.clone(), self.done.clone(), self.wake.clone());
         glommio::spawn_local(async move {

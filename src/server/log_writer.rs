@@ -16,8 +16,9 @@
 //! The sync (`SyncMode`): the standalone pipeline calls `fdatasync` directly on its thread
 //! (io_uring cannot complete one inline on ext4 or xfs and hands it to a worker thread, two
 //! more thread switches per batch, ~60 µs here; and that pipeline has nothing to do
-//! meanwhile). An ensemble member writes its segment O_DSYNC instead, so its thread never
-//! blocks on the disk and its loop takes in acks and commits while an append is in flight.
+//! meanwhile), and so does a follower (it acks only after its sync). An ensemble's leader
+//! writes through an O_DSYNC fd of the segment instead (`set_sync`, per append), so its thread
+//! never blocks on its disk and its loop takes in acks and commits while an append is in flight.
 
 use crate::storage::log::{
     align_up, parse_segment_name, segment_name, zxid_follows, AppendPoint, BatchEncoder, EncodedBatch,
