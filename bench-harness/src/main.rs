@@ -324,6 +324,10 @@ fn fsync_direct(dir: &std::path::Path, count: usize) -> Result<(), String> {
     let shown = path.display().to_string();
     let work = move || async move {
         let err = |e: &dyn std::fmt::Display| format!("{shown}: {e}");
+        // As the server's txn log does: off glommio's poll ring unless the disk polls.
+        if let Some(dir) = path.parent() {
+            ringkeeper::server::disk_poll::keep_off_poll_ring_unless_it_polls(dir).await;
+        }
         let mut options = OpenOptions::new();
         options.create(true).truncate(true).read(true).write(true);
         let plain = options.dma_open(&path).await.map_err(|e| err(&e))?;

@@ -1093,6 +1093,20 @@ async fn settle_log(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<(), St
     }
 }
 
+/// A clean stop's last persists: everything queued is made durable (or refused by a full disk)
+/// before the log closes, as ZooKeeper's SyncRequestProcessor flushes its queue before it
+/// exits, so the member's log holds all it took in (a follower applies commits before its own
+/// append is durable).
+async fn flush_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<(), String> {
+    loop {
+        settle_log(m, log).await?;
+        if m.persist_queue.is_empty() || m.disk_full {
+            return Ok(());
+        }
+        drain_persists(m, log).await?;
+    }
+}
+
 /// Performs queued persists in order, reporting each durable one to the ZAB core. Appends run
 /// beside the loop (`log_task`): the loop never waits for an fdatasync, and appends queued
 /// while one is in flight share the next write and fdatasync (up to ringkeeper.batchBytesMax;
@@ -1123,11 +1137,12 @@ async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<()
                     appends.push(more);
                 }
                 let records: Vec<Bytes> = appends.iter().flat_map(|a| a.iter().map(|t| t.data.clone())).collect();
-                // A leader's loop must not stop on its own disk (its followers' acks commit
-                // without it); a follower acks only after its sync anyway (`SyncMode`).
+                // No member's loop stops on its own disk (`SyncMode`): a leader's followers'
+                // acks commit without its own write; a follower goes on answering pings (its
+                // clients' session touches) and applying the others' commits.
                 writer.set_sync(match m.peer.role() {
                     Role::Leading { .. } => SyncMode::WriteThrough,
-                    _ => SyncMode::Fdatasync,
+                    _ => SyncMode::FdatasyncAside,
                 });
                 log.start(records, appends);
                 continue;
@@ -1817,6 +1832,10 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
             }
         }
         if stopping {
+            if let Err(e) = flush_persists(&mut m, &mut log).await {
+                result = Err(e);
+                break;
+            }
             tracing::info!("peer {my_id}: stopping at zxid {:#x}", m.committed.last_zxid());
             break;
         }

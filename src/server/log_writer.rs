@@ -16,9 +16,12 @@
 //! The sync (`SyncMode`): the standalone pipeline calls `fdatasync` directly on its thread
 //! (io_uring cannot complete one inline on ext4 or xfs and hands it to a worker thread, two
 //! more thread switches per batch, ~60 µs here; and that pipeline has nothing to do
-//! meanwhile), and so does a follower (it acks only after its sync). An ensemble's leader
-//! writes through an O_DSYNC fd of the segment instead (`set_sync`, per append), so its thread
-//! never blocks on its disk and its loop takes in acks and commits while an append is in flight.
+//! meanwhile). No ensemble member's loop stops on its disk (`set_sync`, per append): a
+//! follower submits its fdatasync through io_uring, so it goes on answering pings (its
+//! clients' session touches) and applying the others' commits; a leader writes through an
+//! O_DSYNC fd of the segment, so its loop takes in acks and commits while its append is in
+//! flight. The log's DMA I/O stays off glommio's IOPOLL ring unless the disk polls
+//! (`disk_poll`).
 
 use crate::storage::log::{
     align_up, parse_segment_name, segment_name, zxid_follows, AppendPoint, BatchEncoder, EncodedBatch,
@@ -147,9 +150,16 @@ pub enum SyncMode {
     /// (the flush's completion wakes this thread directly), but the thread's loop stops
     /// meanwhile. For the standalone pipeline (nothing it could take in would finish a write
     /// sooner, and a blocked thread is not woken by every batch the client cores send, as a
-    /// loop parked on the write's completion is) and for an ensemble's followers (a follower
-    /// acknowledges only after its own sync anyway).
+    /// loop parked on the write's completion is).
     Fdatasync,
+    /// An O_DIRECT write, then fdatasync through io_uring: the kernel hands the flush to a
+    /// worker thread of its own (two more thread switches than `Fdatasync`), and this thread's
+    /// loop goes on meanwhile. For an ensemble's followers: while its sync is out, a follower
+    /// goes on answering its leader's pings (which carry its clients' session touches) and
+    /// applying the commits the others make, as ZooKeeper's follower does (its
+    /// SyncRequestProcessor is a thread of its own); a follower stopped on a hung disk would
+    /// let its clients' sessions expire and answer none of their writes.
+    FdatasyncAside,
     /// The segment written through a second fd opened O_DIRECT|O_DSYNC: a write completes once
     /// its blocks are durable (the kernel flushes the device's cache in a worker of its own, two
     /// more wake-ups than `Fdatasync`), so the thread never blocks on the disk. For an
@@ -205,6 +215,7 @@ impl TxnLogWriter {
         prealloc_bytes: u64,
         sync: SyncMode,
     ) -> io::Result<TxnLogWriter> {
+        super::disk_poll::keep_off_poll_ring_unless_it_polls(log_dir).await;
         let segment = match &tail.segment {
             None => None,
             Some(path) => Some(open_segment_at(path, tail.next_offset, prealloc_bytes).await?),
@@ -278,8 +289,8 @@ impl TxnLogWriter {
         }
     }
 
-    /// Switches between `Fdatasync` and `WriteThrough` for the appends from now on (an ensemble
-    /// member's role changed); a writer with `Off` (forceSync=no) stays so.
+    /// Switches the sync for the appends from now on (an ensemble member's role changed); a
+    /// writer with `Off` (forceSync=no) stays so.
     pub fn set_sync(&mut self, sync: SyncMode) {
         assert!(sync != SyncMode::Off, "forceSync is set once, at start");
         if self.sync != SyncMode::Off {
@@ -426,6 +437,14 @@ impl TxnLogWriter {
         let sync_started = match self.sync {
             SyncMode::Off => None,
             SyncMode::WriteThrough => Some(batch_started),
+            SyncMode::FdatasyncAside => {
+                let started = std::time::Instant::now();
+                if let Err(e) = seg.file.fdatasync().await {
+                    seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
+                    return Err(io::Error::from(e));
+                }
+                Some(started)
+            }
             SyncMode::Fdatasync => {
                 use std::os::fd::AsRawFd;
                 let started = std::time::Instant::now();

@@ -17,6 +17,7 @@ pub mod conn_io;
 pub mod conn_limits;
 pub mod connection;
 pub mod diff_read;
+pub mod disk_poll;
 pub mod ensemble;
 pub mod four_letter;
 pub mod inspect;

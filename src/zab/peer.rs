@@ -276,6 +276,15 @@ struct FollowerView {
     last_heard_tick: u64,
     /// An `Output::ReadLog` for it is outstanding (ending at `mem_base` as it was then).
     reading: Option<Zxid>,
+    /// ZooKeeper's transaction timeout (its LearnerHandler's SyncLimitCheck): the last
+    /// proposal sent to this voter since it was up to date, the highest it acknowledged since,
+    /// and the tick its wait for an ack began (a proposal sent with none outstanding, or an
+    /// ack that left some outstanding). A voter that acknowledges none of its outstanding
+    /// proposals for syncLimit ticks is dropped, even if it goes on answering pings (its disk
+    /// hangs, say): it re-elects and re-syncs, and its clients move.
+    proposed_upto: Zxid,
+    acked_upto: Zxid,
+    ack_wait_since_tick: u64,
 }
 
 #[derive(Debug)]
@@ -1084,6 +1093,9 @@ impl Peer {
                 up_to_date: false,
                 last_heard_tick: tick,
                 reading: None,
+                proposed_upto: 0,
+                acked_upto: 0,
+                ack_wait_since_tick: tick,
             },
         );
         l.epoch_acks.remove(&from);
@@ -1381,7 +1393,27 @@ impl Peer {
         self.append(vec![txn.clone()], AfterPersist::LeaderOwnAck { zxid }, out);
         for f in targets {
             self.send_to_follower(f, LeaderMsg::Proposal(txn.clone()), out);
+            self.expect_ack(f, zxid);
         }
+    }
+
+    /// A proposal `zxid` went to follower `f`: a voter that is up to date owes its ack within
+    /// syncLimit (`FollowerView::proposed_upto`). Observers, and followers still syncing, are
+    /// not timed.
+    fn expect_ack(&mut self, f: Sid, zxid: Zxid) {
+        if !self.votes_now_or_next(f) {
+            return;
+        }
+        let tick = self.tick;
+        let RoleState::Leading(l) = &mut self.state else { return };
+        let Some(v) = l.followers.get_mut(&f) else { return };
+        if !v.up_to_date {
+            return;
+        }
+        if v.proposed_upto <= v.acked_upto {
+            v.ack_wait_since_tick = tick;
+        }
+        v.proposed_upto = v.proposed_upto.max(zxid);
     }
 
     /// `from` has logged every proposal up to `zxid`.
@@ -1432,6 +1464,13 @@ impl Peer {
             FollowerMsg::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch, out),
             FollowerMsg::Ack { zxid } => {
                 if self.votes_now_or_next(from) && self.leading().followers.get(&from).is_some_and(|v| v.synced) {
+                    let tick = self.tick;
+                    if let Some(v) = self.leading().followers.get_mut(&from) {
+                        if zxid > v.acked_upto {
+                            v.acked_upto = zxid;
+                            v.ack_wait_since_tick = tick;
+                        }
+                    }
                     self.ack(from, zxid, out);
                 }
             }
@@ -1614,14 +1653,26 @@ impl Peer {
             RoleState::Leading(l) => {
                 // A follower silent past its limit is dropped, as ZooKeeper's leader closes a
                 // learner that stopped acknowledging: it re-elects and re-syncs on a new link.
-                let stale: Vec<(Sid, LinkId)> = l
+                let stale: Vec<(Sid, LinkId, bool)> = l
                     .followers
                     .iter()
-                    .filter(|(_, v)| tick - v.last_heard_tick > if v.up_to_date { sync } else { init })
-                    .map(|(s, v)| (*s, v.link.id))
+                    .filter_map(|(s, v)| {
+                        let silent = tick - v.last_heard_tick > if v.up_to_date { sync } else { init };
+                        // ZooKeeper's transaction timeout: a voter owing acks for syncLimit.
+                        let owing = v.proposed_upto > v.acked_upto && tick - v.ack_wait_since_tick > sync;
+                        (silent || owing).then_some((*s, v.link.id, silent))
+                    })
                     .collect();
-                for (s, link) in stale {
-                    tracing::info!("peer {}: dropping follower {s}, silent past its limit", self.cfg.my_id);
+                for (s, link, silent) in stale {
+                    if silent {
+                        tracing::info!("peer {}: dropping follower {s}, silent past its limit", self.cfg.my_id);
+                    } else {
+                        tracing::warn!(
+                            "peer {}: dropping follower {s}: it acknowledged none of its outstanding proposals for \
+                             syncLimit ({sync} ticks; ZooKeeper's transaction timeout, a slow or hung disk there)",
+                            self.cfg.my_id
+                        );
+                    }
                     l.followers.remove(&s);
                     l.newleader_acks.remove(&s);
                     l.dead_links.insert((s, link));

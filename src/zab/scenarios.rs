@@ -6,7 +6,7 @@
 //! change that makes the situation unreachable fails here instead of passing vacuously.
 
 use super::message::{FollowerMsg, LeaderMsg, Message};
-use super::peer::PersistOp;
+use super::peer::{PersistOp, Role};
 use super::sim::{Event, Sim};
 use super::Sid;
 
@@ -298,4 +298,45 @@ fn issue17_followers_commit_while_the_leaders_own_write_is_in_flight_then_it_cra
     let report = sim.heal_and_check();
     assert!(sim.history_has_write(w) && sim.history_has_write(w2));
     assert!(report.committed >= 7);
+}
+
+#[test]
+fn issue17_a_follower_whose_disk_hangs_follows_until_synclimit_then_is_dropped() {
+    // ZooKeeper's transaction timeout: a follower whose disk hangs goes on hearing and answering
+    // its leader (its log runs beside its loop), and it is sent the commits the others make, so
+    // it applies them and answers its clients' writes. But a voter that acknowledges none of
+    // its outstanding proposals for syncLimit (5 ticks of 20 ms here) is dropped, even though
+    // it still answers pings; once its disk returns it syncs and follows again.
+    let (mut sim, leader, followers) = ensemble(3);
+    let (hung, other) = (followers[0], followers[1]);
+    sim.hold_fsyncs(hung, true);
+    let w = sim.write_via(leader);
+    assert!(
+        sim.run_until(80, |ev| delivered_to(ev, hung, |m| matches!(m, LeaderMsg::Commit { .. }))),
+        "the hung follower was not sent the commit the others made"
+    );
+    assert!(sim.history_has_write(w));
+    assert!(sim.synced_learners(leader).contains(&hung), "dropped before syncLimit passed");
+    assert!(matches!(sim.role(hung), Some(Role::Following { leader: l, serving: true }) if l == leader));
+    // Past syncLimit with its ack owed (pings still answered): dropped.
+    sim.run_for(200);
+    assert!(!sim.synced_learners(leader).contains(&hung), "a follower owing acks past syncLimit was kept");
+    assert!(sim.synced_learners(leader).contains(&other), "the follower that acks was dropped too");
+    assert_eq!(sim.role(leader), Some(Role::Leading { serving: true }), "the leader lost its quorum");
+    // A follower that acks late, but within syncLimit each time, is never dropped.
+    sim.hold_fsyncs(hung, false);
+    sim.run_for(1_000);
+    assert!(sim.synced_learners(leader).contains(&hung), "the follower did not come back once its disk did");
+    sim.hold_fsyncs(other, true);
+    for _ in 0..6 {
+        sim.write_via(leader);
+        sim.run_for(60);
+        while sim.pending_fsyncs(other) > 0 {
+            sim.complete_one_fsync(other);
+        }
+    }
+    assert!(sim.synced_learners(leader).contains(&other), "a follower acking within syncLimit was dropped");
+    sim.hold_fsyncs(other, false);
+    let report = sim.heal_and_check();
+    assert!(report.committed >= 10);
 }

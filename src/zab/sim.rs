@@ -875,6 +875,11 @@ impl Sim {
         self.nodes[&id].peer.as_ref().map(|p| p.role())
     }
 
+    /// The learners leader `id` counts as synced and following it (empty when not leading).
+    pub fn synced_learners(&self, id: Sid) -> Vec<Sid> {
+        self.nodes[&id].peer.as_ref().map(|p| p.synced_learners()).unwrap_or_default()
+    }
+
     pub fn isolate(&mut self, id: Sid) {
         for &other in self.nodes.keys() {
             if other != id {
@@ -912,6 +917,11 @@ impl Sim {
         } else {
             self.held.remove(&id);
         }
+    }
+
+    /// How many of `id`'s writes are pending.
+    pub fn pending_fsyncs(&self, id: Sid) -> usize {
+        self.nodes[&id].persists.len()
     }
 
     /// Completes `id`'s oldest pending write now, even while held.

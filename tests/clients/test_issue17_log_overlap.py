@@ -114,6 +114,45 @@ def _answered(kz, path, data):
     kz.create_async(path, data).get(timeout=ANSWER_S_MAX)
 
 
+def _tear_down(disks, clients, e):
+    """Lifts every hang, stops the clients and the ensemble, removes the volumes."""
+    for i in (1, 2, 3):
+        disks.lift(i)
+    for c in clients:
+        try:
+            c.stop()
+            c.close()
+        except Exception:
+            pass
+    try:
+        e.stop()
+    finally:
+        disks.close()
+
+
+def _stop_and_check_logged(clients, e, tmp_path, written):
+    """Stops the clients (emptying `clients`) and the ensemble; then every member's own txn
+    log holds every write in `written` (`ringkeeper log-dump`)."""
+    while clients:
+        c = clients.pop()
+        c.stop()
+        c.close()
+    e.stop()
+    for i in (1, 2, 3):
+        logged = ""
+        log_dir = os.path.join(HungDisks.log_dir(str(tmp_path / "disks"), i), "version-2")
+        if not os.path.isdir(log_dir):
+            log_dir = HungDisks.log_dir(str(tmp_path / "disks"), i)
+        for name in sorted(os.listdir(log_dir)):
+            if name.startswith("log.") and name[4:].isalnum():
+                r = subprocess.run([RK_BIN, "log-dump", os.path.join(log_dir, name)], capture_output=True,
+                                   text=True, timeout=30)
+                assert r.returncode == 0, r.stderr
+                logged += r.stdout
+        for who in written:
+            assert f"/overlap/{who}" in logged, (i, who, logged[-2000:])
+
+
 @pytest.mark.timeout(240)
 def test_a_quorum_commits_while_one_members_disk_hangs(tmp_path):
     disks = HungDisks(str(tmp_path / "disks"), 3)
@@ -150,35 +189,78 @@ def test_a_quorum_commits_while_one_members_disk_hangs(tmp_path):
         for i in (1, 2, 3):
             kz[i].sync("/overlap")
             assert {c: kz[i].get(f"/overlap/{c}")[0] for c in kz[i].get_children("/overlap")} == written, i
-        for c in clients:
-            c.stop()
-            c.close()
-        clients = []
         # ... and in its own txn log, once its disk returned (the hung ones included).
-        e.stop()
-        for i in (1, 2, 3):
-            logged = ""
-            log_dir = os.path.join(HungDisks.log_dir(str(tmp_path / "disks"), i), "version-2")
-            if not os.path.isdir(log_dir):
-                log_dir = HungDisks.log_dir(str(tmp_path / "disks"), i)
-            for name in sorted(os.listdir(log_dir)):
-                if name.startswith("log.") and name[4:].isalnum():
-                    r = subprocess.run([RK_BIN, "log-dump", os.path.join(log_dir, name)], capture_output=True,
-                                       text=True, timeout=30)
-                    assert r.returncode == 0, r.stderr
-                    logged += r.stdout
-            for who in written:
-                assert f"/overlap/{who}" in logged, (i, who, logged[-2000:])
+        _stop_and_check_logged(clients, e, tmp_path, written)
     finally:
-        for i in (1, 2, 3):
-            disks.lift(i)
-        for c in clients:
-            try:
-                c.stop()
-                c.close()
-            except Exception:
-                pass
-        try:
-            e.stop()
-        finally:
-            disks.close()
+        _tear_down(disks, clients, e)
+
+
+# This test's tick: syncLimit (5 ticks) 5 s, the shortest session 2 s (2 ticks).
+SLOW_TICK_MS = 1000
+SESSION_S = 2.0
+SYNC_LIMIT_S = 5 * SLOW_TICK_MS / 1000
+# A hang longer than a session's timeout and shorter than syncLimit.
+HANG_SHORT_S = 3.5
+
+
+@pytest.mark.timeout(240)
+def test_a_follower_whose_disk_hangs_keeps_its_sessions_until_synclimit(tmp_path):
+    """A follower's loop never stops on its disk, as ZooKeeper's follower goes on while its
+    SyncRequestProcessor waits: during a hang shorter than syncLimit it answers its leader's
+    pings (which carry its clients' session touches), so a session on it outlives a hang
+    longer than the session's timeout, and it applies the commits the other two make, so a
+    write through it is answered while its own disk hangs. A hang past syncLimit with acks
+    owed gets it dropped by the leader (ZooKeeper's transaction timeout), and once its disk
+    returns it syncs and has every write."""
+    disks = HungDisks(str(tmp_path / "disks"), 3)
+    e = Ensemble(3, tmp_path)
+    e.env["RK_TICK_TIME"] = str(SLOW_TICK_MS)
+    e.env["RK_EXTRA_CONFIG"] = f"dataLogDir={HungDisks.log_dir(str(tmp_path / 'disks'), '@ID@')}"
+    clients = []
+    try:
+        e.start()
+        leader = e.wait_serving([1, 2, 3], timeout=60)
+        hung = next(i for i in (1, 2, 3) if i != leader)
+        kz_leader = _client(e, leader)
+        clients.append(kz_leader)
+        kz = KazooClient(hosts=e.hostport(hung), timeout=SESSION_S)
+        clients.append(kz)
+        kz.start(timeout=15)
+        states = []
+        kz.add_listener(states.append)
+        session = kz.client_id[0]
+        assert kz._session_timeout <= SESSION_S * 1000, kz._session_timeout
+        kz.create("/overlap", b"")
+        kz.create("/overlap/mine", b"", ephemeral=True)
+        written = {}
+
+        disks.hang(hung)
+        hung_at = time.monotonic()
+        # Its clients' writes are answered: the leader and the other follower commit them,
+        # and the hung follower applies their commits while its own write waits.
+        _answered(kz, "/overlap/via-hung-follower", b"via-hung-follower")
+        written["via-hung-follower"] = b"via-hung-follower"
+        assert time.monotonic() - hung_at < HANG_SHORT_S, "the write waited for the hung disk"
+        time.sleep(max(0.0, HANG_SHORT_S - (time.monotonic() - hung_at)))
+        disks.lift(hung)
+        time.sleep(SESSION_S)
+        # The session lived through a hang longer than its timeout; its ephemeral too.
+        assert kz.client_id[0] == session and "LOST" not in states, states
+        assert kz_leader.exists("/overlap/mine") is not None, "the hung follower's session expired"
+
+        # Past syncLimit, with an ack owed: dropped by the leader, as ZooKeeper's leader does.
+        disks.hang(hung)
+        kz_leader.create("/overlap/while-dropped", b"while-dropped")
+        written["while-dropped"] = b"while-dropped"
+        wait_until(lambda: "acknowledged none of its outstanding proposals" in e.log(leader),
+                   timeout=SYNC_LIMIT_S + 15, what="the leader to drop the follower that owes acks")
+        disks.lift(hung)
+        e.wait_serving([1, 2, 3], timeout=60)
+        kz_back = _client(e, hung)
+        clients.append(kz_back)
+        kz_back.sync("/overlap")
+        got = {c: kz_back.get(f"/overlap/{c}")[0] for c in kz_back.get_children("/overlap")}
+        assert {c: v for c, v in got.items() if c != "mine"} == written, got
+        _stop_and_check_logged(clients, e, tmp_path, written)
+    finally:
+        _tear_down(disks, clients, e)
