@@ -147,6 +147,10 @@ pub struct Conn {
     pub timeout_ms: Cell<i32>,
     /// Monotonic ms (since the server started) the client was last heard from.
     pub last_heard_ms: Cell<i64>,
+    /// When the latest socket read of this connection completed (`heard`): the stamp of
+    /// every request that read completed, the start of its latency and stage timings (one
+    /// clock read per socket read, shared by the requests it carried).
+    read_at: Cell<Instant>,
     /// ZooKeeper's per-connection statistics (`cons`, reset by `crst`).
     pub counters: RefCell<ConnStats>,
     pub session_id: Cell<i64>,
@@ -184,6 +188,7 @@ impl Conn {
             established_ms,
             timeout_ms: Cell::new(0),
             last_heard_ms: Cell::new(stats.uptime_ms()),
+            read_at: Cell::new(Instant::now()),
             counters: RefCell::new(ConnStats::default()),
             session_id: Cell::new(0),
             read_only_flag: Cell::new(None),
@@ -290,9 +295,12 @@ impl Conn {
         self.counters.borrow_mut().received += 1;
     }
 
-    /// Bytes arrived from the client now.
+    /// Bytes arrived from the client now: the one clock read of this socket read, which
+    /// stamps the requests it completes (`read_at`) and the connection's liveness.
     pub fn heard(&self) {
-        self.last_heard_ms.set(self.stats.uptime_ms());
+        let now = Instant::now();
+        self.read_at.set(now);
+        self.last_heard_ms.set(now.saturating_duration_since(self.stats.started).as_millis() as i64);
     }
 
     /// Request `xid` (`op`), read at `since`, was answered with `zxid`: the core's latency
@@ -561,7 +569,8 @@ impl Core {
         self.tree.borrow().last_zxid()
     }
 
-    /// A request arrived on `conn` (after the handshake). Decides where it goes.
+    /// A request arrived on `conn` (after the handshake). Decides where it goes. Its timings
+    /// start at `conn.read_at`, when the socket read that completed it returned.
     pub fn on_request(&self, conn: &Rc<Conn>, xid: i32, req: Request) {
         self.touch(conn.session_id.get());
         if let Some(doomed) = &self.config.testing_panic_on_path {
@@ -610,7 +619,7 @@ impl Core {
             Err(req) => req,
             Ok(op) => {
                 let fence = conn.answer_waits_behind_a_commit();
-                let read_at = Instant::now();
+                let read_at = conn.read_at.get();
                 let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
                 conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
                 let auth = conn.auth.borrow().clone();
@@ -619,12 +628,12 @@ impl Core {
             }
         };
         if let Request::Sync { path } = &req {
-            conn.enqueue(Pending::Sync { xid, at: Instant::now() });
+            conn.enqueue(Pending::Sync { xid, at: conn.read_at.get() });
             self.send(ToPipeline::Sync { conn: self.conn_ref(conn), xid, path: path.clone() });
             return;
         }
         let auth = conn.auth.borrow().clone();
-        let at = Instant::now();
+        let at = conn.read_at.get();
         if conn.pending.borrow().is_empty() {
             let op = req.opcode();
             self.answer_local(conn, xid, req, &auth);
