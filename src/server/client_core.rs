@@ -15,7 +15,7 @@ use super::inspect::{ConnInfo, ConnStats, CoreReport, Inspect, Inspected, INSPEC
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::out_queue::OutQueue;
 use super::stage_latency::Stage;
-use super::stats::{CoreStats, Stats};
+use super::stats::{self, CoreStats, Stats};
 use crate::config::Config;
 use crate::proto::connect::ConnectResponse;
 use crate::proto::opcode::{add_watch_mode, event_type, perms, STATE_SYNC_CONNECTED, XID_PING};
@@ -210,7 +210,7 @@ impl Conn {
     /// Queues a request behind those before it (one more request in process on this core).
     pub fn enqueue(&self, p: Pending) {
         self.pending.borrow_mut().push_back(p);
-        self.core_stats().outstanding.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats::add(&self.core_stats().outstanding, 1);
     }
 
     /// A request answered on this core (a read, or an error owed in order) waits behind the
@@ -229,14 +229,14 @@ impl Conn {
             return None;
         }
         let head = pending.pop_front();
-        self.core_stats().outstanding.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        stats::sub(&self.core_stats().outstanding, 1);
         head
     }
 
     /// The connection is gone: what it had queued is no longer in process.
     fn forget_pending(&self) {
         let left = std::mem::take(&mut *self.pending.borrow_mut()).len() as u64;
-        self.core_stats().outstanding.fetch_sub(left, std::sync::atomic::Ordering::Relaxed);
+        stats::sub(&self.core_stats().outstanding, left);
     }
 
     /// This connection's core's counters.
@@ -1358,8 +1358,8 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                     continue;
                 }
                 let st = core.my_stats();
-                st.up_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                st.up_items.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                stats::add(&st.up_sent, 1);
+                stats::add(&st.up_items, batch.len() as u64);
                 if to_pipeline.send(batch).await.is_err() {
                     break;
                 }
@@ -1401,13 +1401,13 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     }
 
     while let Some(msg) = from_pipeline.recv().await {
-        core.my_stats().down_received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats::add(&core.my_stats().down_received, 1);
         match msg {
             ToClientCore::Batches(batches, sent) => {
                 let st = core.my_stats();
                 for batch in batches.iter() {
-                    st.commit_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    st.commit_items.fetch_add(batch.items.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    stats::add(&st.commit_batches, 1);
+                    stats::add(&st.commit_items, batch.items.len() as u64);
                     core.take_batch(batch, sent);
                 }
             }
