@@ -15,7 +15,7 @@ use super::inspect::{ConnInfo, ConnStats, CoreReport, Inspect, Inspected, INSPEC
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::out_queue::OutQueue;
 use super::stage_latency::Stage;
-use super::stats::{CoreStats, Stats};
+use super::stats::{self, CoreStats, Stats};
 use crate::config::Config;
 use crate::proto::connect::ConnectResponse;
 use crate::proto::opcode::{add_watch_mode, event_type, perms, STATE_SYNC_CONNECTED, XID_PING};
@@ -147,6 +147,10 @@ pub struct Conn {
     pub timeout_ms: Cell<i32>,
     /// Monotonic ms (since the server started) the client was last heard from.
     pub last_heard_ms: Cell<i64>,
+    /// When the latest socket read of this connection completed (`heard`): the stamp of
+    /// every request that read completed, the start of its latency and stage timings (one
+    /// clock read per socket read, shared by the requests it carried).
+    read_at: Cell<Instant>,
     /// ZooKeeper's per-connection statistics (`cons`, reset by `crst`).
     pub counters: RefCell<ConnStats>,
     pub session_id: Cell<i64>,
@@ -184,6 +188,7 @@ impl Conn {
             established_ms,
             timeout_ms: Cell::new(0),
             last_heard_ms: Cell::new(stats.uptime_ms()),
+            read_at: Cell::new(Instant::now()),
             counters: RefCell::new(ConnStats::default()),
             session_id: Cell::new(0),
             read_only_flag: Cell::new(None),
@@ -205,7 +210,7 @@ impl Conn {
     /// Queues a request behind those before it (one more request in process on this core).
     pub fn enqueue(&self, p: Pending) {
         self.pending.borrow_mut().push_back(p);
-        self.core_stats().outstanding.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats::add(&self.core_stats().outstanding, 1);
     }
 
     /// A request answered on this core (a read, or an error owed in order) waits behind the
@@ -224,14 +229,14 @@ impl Conn {
             return None;
         }
         let head = pending.pop_front();
-        self.core_stats().outstanding.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        stats::sub(&self.core_stats().outstanding, 1);
         head
     }
 
     /// The connection is gone: what it had queued is no longer in process.
     fn forget_pending(&self) {
         let left = std::mem::take(&mut *self.pending.borrow_mut()).len() as u64;
-        self.core_stats().outstanding.fetch_sub(left, std::sync::atomic::Ordering::Relaxed);
+        stats::sub(&self.core_stats().outstanding, left);
     }
 
     /// This connection's core's counters.
@@ -290,9 +295,12 @@ impl Conn {
         self.counters.borrow_mut().received += 1;
     }
 
-    /// Bytes arrived from the client now.
+    /// Bytes arrived from the client now: the one clock read of this socket read, which
+    /// stamps the requests it completes (`read_at`) and the connection's liveness.
     pub fn heard(&self) {
-        self.last_heard_ms.set(self.stats.uptime_ms());
+        let now = Instant::now();
+        self.read_at.set(now);
+        self.last_heard_ms.set(now.saturating_duration_since(self.stats.started).as_millis() as i64);
     }
 
     /// Request `xid` (`op`), read at `since`, was answered with `zxid`: the core's latency
@@ -561,7 +569,8 @@ impl Core {
         self.tree.borrow().last_zxid()
     }
 
-    /// A request arrived on `conn` (after the handshake). Decides where it goes.
+    /// A request arrived on `conn` (after the handshake). Decides where it goes. Its timings
+    /// start at `conn.read_at`, when the socket read that completed it returned.
     pub fn on_request(&self, conn: &Rc<Conn>, xid: i32, req: Request) {
         self.touch(conn.session_id.get());
         if let Some(doomed) = &self.config.testing_panic_on_path {
@@ -610,7 +619,7 @@ impl Core {
             Err(req) => req,
             Ok(op) => {
                 let fence = conn.answer_waits_behind_a_commit();
-                let read_at = Instant::now();
+                let read_at = conn.read_at.get();
                 let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
                 conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
                 let auth = conn.auth.borrow().clone();
@@ -619,12 +628,12 @@ impl Core {
             }
         };
         if let Request::Sync { path } = &req {
-            conn.enqueue(Pending::Sync { xid, at: Instant::now() });
+            conn.enqueue(Pending::Sync { xid, at: conn.read_at.get() });
             self.send(ToPipeline::Sync { conn: self.conn_ref(conn), xid, path: path.clone() });
             return;
         }
         let auth = conn.auth.borrow().clone();
-        let at = Instant::now();
+        let at = conn.read_at.get();
         if conn.pending.borrow().is_empty() {
             let op = req.opcode();
             self.answer_local(conn, xid, req, &auth);
@@ -1349,8 +1358,8 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
                     continue;
                 }
                 let st = core.my_stats();
-                st.up_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                st.up_items.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                stats::add(&st.up_sent, 1);
+                stats::add(&st.up_items, batch.len() as u64);
                 if to_pipeline.send(batch).await.is_err() {
                     break;
                 }
@@ -1392,13 +1401,13 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     }
 
     while let Some(msg) = from_pipeline.recv().await {
-        core.my_stats().down_received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats::add(&core.my_stats().down_received, 1);
         match msg {
             ToClientCore::Batches(batches, sent) => {
                 let st = core.my_stats();
                 for batch in batches.iter() {
-                    st.commit_batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    st.commit_items.fetch_add(batch.items.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    stats::add(&st.commit_batches, 1);
+                    stats::add(&st.commit_items, batch.items.len() as u64);
                     core.take_batch(batch, sent);
                 }
             }

@@ -32,7 +32,7 @@ pub enum ToPipeline {
     /// `fence`: a read of this connection waits between its previous write (or sync, or
     /// connect) still in process and this one, so the two replies must not share a commit
     /// batch (the read is answered from the batch's root: `commit_queue`). `read_at`: when the
-    /// client core read it (the pipeline times `stage_latency::Stage::CoreToPipeline` from it).
+    /// client core's socket read completed it (the pipeline times `stage_latency::Stage::CoreToPipeline` from it).
     Write { conn: ConnRef, xid: i32, op: WriteOp, auth: Arc<[Id]>, fence: bool, read_at: Instant },
     /// A sync: answered once everything ordered before it is applied on the origin core.
     Sync { conn: ConnRef, xid: i32, path: String },

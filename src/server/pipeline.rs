@@ -109,9 +109,12 @@ struct Pipeline {
     stats: Arc<super::stats::Stats>,
     /// An admin `restore` taken in: nothing more is taken in until it is done (`restore`).
     restore: Option<PendingRestore>,
-    /// When the message being handled was taken in: the start of the pass (`Now::at`), then
-    /// the end of each write's prep. One clock read per write times both its stages.
+    /// The start of the pass (`Now::at`): every write the pass takes in was taken in then
+    /// (`Stage::CoreToPipeline` ends there) and its prep began there (`Stage::Prep`).
     lap: Instant,
+    /// Writes prepped in this pass since `lap`: `end_preps` shares the pass's prep time among
+    /// them (one clock read per pass instead of one per write).
+    preps: u64,
 }
 
 /// A restore waiting for everything ordered before it to be durable.
@@ -141,6 +144,18 @@ impl Pipeline {
     /// Queues an item that changes nothing in the tree.
     fn answer(&mut self, item: Commit) {
         self.commits.push(item, &self.tree);
+    }
+
+    /// The pass's take-in is over: its writes' prep time (from the pass's start until now,
+    /// with the few other messages it took in) is recorded as their mean, once per write, so
+    /// the stage's count and sum are exact and its distribution is that of passes' means.
+    fn end_preps(&mut self) {
+        if self.preps == 0 {
+            return;
+        }
+        let took_us = Instant::now().saturating_duration_since(self.lap).as_micros() as u64;
+        self.stats.pipeline_stages.get(Stage::Prep).record_us_n(took_us / self.preps, self.preps);
+        self.preps = 0;
     }
 
     /// Takes one message in, or holds it for the next round (`commit_queue::Rounds`).
@@ -203,8 +218,10 @@ impl Pipeline {
                 self.answer(Commit::Connected { conn, session_id, timeout_ms, passwd: expected });
             }
             ToPipeline::Write { conn, xid, op, auth, fence, read_at } => {
-                let taken = self.lap;
-                self.stats.pipeline_stages.get(Stage::CoreToPipeline).record(taken.saturating_duration_since(read_at));
+                self.stats
+                    .pipeline_stages
+                    .get(Stage::CoreToPipeline)
+                    .record(self.lap.saturating_duration_since(read_at));
                 let Some(&session_id) = self.conn_sessions.get(&conn) else {
                     // The connection was refused, moved or closed: nobody waits for a reply.
                     return;
@@ -234,8 +251,7 @@ impl Pipeline {
                 }
                 let header = self.next_header(session_id, xid, now.wall_ms);
                 self.commit_txn(header, txn_op, Some((conn, xid)), fence);
-                self.lap = Instant::now();
-                self.stats.pipeline_stages.get(Stage::Prep).record(self.lap.saturating_duration_since(taken));
+                self.preps += 1;
             }
             ToPipeline::Sync { conn, xid, path } => {
                 // A connection without a session here was refused, closed or moved: it is
@@ -857,6 +873,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         stats: stats.clone(),
         restore: None,
         lap: now.at,
+        preps: 0,
     };
 
     let wake = Rc::new(Semaphore::new(0));
@@ -895,6 +912,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         while !p.rounds.is_empty() && !p.batch_full() {
             p.next_round(now);
         }
+        p.end_preps();
         inbox.made_room();
         // After the inbox: the pings and requests that waited there (during a slow
         // fdatasync, say) have refreshed their sessions before any is expired.

@@ -152,13 +152,14 @@ impl Snapshot {
 /// The stages of a request's way through the server, each timed by one kind of core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
-    /// A write, from read on its client core until the pipeline core took it in (client
-    /// core's batching, the channel, the pipeline's inbox). Pipeline core.
+    /// A write, from the socket read that completed it on its client core until the pipeline
+    /// core took it in (client core's batching, the channel, the pipeline's inbox; standalone,
+    /// until the start of the pass that took it in). Pipeline core.
     CoreToPipeline,
     /// A write, from the pipeline's take-in until its txn is made (validation, zxid, encode;
     /// in an ensemble the leader's prep and the proposal handed to ZAB). Pipeline core.
-    /// Standalone, take-in is the end of the previous write's prep in the same pass (or the
-    /// pass's start), so one clock read per write times this stage and `CoreToPipeline`.
+    /// Standalone, take-in is the start of the pipeline's pass, and each write of the pass is
+    /// recorded with the pass's mean prep time (one clock read per pass; `pipeline::end_preps`).
     Prep,
     /// Leader: a proposal, from sent until committed (a quorum acknowledged it durable).
     ProposeToCommit,
@@ -173,7 +174,8 @@ pub enum Stage {
     /// A reply, from encoded into its connection's buffer until the socket write that carried
     /// it completed. Client core.
     ReplyToSocket,
-    /// A read, from read on its client core until its reply was queued. Client core.
+    /// A read, from the socket read that completed it on its client core until its reply was
+    /// queued. Client core.
     Read,
 }
 

@@ -48,7 +48,7 @@ def histograms_of(admin_port):
 
 def check_consistent(hostport, admin_port, expected):
     """Every stage: mntr's count is `expected[stage]` (an int, or a predicate on the count);
-    p50 <= p99 <= max; /metrics shows the same count, buckets cumulative with fixed edges, the
+    p50 <= p99 <= max; /metrics shows the same count (at least it, for a predicate's stage), buckets cumulative with fixed edges, the
     +Inf bucket equal to the count, and a sum within count x max."""
     def counts_reached():
         got = stages_of(hostport)
@@ -66,13 +66,19 @@ def check_consistent(hostport, admin_port, expected):
     edges = None
     for s in STAGES:
         buckets, total, count = hist[s]
-        assert count == got[s][0], (s, count, got[s])
+        # A stage given as a predicate may still be counting (a leader's own fdatasync can
+        # finish after the quorum committed the txns it carried): /metrics, read after mntr,
+        # shows at least mntr's count; the others are exact.
+        moving = callable(expected.get(s))
+        assert count >= got[s][0] if moving else count == got[s][0], (s, count, got[s])
         les = [le for le, _ in buckets]
         assert les == sorted(les) and les[-1] == float("inf") and len(set(les)) == len(les), s
         edges = edges or les
         assert les == edges, "every stage has the same bucket edges"
         cum = [c for _, c in buckets]
         assert cum == sorted(cum) and cum[-1] == count, (s, cum[-1], count)
+        if moving and count != got[s][0]:
+            continue  # mntr's max and p50 are of fewer records than /metrics shows
         assert total is not None and total <= count * (got[s][3] + 1) / 1e6 + 1e-9, (s, total, got[s])
         if count:
             # The bucket where the cumulative count reaches half holds mntr's p50.
