@@ -50,7 +50,9 @@ fn dir_polls(dir: &Path) -> bool {
 
 /// Keeps the device of `dir` off glommio's IOPOLL ring for this thread, unless its queue polls
 /// (see the module doc). Call it on the executor thread before it opens DMA files in `dir`.
-/// Nothing is lost if it cannot (the files then go where glommio decides); it says so.
+/// Nothing is lost if it cannot (the files then go where glommio decides); it says so. Runs
+/// once per log open, before the core serves: its blocking calls are a stat of `dir` and
+/// reads of sysfs (kernel memory, no disk); the probe file goes through glommio.
 pub async fn keep_off_poll_ring_unless_it_polls(dir: &Path) {
     if dir_polls(dir) {
         tracing::info!("{}: the disk's queue polls (io_poll 1); the txn log uses glommio's poll ring", dir.display());
@@ -71,7 +73,8 @@ pub async fn keep_off_poll_ring_unless_it_polls(dir: &Path) {
             dir.display()
         ),
     }
-    if let Err(e) = std::fs::remove_file(&path) {
+    if let Err(e) = glommio::io::remove(&path).await {
+        let e = std::io::Error::from(e);
         if e.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!("removing {}: {e}", path.display());
         }

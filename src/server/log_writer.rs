@@ -437,21 +437,21 @@ impl TxnLogWriter {
         let sync_started = match self.sync {
             SyncMode::Off => None,
             SyncMode::WriteThrough => Some(batch_started),
-            SyncMode::FdatasyncAside => {
+            SyncMode::Fdatasync | SyncMode::FdatasyncAside => {
                 let started = std::time::Instant::now();
-                if let Err(e) = seg.file.fdatasync().await {
+                let synced = if self.sync == SyncMode::FdatasyncAside {
+                    seg.file.fdatasync().await.map_err(io::Error::from)
+                } else {
+                    use std::os::fd::AsRawFd;
+                    // SAFETY: the fd belongs to the open segment file.
+                    match unsafe { libc::fdatasync(seg.file.as_raw_fd()) } {
+                        0 => Ok(()),
+                        _ => Err(io::Error::last_os_error()),
+                    }
+                };
+                if let Err(e) = synced {
                     seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
-                    return Err(io::Error::from(e));
-                }
-                Some(started)
-            }
-            SyncMode::Fdatasync => {
-                use std::os::fd::AsRawFd;
-                let started = std::time::Instant::now();
-                // SAFETY: the fd belongs to the open segment file.
-                if unsafe { libc::fdatasync(seg.file.as_raw_fd()) } != 0 {
-                    seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
-                    return Err(io::Error::last_os_error());
+                    return Err(e);
                 }
                 Some(started)
             }
