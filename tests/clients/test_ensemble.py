@@ -42,6 +42,33 @@ def _ports_free(ports):
     return True
 
 
+# scripts/ensemble.sh's ports beside the client ports BASE..BASE+n-1: BASE+OFFSET+i for member i
+# (quorum, election, admin HTTP, and the second address of a `full` server line).
+ENSEMBLE_PORT_OFFSETS = (10000, 10100, 10200, 10300, 10400)
+# Bases are taken from 20000..ENSEMBLE_BASE_END, so that every port an ensemble uses stays below
+# 32768, where Linux's ephemeral range starts: an outgoing connection of any process can take a
+# port in that range at any moment (a CI run lost member 7's peer port that way), and above
+# helpers.free_port's 10000..20000.
+ENSEMBLE_BASE_FIRST = 20000
+ENSEMBLE_MEMBER_ID_MAX = 16
+ENSEMBLE_BASE_END = 32768 - ENSEMBLE_PORT_OFFSETS[-1] - 16
+
+
+def _ensemble_base_slice(n):
+    """[first, last) of the bases this pytest-xdist worker picks from: each worker has a slice of
+    its own, cut so that no port of one worker's ensembles (client or peer) falls in another's."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    index = int(worker[2:]) % workers if worker[2:].isdigit() else 0
+    size = (ENSEMBLE_BASE_END - ENSEMBLE_BASE_FIRST) // workers
+    first = ENSEMBLE_BASE_FIRST + index * size
+    # The highest offset's ports of a base near the slice's end must stay below the next slice's
+    # lowest offset port: first + size + 10000. Members added later (reconfig) take ids above n.
+    spread = ENSEMBLE_PORT_OFFSETS[-1] - ENSEMBLE_PORT_OFFSETS[0] + max(n, ENSEMBLE_MEMBER_ID_MAX)
+    assert size > spread + 16, f"{workers} workers leave too few ensemble ports each"
+    return first, first + size - spread
+
+
 # preAllocSize (KiB) for test ensembles: the default 64 MiB per log segment, fallocated,
 # costs a kill -9 campaign gigabytes of disk for nothing it tests.
 TEST_PREALLOC_KB = 4096
@@ -57,9 +84,10 @@ class Ensemble:
                         RK_CLIENT_CORES=str(client_cores), RK_SERVER_LINE=server_line)
         if prealloc_kb is not None:  # None: the server's default
             self.env["RK_PREALLOC_KB"] = str(prealloc_kb)
+        first, last = _ensemble_base_slice(n)
         for _ in range(100):
-            base = random.randrange(20000, 30000)
-            ports = [base + i for i in range(n)] + [base + off + i for off in (10000, 10200, 10300)
+            base = random.randrange(first, last)
+            ports = [base + i for i in range(n)] + [base + off + i for off in ENSEMBLE_PORT_OFFSETS
                                                     for i in range(1, n + 1)]
             if _ports_free(ports):
                 break
