@@ -1531,8 +1531,10 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     let incarnation = (now.wall_ms as u64) << 8 | my_id;
     let zab_cfg_voters = zab_cfg.voters.clone();
     let peer = Peer::new(zab_cfg, durable, incarnation);
-    let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
-    drop(recovered);
+    // The log opens after the peer listeners: everything that can refuse the start before it
+    // (the quorum TLS stores, a taken peer port) then fails with no disk work started. The log's
+    // writer starts a spare segment on glommio's blocking pool at once, and an executor that
+    // stops with such a call in flight makes glommio's pool thread panic as it answers.
     let tls = quorum_tls(&config).await?;
     let sasl = config.quorum_sasl.clone().map(|q| {
         let k = &q.keys;
@@ -1562,6 +1564,8 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         Rc::new(crate::server::peer_auth::PeerSasl::new(q, hosts))
     });
     let (mut net, peer_rx) = PeerNet::start_secured(my_id, &peers, tls, sasl).map_err(|e| e.to_string())?;
+    let log_writer = open_log(&config, &recovered.tail, recovered.last_zxid + 1, &stats).await?;
+    drop(recovered);
     tracing::info!(
         "peer {my_id}: ensemble member at zxid {:#x} (epochs {accepted_epoch}/{current_epoch}), peers on {listen}",
         committed.last_zxid()

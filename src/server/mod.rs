@@ -4,7 +4,9 @@
 //! batches (and the atomics of `stats` and `conn_limits`); any core that fails asks every
 //! other to stop, so the process never half-runs; a panic on any thread ends the process at
 //! once with a message and exit status `PANIC_EXIT_STATUS` (fail-stop: a supervisor restarts
-//! it, and nothing unacknowledged is lost since nothing is acknowledged before it is durable).
+//! it, and nothing unacknowledged is lost since nothing is acknowledged before it is durable);
+//! the one exception is glommio's blocking pool finding the executor it answers stopped, which
+//! happens only during a stop already under way.
 
 pub mod admin;
 pub mod admin_auth;
@@ -58,12 +60,31 @@ fn install_fail_stop_hook() {
     std::panic::set_hook(Box::new(move |info| {
         let thread = std::thread::current();
         let name = thread.name().unwrap_or("unnamed").to_string();
+        let message = info.payload().downcast_ref::<&str>().copied();
+        if is_late_blocking_answer(message, info.location().map_or("", |l| l.file())) {
+            // Not a fault of the server: the executor that made the call has stopped, which
+            // happens only when the server stops (its exit status is the stop's own). The pool
+            // thread ends here; nothing is printed, and the process is not ended on its behalf.
+            tracing::debug!("glommio's blocking pool answered an executor that had stopped (thread {name})");
+            return;
+        }
         tracing::error!("panic on thread {name}: {info}; stopping the server (exit status {PANIC_EXIT_STATUS})");
         default_hook(info);
         // SAFETY: _exit ends the process without running destructors or atexit handlers,
         // which could touch state the panic left half-updated on this or another thread.
         unsafe { libc::_exit(PANIC_EXIT_STATUS) }
     }));
+}
+
+/// glommio's blocking-pool thread panics with this when the executor whose call it ran has
+/// gone: a blocking call (an fallocate of a spare log segment, a rename) still in flight as
+/// that executor stopped.
+const GLOMMIO_LATE_ANSWER: &str = "failed to send response";
+
+/// Whether a panic is glommio's blocking pool finding its executor stopped (`message` the
+/// panic's `&str` payload, `file` where it was raised).
+fn is_late_blocking_answer(message: Option<&str>, file: &str) -> bool {
+    message == Some(GLOMMIO_LATE_ANSWER) && file.contains("glommio") && file.ends_with("sys/blocking.rs")
 }
 
 /// Runs a standalone server until SIGTERM / SIGINT. Errors are messages for the operator.
@@ -414,4 +435,23 @@ fn recover(config: &Config) -> Result<storage::recovery::Recovered, String> {
         }
     }
     Err(format!("more than {DAMAGED_SEGMENTS_SET_ASIDE_MAX} corrupt txn log segments; the server will not start"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_late_blocking_answer;
+
+    #[test]
+    fn only_glommios_late_blocking_answer_is_spared_the_fail_stop() {
+        let pool = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/glommio-0.9.0/src/sys/blocking.rs";
+        assert!(is_late_blocking_answer(Some("failed to send response"), pool));
+        // Any other panic there, or the same words raised anywhere else, still stops the server.
+        assert!(!is_late_blocking_answer(Some("failed to bind blocking thread"), pool));
+        assert!(!is_late_blocking_answer(None, pool));
+        assert!(!is_late_blocking_answer(Some("failed to send response"), "src/server/ensemble.rs"));
+        assert!(!is_late_blocking_answer(
+            Some("failed to send response"),
+            "/x/glommio-0.9.0/src/channels/shared_channel.rs"
+        ));
+    }
 }
