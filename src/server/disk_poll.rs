@@ -73,11 +73,8 @@ pub async fn keep_off_poll_ring_unless_it_polls(dir: &Path) {
             dir.display()
         ),
     }
-    if let Err(e) = glommio::io::remove(&path).await {
-        let e = std::io::Error::from(e);
-        if e.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!("removing {}: {e}", path.display());
-        }
+    if let Err(e) = super::log_writer::remove_if_present(&path).await {
+        tracing::warn!("removing {}: {e}", path.display());
     }
 }
 

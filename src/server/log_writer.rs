@@ -401,7 +401,7 @@ impl TxnLogWriter {
                 let path = seg.path.clone();
                 seg.close().await?;
                 tracing::info!("removing {}, an empty log segment named for another zxid", path.display());
-                std::fs::remove_file(&path)?;
+                glommio::io::remove(&path).await.map_err(io::Error::from)?;
                 sync_dir(&self.log_dir).await?;
             }
         }
@@ -516,7 +516,7 @@ impl TxnLogWriter {
                     // Leave no half-made segment behind (it would hold space, and block the
                     // next try's create_new).
                     let _ = file.close().await;
-                    let _ = std::fs::remove_file(&path);
+                    let _ = remove_if_present(&path).await;
                     return Err(io::Error::from(e));
                 }
                 file
@@ -620,15 +620,7 @@ fn read_tail_block(path: &Path, offset: u64) -> io::Result<Vec<u8>> {
 /// Creates `path` (replacing any old file of that name) as `bytes` of zeroes, written with
 /// O_DIRECT and made durable, and returns it open.
 async fn zero_filled_file(path: &Path, bytes: u64) -> io::Result<DmaFile> {
-    match glommio::io::remove(path).await {
-        Ok(()) => {}
-        Err(e) => {
-            let e = io::Error::from(e);
-            if e.kind() != io::ErrorKind::NotFound {
-                return Err(e);
-            }
-        }
-    }
+    remove_if_present(path).await?;
     let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(path).await?;
     let len = (bytes as usize).next_multiple_of(LOG_BLOCK_BYTES);
     let filled = async {
@@ -639,10 +631,19 @@ async fn zero_filled_file(path: &Path, bytes: u64) -> io::Result<DmaFile> {
     if let Err(e) = filled {
         // A partly filled spare (the disk filled up) must not keep the space it took.
         let _ = file.close().await;
-        let _ = std::fs::remove_file(path);
+        let _ = remove_if_present(path).await;
         return Err(e);
     }
     Ok(file)
+}
+
+/// Removes `path` through glommio's blocking pool (not on the executor's thread); a file
+/// already gone is not an error.
+pub(super) async fn remove_if_present(path: &Path) -> io::Result<()> {
+    match glommio::io::remove(path).await.map_err(io::Error::from) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
 }
 
 /// Writes `len` zero bytes (a multiple of the block size) from offset 0: every full-size write

@@ -107,12 +107,18 @@ def _port_bindable(port):
     return True
 
 
-def free_port():
+def xdist_worker():
+    """(this pytest-xdist worker's index, the number of workers); (0, 1) without xdist."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    index = int(worker[2:]) % workers if worker[2:].isdigit() else 0
+    return index, workers
+
+
+def free_port():
+    index, workers = xdist_worker()
     size = FREE_PORT_COUNT // workers
-    first = FREE_PORT_FIRST + (index % workers) * size
+    first = FREE_PORT_FIRST + index * size
     # In turn through the slice, from a random start: a port handed out is not handed out
     # again until the slice wraps, so two picks made before either is bound never collide
     # (random picks did: two members of one ensemble got the same election port).

@@ -5,7 +5,9 @@ the ringkeeper-specific expectations (exit code 0, the warning) are checked on
 ringkeeper only — Apache's JVM exits 143 on SIGTERM and ignores unknown keys silently."""
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 
 import pytest
@@ -255,9 +257,6 @@ def test_ensemble_member_whose_peer_port_is_taken_exits_with_the_bind_error(make
     s = make_server(start=False)
     if s.kind != "ringkeeper":
         pytest.skip("ringkeeper's start order; Apache retries its quorum port")
-    import shutil
-    import socket
-
     holder = socket.socket()
     try:
         holder.bind(("127.0.0.1", 0))

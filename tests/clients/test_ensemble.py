@@ -15,7 +15,7 @@ import time
 import pytest
 
 import rawzk
-from helpers import REPO, RK_BIN, wait_until
+from helpers import REPO, RK_BIN, wait_until, xdist_worker
 from dashboard import exported_names, missing_metrics
 from test_admin_http import prometheus
 from test_four_letter_words import four_letter_word, mntr
@@ -57,9 +57,7 @@ ENSEMBLE_BASE_END = 32768 - ENSEMBLE_PORT_OFFSETS[-1] - 16
 def _ensemble_base_slice(n):
     """[first, last) of the bases this pytest-xdist worker picks from: each worker has a slice of
     its own, cut so that no port of one worker's ensembles (client or peer) falls in another's."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-    index = int(worker[2:]) % workers if worker[2:].isdigit() else 0
+    index, workers = xdist_worker()
     size = (ENSEMBLE_BASE_END - ENSEMBLE_BASE_FIRST) // workers
     first = ENSEMBLE_BASE_FIRST + index * size
     # The highest offset's ports of a base near the slice's end must stay below the next slice's
