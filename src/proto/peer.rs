@@ -14,8 +14,9 @@ use std::fmt;
 
 /// The first bytes on every peer connection.
 pub const PEER_MAGIC: [u8; 4] = *b"RKPR";
-/// 2: a SNAP is streamed (SnapBegin, SnapChunk…, SnapEnd); version 1 sent it as one frame.
-pub const PEER_PROTOCOL_VERSION: u16 = 2;
+/// 3: the leader says when its own log holds a proposal (`LeaderMsg::Logged`); 2 streamed a SNAP
+/// (SnapBegin, SnapChunk…, SnapEnd) but had no Logged; version 1 sent a SNAP as one frame.
+pub const PEER_PROTOCOL_VERSION: u16 = 3;
 /// Hello: magic, version u16, sender sid u64.
 pub const PEER_HELLO_BYTES: usize = 4 + 2 + 8;
 /// Room in a frame around the one txn or forwarded request it carries: tags, link, nonce,
@@ -124,7 +125,7 @@ pub fn frame_kind_bytes_max(head: &[u8]) -> Result<Option<usize>, PeerCodecError
             Some(3 | 6) => PEER_FRAME_BYTES_MAX,
             Some(11) => PEER_SNAP_CHUNK_FRAME_BYTES_MAX,
             // A whole-state Snap (tag 2) is never sent: a SNAP streams in chunks.
-            Some(1 | 2 | 4 | 5 | 7 | 8 | 9 | 10 | 12) => PEER_SMALL_FRAME_BYTES_MAX,
+            Some(1 | 2 | 4 | 5 | 7 | 8 | 9 | 10 | 12 | 13) => PEER_SMALL_FRAME_BYTES_MAX,
             Some(tag) => return Err(PeerCodecError::UnknownTag { what: "leader message", tag }),
         },
         tag => return Err(PeerCodecError::UnknownTag { what: "message", tag }),
@@ -341,6 +342,10 @@ fn encode_message(out: &mut BytesMut, msg: &Message) {
                     out.put_i64(*zxid);
                 }
                 LeaderMsg::Ping => out.put_u8(8),
+                LeaderMsg::Logged { zxid } => {
+                    out.put_u8(13);
+                    out.put_i64(*zxid);
+                }
                 LeaderMsg::Reply { data } => {
                     out.put_u8(9);
                     put_bytes(out, data);
@@ -494,6 +499,7 @@ pub fn decode_message(frame: Bytes) -> Result<Message, PeerCodecError> {
                 10 => LeaderMsg::SnapBegin { zxid: r.i64()? },
                 11 => LeaderMsg::SnapChunk { data: r.bytes()? },
                 12 => LeaderMsg::SnapEnd { length: r.u64()?, crc: r.u32()? },
+                13 => LeaderMsg::Logged { zxid: r.i64()? },
                 tag => return Err(PeerCodecError::UnknownTag { what: "leader message", tag }),
             };
             Message::ToFollower { link, leader_nonce, seq, body }
@@ -563,6 +569,7 @@ mod tests {
             LeaderMsg::SnapChunk { data: Bytes::new() },
             LeaderMsg::SnapEnd { length: u64::MAX, crc: 0xdead_beef },
             LeaderMsg::Commit { zxid: 0x5_0000_0001 },
+            LeaderMsg::Logged { zxid: 0x5_0000_0002 },
             LeaderMsg::Ping,
         ] {
             out.push(Message::ToFollower { link: 4, leader_nonce: u64::MAX, seq: 0, body });

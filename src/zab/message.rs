@@ -132,6 +132,12 @@ pub enum LeaderMsg {
     Commit {
         zxid: Zxid,
     },
+    /// The leader's own log holds everything up to `zxid` durably (cumulative; sent when its
+    /// own append completes without committing it). A voter whose own log holds it too, and for
+    /// whom the leader and itself are a quorum (3 voters), commits without waiting for Commit.
+    Logged {
+        zxid: Zxid,
+    },
     Ping,
     /// The leader's shell answers something the follower's shell forwarded (opaque here;
     /// it travels in order with the proposals and commits of the link).

@@ -18,6 +18,12 @@
 //!   notifications carry `NON_VOTE` and say LOOKING (no vote, no FOLLOWING backing), it never
 //!   leads, and its ACKEPOCH is never fresh (so no leader counts it in the discovery quorum
 //!   whose histories a new leader must cover). Then it persists `Rejoined` and votes again.
+//! - A follower commits what a quorum has logged as soon as it knows it: its own durable point
+//!   and the leader's (`LeaderMsg::Logged`) when those two are a quorum of every membership in
+//!   force (three voters, no reconfiguration pending), without waiting for Commit; the
+//!   leader's Commit still comes and covers every other case. A quorum that logged a proposal
+//!   of the current epoch holds it in every later leader's history, so this commits nothing a
+//!   leader could lose.
 //! - Reconfiguration (issue 16; `ZabConfig::membership_of` names the txns that change the
 //!   membership): logged, uncommitted reconfigurations are `next_configs`; while there is one,
 //!   a txn at or after it commits only with a majority of the active voters AND of its voters
@@ -182,14 +188,16 @@ pub struct NextConfig {
     pub observers: Vec<Sid>,
 }
 
-/// Deliberate bugs the reconfiguration scenarios must catch (tests only).
+/// Deliberate bugs the scenarios must catch (tests only).
 #[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReconfigMutation {
+pub enum PeerMutation {
     /// A reconfiguration activates when it is logged, not when it commits.
     ActivateWhenLogged,
     /// While a reconfiguration is pending, only its voters' majority commits.
     NewQuorumOnly,
+    /// A follower commits what its own log holds, without the leader's (`LeaderMsg::Logged`).
+    FollowerCommitsOwnLog,
 }
 
 /// The role, for the shell and for tests.
@@ -332,6 +340,10 @@ struct FollowingState {
     phase: FollowPhase,
     last_heard_tick: u64,
     leader_committed: Zxid,
+    /// The leader's own durable point in this leadership (`LeaderMsg::Logged`).
+    leader_logged: Zxid,
+    /// This peer's own durable point for the leader's proposals (each ack it sent).
+    own_logged: Zxid,
 }
 
 #[derive(Debug)]
@@ -368,7 +380,7 @@ pub struct Peer {
     /// The zxid of the reconfiguration that made the active membership (0: the starting one).
     active_version: Zxid,
     #[cfg(test)]
-    mutation: Option<ReconfigMutation>,
+    mutation: Option<PeerMutation>,
 }
 
 impl Peer {
@@ -423,7 +435,7 @@ impl Peer {
 
     /// Tests only: makes this peer carry a deliberate reconfiguration bug.
     #[cfg(test)]
-    pub fn set_mutation(&mut self, m: ReconfigMutation) {
+    pub fn set_mutation(&mut self, m: PeerMutation) {
         self.mutation = Some(m);
     }
 
@@ -450,7 +462,7 @@ impl Peer {
             if let Some((voters, observers)) = (self.cfg.membership_of)(&t.data) {
                 self.next_configs.push(NextConfig { zxid: t.zxid, voters, observers });
                 #[cfg(test)]
-                if self.mutation == Some(ReconfigMutation::ActivateWhenLogged) {
+                if self.mutation == Some(PeerMutation::ActivateWhenLogged) {
                     self.activate(t.zxid, out);
                 }
             }
@@ -879,6 +891,8 @@ impl Peer {
             phase: FollowPhase::Discovering,
             last_heard_tick: self.tick,
             leader_committed: 0,
+            leader_logged: 0,
+            own_logged: 0,
         });
         self.send(leader, Message::FollowerInfo { link, accepted_epoch: self.accepted_epoch }, out);
     }
@@ -983,6 +997,7 @@ impl Peer {
                 f.leader_committed = f.leader_committed.max(committed);
                 let c = f.leader_committed;
                 self.commit_to(c, out);
+                self.commit_logged_by_pair(out);
                 if self.lost_log {
                     // An established leader synced this peer: it holds every committed txn again.
                     tracing::info!("peer {}: synced with an established leader; it votes again", self.cfg.my_id);
@@ -1012,7 +1027,44 @@ impl Peer {
                     self.commit_to(zxid, out);
                 }
             }
+            LeaderMsg::Logged { zxid } => {
+                f.leader_logged = f.leader_logged.max(zxid);
+                self.commit_logged_by_pair(out);
+            }
         }
+    }
+
+    /// A follower's own log holds the proposals up to `zxid` (it acks them now).
+    fn on_own_logged(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
+        if let RoleState::Following(f) = &mut self.state {
+            f.own_logged = f.own_logged.max(zxid);
+        }
+        self.commit_logged_by_pair(out);
+    }
+
+    /// Commits, on a follower in broadcast, what both its own log and its leader's hold, when
+    /// the two of them are a quorum of the active voters and of every pending membership (a
+    /// pending reconfiguration in the log makes this conservative: it needs both majorities
+    /// for every txn, as the leader does only for those after it).
+    fn commit_logged_by_pair(&mut self, out: &mut Vec<Output>) {
+        let RoleState::Following(f) = &self.state else { return };
+        if f.phase != FollowPhase::Broadcast {
+            return;
+        }
+        #[cfg(test)]
+        if self.mutation == Some(PeerMutation::FollowerCommitsOwnLog) {
+            let own = f.own_logged;
+            return self.commit_to(own, out);
+        }
+        let upto = f.own_logged.min(f.leader_logged);
+        if upto <= self.committed || !self.counts() {
+            return;
+        }
+        let pair = [self.cfg.my_id, f.leader];
+        if !self.has_quorums(pair.iter()) {
+            return;
+        }
+        self.commit_to(upto, out);
     }
 
     fn send_ack_epoch(&mut self, fresh: bool, out: &mut Vec<Output>) {
@@ -1431,9 +1483,7 @@ impl Peer {
             self.next_configs.iter().map(|n| NextVoters { zxid: n.zxid, voters: &n.voters }).collect();
         #[cfg(test)]
         let quorum_logged = match (self.mutation, next.last()) {
-            (Some(ReconfigMutation::NewQuorumOnly), Some(n)) => {
-                commit_point(n.voters, majority(n.voters), &[], &l.acked)
-            }
+            (Some(PeerMutation::NewQuorumOnly), Some(n)) => commit_point(n.voters, majority(n.voters), &[], &l.acked),
             _ => commit_point(&self.cfg.voters, quorum, &next, &l.acked),
         };
         #[cfg(not(test))]
@@ -1452,6 +1502,26 @@ impl Peer {
         self.commit_to(z, out);
         for f in targets {
             self.send_to_follower(f, LeaderMsg::Commit { zxid: z }, out);
+        }
+    }
+
+    /// The leader's own log holds every proposal up to `zxid`: tells each up-to-date voter that
+    /// forms a quorum with it (`Peer::commit_logged_by_pair`), unless `zxid` is committed already
+    /// (the Commit just sent says more).
+    fn announce_logged(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
+        let me = self.cfg.my_id;
+        let RoleState::Leading(l) = &self.state else { return };
+        if !l.established || zxid <= self.committed {
+            return;
+        }
+        let targets: Vec<Sid> = l
+            .followers
+            .iter()
+            .filter(|(s, v)| v.up_to_date && self.has_quorums([me, **s].iter()))
+            .map(|(s, _)| *s)
+            .collect();
+        for f in targets {
+            self.send_to_follower(f, LeaderMsg::Logged { zxid }, out);
         }
     }
 
@@ -1618,7 +1688,10 @@ impl Peer {
             AfterPersist::Nothing => {}
             AfterPersist::SendAckEpoch => self.send_ack_epoch(true, out),
             AfterPersist::SendAckNewLeader { epoch } => self.send_to_leader(FollowerMsg::AckNewLeader { epoch }, out),
-            AfterPersist::SendAck { zxid } => self.send_to_leader(FollowerMsg::Ack { zxid }, out),
+            AfterPersist::SendAck { zxid } => {
+                self.send_to_leader(FollowerMsg::Ack { zxid }, out);
+                self.on_own_logged(zxid, out);
+            }
             AfterPersist::LeaderEpochAccepted => self.on_epoch_accepted(out),
             AfterPersist::LeaderEpochCurrent => {
                 let me = self.cfg.my_id;
@@ -1628,6 +1701,7 @@ impl Peer {
             AfterPersist::LeaderOwnAck { zxid } => {
                 let me = self.cfg.my_id;
                 self.ack(me, zxid, out);
+                self.announce_logged(zxid, out);
             }
         }
     }

@@ -3,12 +3,12 @@
 //! turned observer and back, and the partitioned-majority case that the joint quorum exists
 //! for, each checked for the simulator's invariants (no acknowledged write lost, one committed
 //! history, every replica serving and identical) and for one membership everywhere.
-//! The deliberate mutations (`peer::ReconfigMutation`) must fail the partitioned case: each
+//! The deliberate mutations (`peer::PeerMutation`) must fail the partitioned case: each
 //! has a test that expects the simulator to catch it. Scripted runs are deterministic (seed 7),
 //! so a failure replays exactly with the same test.
 //! Rules: each scenario asserts that it reached the situation it names before healing.
 
-use super::peer::{ReconfigMutation, Role};
+use super::peer::{PeerMutation, Role};
 use super::sim::Sim;
 use super::Sid;
 
@@ -161,7 +161,7 @@ fn a_member_that_missed_the_commit_adopts_it_from_the_election() {
 /// The case the joint quorum guards: the leader and two observers it promotes are on one side,
 /// the two other voters on the other. The reconfiguration must not commit (the old voters'
 /// majority never logged it); the other side elects under the old membership and writes.
-fn partitioned_majority(mutation: Option<ReconfigMutation>) {
+fn partitioned_majority(mutation: Option<PeerMutation>) {
     let (mut sim, leader) = ensemble(3, 2, 3);
     let others: Vec<Sid> = (1..=3).filter(|&s| s != leader).collect();
     if let Some(m) = mutation {
@@ -200,11 +200,11 @@ fn a_reconfiguration_needs_the_old_majority_too() {
 #[test]
 #[should_panic(expected = "committed history")]
 fn mutation_counting_only_the_new_quorum_is_caught() {
-    partitioned_majority(Some(ReconfigMutation::NewQuorumOnly));
+    partitioned_majority(Some(PeerMutation::NewQuorumOnly));
 }
 
 #[test]
 #[should_panic(expected = "committed history")]
 fn mutation_activating_before_commit_is_caught() {
-    partitioned_majority(Some(ReconfigMutation::ActivateWhenLogged));
+    partitioned_majority(Some(PeerMutation::ActivateWhenLogged));
 }

@@ -6,7 +6,7 @@
 //! change that makes the situation unreachable fails here instead of passing vacuously.
 
 use super::message::{FollowerMsg, LeaderMsg, Message};
-use super::peer::{PersistOp, Role};
+use super::peer::{PeerMutation, PersistOp, Role};
 use super::sim::{Event, Sim};
 use super::Sid;
 
@@ -339,4 +339,72 @@ fn issue17_a_follower_whose_disk_hangs_follows_until_synclimit_then_is_dropped()
     sim.hold_fsyncs(other, false);
     let report = sim.heal_and_check();
     assert!(report.committed >= 10);
+}
+
+#[test]
+fn issue17_a_follower_commits_what_it_and_its_leader_logged_before_the_commit_arrives() {
+    // Three voters: the follower's own log and the leader's are a quorum. The leader says when
+    // its own append is durable (Logged), and a follower that holds the proposal too commits it
+    // then, one round trip before the leader, which has not heard its ack, could send Commit.
+    let (mut sim, leader, followers) = ensemble(3);
+    let (fast, away) = (followers[0], followers[1]);
+    sim.isolate(away);
+    sim.cut_one_way(fast, leader);
+    let w = sim.write_via(leader);
+    assert!(
+        sim.run_until(200, |ev| delivered_from(ev, leader, fast, |m| matches!(m, LeaderMsg::Logged { .. }))),
+        "the leader never said its own log holds the proposal"
+    );
+    sim.run_for(20);
+    assert!(sim.delivered_write(fast, w), "the follower did not commit what it and its leader logged");
+    assert!(!sim.delivered_write(leader, w), "the leader committed without hearing a second ack");
+    let (at_leader, at_fast) = (sim.committed_at(leader).unwrap(), sim.committed_at(fast).unwrap());
+    assert!(at_fast > at_leader, "follower at {at_fast:#x}, leader at {at_leader:#x}");
+    let report = sim.heal_and_check();
+    assert!(sim.history_has_write(w) && report.committed >= 4);
+}
+
+/// The leader's own append held (its disk is slow), one follower cut off, a write proposed:
+/// the other follower holds it alone, one of three logs. Then the leader crashes (its write
+/// never reached its disk) and the follower stays down, while the leader and the third peer
+/// elect and write. Whether the write proposed first is in the committed history at the end.
+fn follower_alone_holds_a_proposal(mutation: Option<PeerMutation>) -> bool {
+    let (mut sim, leader, followers) = ensemble(3);
+    let (alone, away) = (followers[0], followers[1]);
+    if let Some(m) = mutation {
+        sim.mutate(alone, m);
+    }
+    sim.isolate(away);
+    sim.hold_fsyncs(leader, true);
+    let w = sim.write_via(leader);
+    assert!(
+        sim.run_until(200, |ev| sent_by(ev, alone, |m| matches!(m, FollowerMsg::Ack { .. }))),
+        "the follower never logged the proposal"
+    );
+    sim.run_for(20);
+    assert!(!sim.delivered_write(leader, w), "the leader committed with one log of three");
+    sim.crash_now(leader);
+    sim.crash_now(alone);
+    sim.hold_fsyncs(leader, false);
+    sim.rejoin(away);
+    sim.restart_now(leader);
+    sim.run_for(3_000);
+    let side = sim.leader_among(&[leader, away]).expect("the two others elect");
+    let other = sim.write_via(side);
+    sim.run_for(500);
+    assert!(sim.history_has_write(other), "the two others did not commit");
+    sim.heal_and_check();
+    sim.history_has_write(w)
+}
+
+#[test]
+fn issue17_a_follower_does_not_commit_on_its_own_log_alone() {
+    // Never acknowledged, held by one log of three: the others' history replaces it.
+    assert!(!follower_alone_holds_a_proposal(None), "a write one log of three held was committed");
+}
+
+#[test]
+#[should_panic(expected = "committed history")]
+fn mutation_a_follower_committing_its_own_log_alone_is_caught() {
+    follower_alone_holds_a_proposal(Some(PeerMutation::FollowerCommitsOwnLog));
 }

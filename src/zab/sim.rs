@@ -866,7 +866,7 @@ impl Sim {
     }
 
     /// Makes peer `id` (running) carry a deliberate reconfiguration bug.
-    pub fn mutate(&mut self, id: Sid, m: super::peer::ReconfigMutation) {
+    pub fn mutate(&mut self, id: Sid, m: super::peer::PeerMutation) {
         self.nodes.get_mut(&id).and_then(|n| n.peer.as_mut()).expect("peer running").set_mutation(m);
     }
 
@@ -897,6 +897,22 @@ impl Sim {
     pub fn cut_link(&mut self, a: Sid, b: Sid) {
         self.cut.insert((a, b));
         self.cut.insert((b, a));
+    }
+
+    /// Cuts the link from `from` to `to` only: what `from` sends `to` is lost, the other way
+    /// still arrives.
+    pub fn cut_one_way(&mut self, from: Sid, to: Sid) {
+        self.cut.insert((from, to));
+    }
+
+    /// Whether peer `id` delivered write `w` (in this or an earlier incarnation).
+    pub fn delivered_write(&self, id: Sid, w: u64) -> bool {
+        self.nodes[&id].delivered.iter().any(|t| write_id(&t.data) == Some(w))
+    }
+
+    /// Peer `id`'s commit point (None when it is down).
+    pub fn committed_at(&self, id: Sid) -> Option<Zxid> {
+        self.nodes[&id].peer.as_ref().map(|p| p.committed())
     }
 
     /// The serving leader among `ids`, if one of them leads.
