@@ -502,7 +502,8 @@ impl Member {
     // ---- the leader's side ----
 
     /// Proposes one txn prepared here (`prep` holds every earlier proposal); returns its zxid.
-    fn propose(&mut self, session_id: i64, cxid: i32, op: TxnOp, now: Now) -> Option<Zxid> {
+    /// `waiter`: the follower whose client waits for it (it forwarded the request).
+    fn propose(&mut self, session_id: i64, cxid: i32, op: TxnOp, waiter: Option<Sid>, now: Now) -> Option<Zxid> {
         let Some(zxid) = self.peer.next_proposal_zxid() else {
             // An established leader out of zxid counter starts a new election (and epoch);
             // otherwise this leadership is over or not yet established: nothing is proposed.
@@ -519,7 +520,7 @@ impl Member {
         let data = self.encode_buf.split().freeze();
         self.stats.count_proposal(data.len());
         self.intake_bytes += data.len();
-        self.step(Input::Propose { data });
+        self.step(Input::Propose { data, waiter });
         if self.proposed_at.len() < PROPOSALS_TIMED_MAX {
             self.proposed_at.push_back((zxid, Instant::now(), Stage::ProposeToCommit));
         }
@@ -529,7 +530,8 @@ impl Member {
     fn create_session(&mut self, from: Sid, id: i64, timeout_ms: i32, now: Now) {
         self.sessions.add(id, timeout_ms, now.mono_ms);
         self.owners.insert(id, from);
-        let _ = self.propose(id, 0, TxnOp::CreateSession { timeout_ms }, now);
+        let waiter = (from != self.me).then_some(from);
+        let _ = self.propose(id, 0, TxnOp::CreateSession { timeout_ms }, waiter, now);
     }
 
     /// Is `session_id` alive? If so it now belongs to `from`, with `timeout_ms`.
@@ -572,7 +574,8 @@ impl Member {
             self.sessions.remove(session_id);
             self.owners.remove(&session_id);
         }
-        self.propose(session_id, cxid, txn_op, now)
+        let waiter = (from != self.me).then_some(from);
+        self.propose(session_id, cxid, txn_op, waiter, now)
     }
 
     /// A reconfig, decided as ZooKeeper's leader does, in its order: reconfigEnabled
@@ -682,12 +685,12 @@ impl Member {
         if self.prep.as_ref().is_some_and(|t| t.session_secret().is_none()) {
             // The proposal at the start of this leadership did not go out (or was lost with
             // an earlier leadership's): try again.
-            let _ = self.propose(0, 0, TxnOp::SessionSecret { secret: random_session_secret() }, now);
+            let _ = self.propose(0, 0, TxnOp::SessionSecret { secret: random_session_secret() }, None, now);
         }
         for (id, _) in self.sessions.expired(now.mono_ms) {
             tracing::info!("session {id:#x} expired");
             self.owners.remove(&id);
-            let _ = self.propose(id, 0, TxnOp::CloseSession, now);
+            let _ = self.propose(id, 0, TxnOp::CloseSession, None, now);
         }
         if reap {
             let Some(tree) = self.prep.as_ref() else { return };
@@ -706,7 +709,7 @@ impl Member {
                 }
             }
             for op in ops {
-                let _ = self.propose(0, 0, op, now);
+                let _ = self.propose(0, 0, op, None, now);
             }
         }
     }
@@ -990,7 +993,7 @@ impl Member {
                 // makes the session-password key: its first proposal, replicated like any txn.
                 if self.committed.session_secret().is_none() {
                     tracing::info!("peer {}: no session-password key yet; proposing one", self.me);
-                    let _ = self.propose(0, 0, TxnOp::SessionSecret { secret: random_session_secret() }, now);
+                    let _ = self.propose(0, 0, TxnOp::SessionSecret { secret: random_session_secret() }, None, now);
                 }
             }
             tracing::info!("peer {}: serving clients as {r:?} at zxid {:#x}", self.me, self.committed.last_zxid());

@@ -83,8 +83,11 @@ pub enum Input {
     /// The oldest outstanding `Output::Persist` is durable.
     Persisted,
     /// A txn the leader's shell prepared, at `next_proposal_zxid()`: the leader proposes it.
+    /// `waiter`: the follower whose client waits for it (a write it forwarded), which the
+    /// leader tells when its own log holds it (`LeaderMsg::Logged`).
     Propose {
         data: Bytes,
+        waiter: Option<Sid>,
     },
     /// The transport saw a connection with `sid` close (its process died, or the transport
     /// closed a connection to a peer too far behind): a follower of `sid` elects again at once
@@ -319,6 +322,9 @@ struct LeadingState {
     acked: BTreeMap<Sid, Zxid>,
     /// The next proposal's zxid counter (u64, so passing `zxid_counter_max` never wraps).
     next_counter: u64,
+    /// The last proposal each follower waits for (`Input::Propose::waiter`): told `Logged`
+    /// while it is not committed. One entry per follower at most.
+    waiters: BTreeMap<Sid, Zxid>,
     started_tick: u64,
 }
 
@@ -615,7 +621,7 @@ impl Peer {
         match input {
             Input::Tick => self.on_tick(out),
             Input::Persisted => self.on_persisted(out),
-            Input::Propose { data } => self.on_propose(data, out),
+            Input::Propose { data, waiter } => self.on_propose(data, waiter, out),
             Input::Forward { data } => self.on_forward(data, out),
             Input::PeerLost { sid } => match &mut self.state {
                 RoleState::Following(f) if f.leader == sid => {
@@ -1095,6 +1101,7 @@ impl Peer {
             outstanding: VecDeque::new(),
             acked: BTreeMap::new(),
             next_counter: 1,
+            waiters: BTreeMap::new(),
             started_tick: self.tick,
         });
         // Tell the members at once: a follower that asked before this peer had decided asks
@@ -1425,15 +1432,17 @@ impl Peer {
         tracing::info!("peer {me}: leading epoch {} from zxid {last:#x}", self.current_epoch);
     }
 
-    fn propose(&mut self, data: Bytes, out: &mut Vec<Output>) {
+    /// Proposes `data`; its zxid, or None when this leadership cannot propose.
+    fn propose(&mut self, data: Bytes, out: &mut Vec<Output>) -> Option<Zxid> {
         let counter_max = self.cfg.zxid_counter_max;
         let l = self.leading();
         if !l.established {
-            return;
+            return None;
         }
         if l.next_counter > counter_max as u64 {
             tracing::info!("peer {}: zxid counter exhausted; a new epoch is needed", self.cfg.my_id);
-            return self.enter_looking(out);
+            self.enter_looking(out);
+            return None;
         }
         let epoch = l.epoch.expect("established without an epoch");
         let zxid = make_zxid(epoch, l.next_counter as u32);
@@ -1447,6 +1456,7 @@ impl Peer {
             self.send_to_follower(f, LeaderMsg::Proposal(txn.clone()), out);
             self.expect_ack(f, zxid);
         }
+        Some(zxid)
     }
 
     /// A proposal `zxid` went to follower `f`: a voter that is up to date owes its ack within
@@ -1506,19 +1516,23 @@ impl Peer {
     }
 
     /// The leader's own log holds every proposal up to `zxid`: tells each up-to-date voter that
-    /// forms a quorum with it (`Peer::commit_logged_by_pair`), unless `zxid` is committed already
-    /// (the Commit just sent says more).
+    /// waits for an uncommitted proposal (a client's write it forwarded) and forms a quorum with
+    /// it (`Peer::commit_logged_by_pair`). The others learn it from Commit, as does everyone
+    /// once `zxid` is committed (the Commit just sent says more).
     fn announce_logged(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
         let me = self.cfg.my_id;
-        let RoleState::Leading(l) = &self.state else { return };
-        if !l.established || zxid <= self.committed {
+        let committed = self.committed;
+        let RoleState::Leading(l) = &mut self.state else { return };
+        l.waiters.retain(|_, w| *w > committed);
+        if !l.established || zxid <= committed || l.waiters.is_empty() {
             return;
         }
+        let RoleState::Leading(l) = &self.state else { return };
         let targets: Vec<Sid> = l
-            .followers
-            .iter()
-            .filter(|(s, v)| v.up_to_date && self.has_quorums([me, **s].iter()))
-            .map(|(s, _)| *s)
+            .waiters
+            .keys()
+            .filter(|s| l.followers.get(s).is_some_and(|v| v.up_to_date) && self.has_quorums([me, **s].iter()))
+            .copied()
             .collect();
         for f in targets {
             self.send_to_follower(f, LeaderMsg::Logged { zxid }, out);
@@ -1626,9 +1640,15 @@ impl Peer {
         }
     }
 
-    fn on_propose(&mut self, data: Bytes, out: &mut Vec<Output>) {
-        if matches!(self.state, RoleState::Leading(_)) {
-            self.propose(data, out);
+    fn on_propose(&mut self, data: Bytes, waiter: Option<Sid>, out: &mut Vec<Output>) {
+        if !matches!(self.state, RoleState::Leading(_)) {
+            return;
+        }
+        let Some(zxid) = self.propose(data, out) else { return };
+        if let (Some(f), RoleState::Leading(l)) = (waiter, &mut self.state) {
+            if l.followers.contains_key(&f) {
+                l.waiters.insert(f, zxid);
+            }
         }
     }
 

@@ -343,20 +343,26 @@ fn issue17_a_follower_whose_disk_hangs_follows_until_synclimit_then_is_dropped()
 
 #[test]
 fn issue17_a_follower_commits_what_it_and_its_leader_logged_before_the_commit_arrives() {
-    // Three voters: the follower's own log and the leader's are a quorum. The leader says when
-    // its own append is durable (Logged), and a follower that holds the proposal too commits it
-    // then, one round trip before the leader, which has not heard its ack, could send Commit.
+    // Three voters: the follower's own log and the leader's are a quorum. The leader tells the
+    // follower that forwarded a write when its own append of it is durable (Logged), and the
+    // follower, holding the proposal too, commits it then, one round trip before the leader,
+    // which has not heard its ack, could send Commit.
     let (mut sim, leader, followers) = ensemble(3);
     let (fast, away) = (followers[0], followers[1]);
     sim.isolate(away);
+    let w = sim.write_via(fast);
+    assert!(
+        sim.run_until(200, |ev| delivered_from(ev, leader, fast, |m| matches!(m, LeaderMsg::Proposal(_)))),
+        "the forwarded write was not proposed"
+    );
     sim.cut_one_way(fast, leader);
-    let w = sim.write_via(leader);
     assert!(
         sim.run_until(200, |ev| delivered_from(ev, leader, fast, |m| matches!(m, LeaderMsg::Logged { .. }))),
         "the leader never said its own log holds the proposal"
     );
     sim.run_for(20);
     assert!(sim.delivered_write(fast, w), "the follower did not commit what it and its leader logged");
+    assert!(sim.acked_write(w), "the follower's client was not answered");
     assert!(!sim.delivered_write(leader, w), "the leader committed without hearing a second ack");
     let (at_leader, at_fast) = (sim.committed_at(leader).unwrap(), sim.committed_at(fast).unwrap());
     assert!(at_fast > at_leader, "follower at {at_fast:#x}, leader at {at_leader:#x}");

@@ -367,11 +367,16 @@ impl Sim {
     /// A client write arriving at `id`: a leader proposes it, anyone else forwards it (a
     /// peer that serves nobody drops it, as the shell would refuse the client).
     fn submit(&mut self, id: Sid, data: Bytes) {
+        self.submit_for(id, data, None)
+    }
+
+    /// As `submit`; a leader proposing it tells `waiter` when its own log holds it.
+    fn submit_for(&mut self, id: Sid, data: Bytes, waiter: Option<Sid>) {
         let leads = self.nodes[&id].peer.as_ref().is_some_and(|p| p.next_proposal_zxid().is_some());
         let counter_out =
             self.nodes[&id].peer.as_ref().is_some_and(|p| matches!(p.role(), Role::Leading { serving: true }));
         if leads {
-            self.step(id, Input::Propose { data });
+            self.step(id, Input::Propose { data, waiter });
         } else if counter_out {
             let Some(peer) = self.nodes.get_mut(&id).and_then(|n| n.peer.as_mut()) else { return };
             let mut out = Vec::new();
@@ -411,7 +416,7 @@ impl Sim {
                 }
                 // The leader's shell proposes what a follower forwarded, and tells it so.
                 Output::Forwarded { from, data } => {
-                    self.submit(id, data.clone());
+                    self.submit_for(id, data.clone(), Some(from));
                     self.step(id, Input::Reply { to: from, data });
                 }
                 Output::FromLeader { data } => {
@@ -908,6 +913,11 @@ impl Sim {
     /// Whether peer `id` delivered write `w` (in this or an earlier incarnation).
     pub fn delivered_write(&self, id: Sid, w: u64) -> bool {
         self.nodes[&id].delivered.iter().any(|t| write_id(&t.data) == Some(w))
+    }
+
+    /// Whether write `w` was answered to its client (the peer it was sent to delivered it).
+    pub fn acked_write(&self, w: u64) -> bool {
+        self.acked.contains(&w)
     }
 
     /// Peer `id`'s commit point (None when it is down).
