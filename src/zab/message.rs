@@ -133,8 +133,9 @@ pub enum LeaderMsg {
         zxid: Zxid,
     },
     /// The leader's own log holds everything up to `zxid` durably (cumulative; sent when its
-    /// own append completes without committing it). A voter whose own log holds it too, and for
-    /// whom the leader and itself are a quorum (3 voters), commits without waiting for Commit.
+    /// own append completes without committing it, to a follower waiting for one of those
+    /// proposals). A voter whose own log holds it too, and for whom the leader and itself are a
+    /// quorum (3 voters), commits without waiting for Commit.
     Logged {
         zxid: Zxid,
     },

@@ -8,6 +8,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -35,6 +36,15 @@ APACHE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 # superuser "super" with password "superpw"
 SUPER_USER, SUPER_PASSWORD = "super", "superpw"
 SUPER_DIGEST = rawzk.digest_id(SUPER_USER, SUPER_PASSWORD)
+
+# The peer protocol version a member's hello carries (src/proto/peer.rs PEER_PROTOCOL_VERSION).
+PEER_PROTOCOL_VERSION = 3
+
+
+def peer_hello(sid):
+    """The hello member `sid` opens a peer connection with (docs/peer-protocol.md)."""
+    return b"RKPR" + struct.pack(">HQ", PEER_PROTOCOL_VERSION, sid)
+
 
 # Keys that Apache ZooKeeper only takes as Java system properties; ringkeeper reads them
 # from the config file under the same names.

@@ -18,7 +18,7 @@ import pytest
 from kazoo.security import ACL, Id
 
 import rawzk
-from helpers import RK_BIN, SUPER_PASSWORD, SUPER_USER, free_port, wait_until
+from helpers import RK_BIN, SUPER_PASSWORD, SUPER_USER, free_port, peer_hello, wait_until
 
 # ringkeeper's password before issue 15: SHA-1 of a constant ("ringkeep") and the session id.
 OLD_RINGKEEPER_SECRET = 0x72696E676B656570
@@ -239,10 +239,6 @@ def peer_connect(src_ip, dst):
     s.settimeout(10)
     s.connect(dst)
     return s
-
-
-def peer_hello(sid):
-    return b"RKPR" + struct.pack(">HQ", 2, sid)
 
 
 def refused_by_peer_port(src_ip, dst, payload=b""):

@@ -115,7 +115,7 @@ def test_a_peer_without_sasl_is_refused_before_any_message(tmp_path, ensembles):
         s.bind((peer_ip(2), 0))
         s.settimeout(10)
         s.connect((peer_ip(1), peer_port(e, 1)))
-        hello = b"RKPR" + struct.pack(">HQ", 2, 2)
+        hello = helpers.peer_hello(2)
         s.sendall(hello + struct.pack(">I", 40) + b"\x01" + b"\x00" * 39)
         try:
             got = helpers.recv_until_closed(s)
