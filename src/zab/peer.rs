@@ -439,7 +439,7 @@ impl Peer {
         }
     }
 
-    /// Tests only: makes this peer carry a deliberate reconfiguration bug.
+    /// Tests only: makes this peer carry a deliberate bug (`PeerMutation`).
     #[cfg(test)]
     pub fn set_mutation(&mut self, m: PeerMutation) {
         self.mutation = Some(m);

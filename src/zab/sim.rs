@@ -870,7 +870,7 @@ impl Sim {
             .collect()
     }
 
-    /// Makes peer `id` (running) carry a deliberate reconfiguration bug.
+    /// Makes peer `id` (running) carry a deliberate bug (`PeerMutation`).
     pub fn mutate(&mut self, id: Sid, m: super::peer::PeerMutation) {
         self.nodes.get_mut(&id).and_then(|n| n.peer.as_mut()).expect("peer running").set_mutation(m);
     }
