@@ -502,7 +502,7 @@ impl Member {
     // ---- the leader's side ----
 
     /// Proposes one txn prepared here (`prep` holds every earlier proposal); returns its zxid.
-    /// `waiter`: the follower whose client waits for it (it forwarded the request).
+    /// `waiter`: the member whose client waits for it (the leader itself is never told).
     fn propose(&mut self, session_id: i64, cxid: i32, op: TxnOp, waiter: Option<Sid>, now: Now) -> Option<Zxid> {
         let Some(zxid) = self.peer.next_proposal_zxid() else {
             // An established leader out of zxid counter starts a new election (and epoch);
@@ -530,8 +530,7 @@ impl Member {
     fn create_session(&mut self, from: Sid, id: i64, timeout_ms: i32, now: Now) {
         self.sessions.add(id, timeout_ms, now.mono_ms);
         self.owners.insert(id, from);
-        let waiter = (from != self.me).then_some(from);
-        let _ = self.propose(id, 0, TxnOp::CreateSession { timeout_ms }, waiter, now);
+        let _ = self.propose(id, 0, TxnOp::CreateSession { timeout_ms }, Some(from), now);
     }
 
     /// Is `session_id` alive? If so it now belongs to `from`, with `timeout_ms`.
@@ -574,8 +573,7 @@ impl Member {
             self.sessions.remove(session_id);
             self.owners.remove(&session_id);
         }
-        let waiter = (from != self.me).then_some(from);
-        self.propose(session_id, cxid, txn_op, waiter, now)
+        self.propose(session_id, cxid, txn_op, Some(from), now)
     }
 
     /// A reconfig, decided as ZooKeeper's leader does, in its order: reconfigEnabled

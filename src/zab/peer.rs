@@ -83,8 +83,8 @@ pub enum Input {
     /// The oldest outstanding `Output::Persist` is durable.
     Persisted,
     /// A txn the leader's shell prepared, at `next_proposal_zxid()`: the leader proposes it.
-    /// `waiter`: the follower whose client waits for it (a write it forwarded), which the
-    /// leader tells when its own log holds it (`LeaderMsg::Logged`).
+    /// `waiter`: the member whose client waits for it; a follower (a write it forwarded) is
+    /// told when the leader's own log holds it (`LeaderMsg::Logged`), the leader itself never.
     Propose {
         data: Bytes,
         waiter: Option<Sid>,
@@ -1520,22 +1520,18 @@ impl Peer {
     /// it (`Peer::commit_logged_by_pair`). The others learn it from Commit, as does everyone
     /// once `zxid` is committed (the Commit just sent says more).
     fn announce_logged(&mut self, zxid: Zxid, out: &mut Vec<Output>) {
-        let me = self.cfg.my_id;
-        let committed = self.committed;
+        let (me, committed) = (self.cfg.my_id, self.committed);
         let RoleState::Leading(l) = &mut self.state else { return };
         l.waiters.retain(|_, w| *w > committed);
-        if !l.established || zxid <= committed || l.waiters.is_empty() {
+        if !l.established || zxid <= committed {
             return;
         }
-        let RoleState::Leading(l) = &self.state else { return };
-        let targets: Vec<Sid> = l
-            .waiters
-            .keys()
-            .filter(|s| l.followers.get(s).is_some_and(|v| v.up_to_date) && self.has_quorums([me, **s].iter()))
-            .copied()
-            .collect();
-        for f in targets {
-            self.send_to_follower(f, LeaderMsg::Logged { zxid }, out);
+        let waiting: Vec<Sid> =
+            l.waiters.keys().filter(|s| l.followers.get(s).is_some_and(|v| v.up_to_date)).copied().collect();
+        for f in waiting {
+            if self.has_quorums([me, f].iter()) {
+                self.send_to_follower(f, LeaderMsg::Logged { zxid }, out);
+            }
         }
     }
 
