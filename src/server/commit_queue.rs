@@ -16,7 +16,7 @@ use super::messages::{Commit, CommitBatch, ToPipeline};
 use crate::session::ConnRef;
 use crate::tree::DataTree;
 use crate::txn::{apply, Txn, TxnOp};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Sets of this core's connections, hashed cheaply: connection numbers are assigned by the
@@ -24,9 +24,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// path (several lookups per request).
 type ConnSet = HashSet<ConnRef, BuildHasherDefault<ConnHasher>>;
 
-/// A multiplicative hash of the few integers a `ConnRef` hashes.
+/// A multiplicative hash of the few integers a `ConnRef` (or a client core's connection
+/// number) hashes.
 #[derive(Default)]
-struct ConnHasher(u64);
+pub struct ConnHasher(u64);
 
 impl Hasher for ConnHasher {
     fn finish(&self) -> u64 {
@@ -155,35 +156,61 @@ impl CommitQueue {
 /// interleave in any order. Where the pipeline applies at intake (standalone), it seals the
 /// open batch at each round's end; in an ensemble the batches are sealed at delivery, which
 /// follows the order the rounds gave the proposals.
+/// Held messages wait in a queue per connection, so a round moves only the messages it takes:
+/// a message is held once and released once, however many rounds its pass has.
 #[derive(Debug, Default)]
 pub struct Rounds {
-    held: VecDeque<ToPipeline>,
-    /// Connections with a message in `held`.
-    holding: ConnSet,
+    /// Each holding connection's messages, in order.
+    held: HashMap<ConnRef, VecDeque<ToPipeline>, BuildHasherDefault<ConnHasher>>,
+    /// The holding connections, in the order they began to hold.
+    order: VecDeque<ConnRef>,
     /// Connections with a message taken in this round.
     taken: ConnSet,
+}
+
+fn is_fenced_write(msg: &ToPipeline) -> bool {
+    matches!(msg, ToPipeline::Write { fence: true, .. })
 }
 
 impl Rounds {
     /// The message to handle now, or None when it is held for the next round.
     pub fn take_in(&mut self, msg: ToPipeline) -> Option<ToPipeline> {
         let Some(conn) = msg.conn() else { return Some(msg) };
-        let fenced_repeat = matches!(msg, ToPipeline::Write { fence: true, .. }) && self.taken.contains(&conn);
-        if fenced_repeat || self.holding.contains(&conn) {
-            self.holding.insert(conn);
-            self.held.push_back(msg);
+        if let Some(queue) = self.held.get_mut(&conn) {
+            queue.push_back(msg);
+            return None;
+        }
+        if is_fenced_write(&msg) && self.taken.contains(&conn) {
+            self.held.insert(conn, VecDeque::from([msg]));
+            self.order.push_back(conn);
             return None;
         }
         self.taken.insert(conn);
         Some(msg)
     }
 
-    /// Ends a round: what was held, to be taken in again in order (the first held message of
-    /// each connection is then always taken, so every round makes progress).
-    pub fn next_round(&mut self) -> VecDeque<ToPipeline> {
-        self.holding.clear();
+    /// Ends a round and begins the next: the messages it takes from what was held, to be
+    /// handled now in this order. Each holding connection's first message is taken (so
+    /// every round makes progress), then its messages up to its next fenced write; what is
+    /// left stays held, and later messages of that connection queue behind it.
+    pub fn next_round(&mut self) -> Vec<ToPipeline> {
         self.taken.clear();
-        std::mem::take(&mut self.held)
+        let mut now = Vec::new();
+        for _ in 0..self.order.len() {
+            let Some(conn) = self.order.pop_front() else { break };
+            let Some(queue) = self.held.get_mut(&conn) else { continue };
+            now.extend(queue.pop_front());
+            while queue.front().is_some_and(|m| !is_fenced_write(m)) {
+                now.extend(queue.pop_front());
+            }
+            self.taken.insert(conn);
+            if queue.is_empty() {
+                self.held.remove(&conn);
+            } else {
+                self.order.push_back(conn);
+            }
+        }
+        now
     }
 
     pub fn is_empty(&self) -> bool {
@@ -284,12 +311,48 @@ mod tests {
         now.extend(r.take_in(write(2, 2, true)));
         // Connection 1's fenced write 3 and its write 4 wait; connection 2's second write too.
         assert_eq!(xids(&now), vec![(1, 1), (1, 2), (2, 1)]);
-        let mut next = Vec::new();
-        for m in r.next_round() {
-            next.extend(r.take_in(m));
-        }
+        let next = r.next_round();
         assert_eq!(xids(&next), vec![(1, 3), (1, 4), (2, 2)]);
         assert!(r.is_empty());
+    }
+
+    proptest::proptest! {
+        /// Rounds over any arrival of messages (connection, fenced or not; some arriving
+        /// between rounds): every message comes out exactly once, each connection's in order,
+        /// and no round takes a fenced write of a connection after another of its messages.
+        #[test]
+        fn issue17_rounds_keep_each_connection_in_order_with_one_fence_per_round(
+            arrivals in proptest::collection::vec((0u64..5, proptest::bool::ANY, 0u8..4), 0..200)
+        ) {
+            let mut r = Rounds::default();
+            let mut rounds: Vec<Vec<ToPipeline>> = vec![Vec::new()];
+            let mut sent: Vec<(u64, i32)> = Vec::new();
+            for (i, (c, fence, between)) in arrivals.into_iter().enumerate() {
+                if between == 0 && !r.is_empty() {
+                    rounds.push(r.next_round());
+                }
+                sent.push((c, i as i32));
+                let taken = r.take_in(write(c, i as i32, fence));
+                rounds.last_mut().unwrap().extend(taken);
+            }
+            while !r.is_empty() {
+                rounds.push(r.next_round());
+            }
+            let out: Vec<(u64, i32)> = rounds.iter().flat_map(|m| xids(m)).collect();
+            for c in 0..5 {
+                let want: Vec<i32> = sent.iter().filter(|(x, _)| *x == c).map(|(_, i)| *i).collect();
+                let got: Vec<i32> = out.iter().filter(|(x, _)| *x == c).map(|(_, i)| *i).collect();
+                proptest::prop_assert_eq!(got, want, "connection {}'s messages", c);
+            }
+            for round in &rounds {
+                let mut seen = HashSet::new();
+                for m in round {
+                    let ToPipeline::Write { conn, fence, .. } = m else { unreachable!() };
+                    proptest::prop_assert!(!(*fence && seen.contains(&conn.conn)), "a fenced repeat in one round");
+                    seen.insert(conn.conn);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1670,13 +1670,11 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         let stopping = shutdown.load(Ordering::Relaxed);
         m.intake_bytes = 0;
         m.release_held(&net, now);
-        // What the last pass held goes first (a connection's order), then the inbox, then
-        // the rounds of what this pass held, while the pass has room.
         // Client requests the last pass held go first (a connection's order), then the inbox,
         // then the rounds of what this pass held (`commit_queue::Rounds`).
         if !m.rounds.is_empty() && m.pass_has_room() && m.intake_open(&net) {
             for msg in m.rounds.next_round() {
-                m.take_in(msg, now);
+                m.on_client(msg, now);
             }
         }
         while m.held.is_empty() && m.pass_has_room() && m.intake_open(&net) {
@@ -1685,7 +1683,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         }
         while !m.rounds.is_empty() && m.pass_has_room() && m.intake_open(&net) {
             for msg in m.rounds.next_round() {
-                m.take_in(msg, now);
+                m.on_client(msg, now);
             }
         }
         inbox.made_room();

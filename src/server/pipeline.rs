@@ -169,7 +169,7 @@ impl Pipeline {
     fn next_round(&mut self, now: Now) {
         self.commits.seal(&self.tree);
         for msg in self.rounds.next_round() {
-            self.take_in(msg, now);
+            self.handle(msg, now);
         }
     }
 
