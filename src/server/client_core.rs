@@ -37,6 +37,10 @@ use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedS
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
+
+/// A client core's connections by number.
+pub type ConnMap = HashMap<u64, Rc<Conn>, BuildHasherDefault<super::commit_queue::ConnHasher>>;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -364,7 +368,9 @@ pub struct Core {
     /// The root of the committed tree from the last commit batch (reads are answered from it).
     pub tree: RefCell<DataTree>,
     pub watches: RefCell<WatchIndex>,
-    pub conns: RefCell<HashMap<u64, Rc<Conn>>>,
+    /// By connection number: numbers are this core's own, never a client's, so a cheap hash
+    /// does (a lookup per reply).
+    pub conns: RefCell<ConnMap>,
     /// maxCnxns and maxClientCnxns, counted across all client cores.
     pub conn_limits: Arc<ConnLimits>,
     /// Connections without a session yet, by accept order: (monotonic deadline, id), closed
@@ -1319,7 +1325,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         config: config.clone(),
         tree: RefCell::new(tree),
         watches: RefCell::new(WatchIndex::new()),
-        conns: RefCell::new(HashMap::new()),
+        conns: RefCell::new(ConnMap::default()),
         conn_limits,
         sessionless: RefCell::new(VecDeque::new()),
         refused: Cell::new(0),
