@@ -38,13 +38,13 @@ use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
-
-/// A client core's connections by number.
-pub type ConnMap = HashMap<u64, Rc<Conn>, BuildHasherDefault<super::commit_queue::ConnHasher>>;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A client core's connections by number.
+pub type ConnMap = HashMap<u64, Rc<Conn>, BuildHasherDefault<super::commit_queue::ConnHasher>>;
 
 /// Requests of one connection waiting for their turn; the reader stops reading beyond this
 /// (and, as in ZooKeeper, any connection with requests in process stops being read while the
