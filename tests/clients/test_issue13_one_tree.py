@@ -86,19 +86,23 @@ def _pipelined_read_your_writes(write_hostport, hostport):
         for j, zk in enumerate(owners):
             zk.create(f"/o/own{j}", b"")
         with _Writers(write_hostport, KEYS):
+            # write, read, write, read... on every owner's connection at once, all sent before
+            # the first reply: the writes of the bursts are committed in few batches, many
+            # connections hold fenced writes in the same pass (`commit_queue::Rounds`), and
+            # each read must see exactly the write its connection sent just before it.
+            bursts = []
             for j, zk in enumerate(owners):
                 path = f"/o/own{j}"
-                # write, read, write, read... all sent before the first reply: the writes of
-                # one burst are committed in few batches, and each read must see exactly the
-                # write sent just before it.
                 sets, gets = [], []
                 for i in range(PIPELINED):
                     sets.append(zk.set_async(path, f"{j}:{i}".encode()))
                     gets.append(zk.get_async(path))
+                bursts.append((sets, gets))
+            for j, (sets, gets) in enumerate(bursts):
                 for i in range(PIPELINED):
                     stat = sets[i].get(timeout=30)
                     data, read_stat = gets[i].get(timeout=30)
-                    assert data == f"{j}:{i}".encode(), (i, data)
+                    assert data == f"{j}:{i}".encode(), (j, i, data)
                     assert read_stat.version == stat.version == i + 1
     finally:
         for zk in owners:
