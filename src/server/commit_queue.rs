@@ -198,7 +198,8 @@ impl Rounds {
         let mut now = Vec::new();
         for _ in 0..self.order.len() {
             let Some(conn) = self.order.pop_front() else { break };
-            let Some(queue) = self.held.get_mut(&conn) else { continue };
+            // `order` names exactly the connections of `held`, each with a queue not empty.
+            let queue = self.held.get_mut(&conn).expect("a holding connection has its queue");
             now.extend(queue.pop_front());
             while queue.front().is_some_and(|m| !is_fenced_write(m)) {
                 now.extend(queue.pop_front());
