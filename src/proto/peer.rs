@@ -14,9 +14,10 @@ use std::fmt;
 
 /// The first bytes on every peer connection.
 pub const PEER_MAGIC: [u8; 4] = *b"RKPR";
-/// 3: the leader says when its own log holds a proposal (`LeaderMsg::Logged`); 2 streamed a SNAP
-/// (SnapBegin, SnapChunk…, SnapEnd) but had no Logged; version 1 sent a SNAP as one frame.
-pub const PEER_PROTOCOL_VERSION: u16 = 3;
+/// 4: a follower's Ack says what it has committed (the leader sends no Commit it does not
+/// need); 3 brought the leader's `LeaderMsg::Logged`; 2 streamed a SNAP (SnapBegin,
+/// SnapChunk…, SnapEnd) but had no Logged; version 1 sent a SNAP as one frame.
+pub const PEER_PROTOCOL_VERSION: u16 = 4;
 /// Hello: magic, version u16, sender sid u64.
 pub const PEER_HELLO_BYTES: usize = 4 + 2 + 8;
 /// Room in a frame around the one txn or forwarded request it carries: tags, link, nonce,
@@ -285,9 +286,10 @@ fn encode_message(out: &mut BytesMut, msg: &Message) {
                     out.put_u8(2);
                     out.put_u32(*epoch);
                 }
-                FollowerMsg::Ack { zxid } => {
+                FollowerMsg::Ack { zxid, committed } => {
                     out.put_u8(3);
                     out.put_i64(*zxid);
+                    out.put_i64(*committed);
                 }
                 FollowerMsg::Request { data } => {
                     out.put_u8(4);
@@ -461,7 +463,7 @@ pub fn decode_message(frame: Bytes) -> Result<Message, PeerCodecError> {
                     FollowerMsg::AckEpoch { current_epoch, last_zxid, fresh }
                 }
                 2 => FollowerMsg::AckNewLeader { epoch: r.u32()? },
-                3 => FollowerMsg::Ack { zxid: r.i64()? },
+                3 => FollowerMsg::Ack { zxid: r.i64()?, committed: r.i64()? },
                 4 => FollowerMsg::Request { data: r.bytes()? },
                 5 => FollowerMsg::Ping,
                 tag => return Err(PeerCodecError::UnknownTag { what: "follower message", tag }),
@@ -545,7 +547,8 @@ mod tests {
             FollowerMsg::AckEpoch { current_epoch: 3, last_zxid: -1, fresh: true },
             FollowerMsg::AckEpoch { current_epoch: 3, last_zxid: 7, fresh: false },
             FollowerMsg::AckNewLeader { epoch: 4 },
-            FollowerMsg::Ack { zxid: 0x4_0000_0001 },
+            FollowerMsg::Ack { zxid: 0x4_0000_0001, committed: 0x4_0000_0001 },
+            FollowerMsg::Ack { zxid: 0x4_0000_0009, committed: 0x3_0000_0002 },
             FollowerMsg::Request { data: Bytes::from_static(b"create /x") },
             FollowerMsg::Request { data: Bytes::new() },
             FollowerMsg::Ping,
@@ -653,6 +656,9 @@ mod tests {
         assert_eq!(decode_hello(&mut b), Err(PeerCodecError::BadMagic));
         let mut b = BytesMut::from(&b"RKPR\0\x01\0\0\0\0\0\0\0\x01"[..]);
         assert_eq!(decode_hello(&mut b), Err(PeerCodecError::UnsupportedVersion(1)));
+        // Version 3's Ack had no commit point: its members do not connect to this one's.
+        let mut b = BytesMut::from(&b"RKPR\0\x03\0\0\0\0\0\0\0\x01"[..]);
+        assert_eq!(decode_hello(&mut b), Err(PeerCodecError::UnsupportedVersion(3)));
         let mut b = BytesMut::from(&b"RKPR\0\x01\0\0"[..]);
         assert_eq!(decode_hello(&mut b), Ok(None));
         let mut b = BytesMut::new();

@@ -160,9 +160,12 @@ pub enum FollowerMsg {
     AckNewLeader {
         epoch: u32,
     },
-    /// Everything up to `zxid` is durable in the follower's log (cumulative).
+    /// Everything up to `zxid` is durable in the follower's log (cumulative), and the follower
+    /// has committed everything up to `committed` (it may have, by its leader's `Logged`): the
+    /// leader sends it no Commit for those.
     Ack {
         zxid: Zxid,
+        committed: Zxid,
     },
     /// Something the follower's shell forwards to the leader's shell (a client write, a
     /// session, a sync); opaque here.

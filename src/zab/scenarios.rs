@@ -46,6 +46,54 @@ fn fall_behind(sim: &mut Sim, f: Sid, via: Sid, writes: usize) {
     sim.rejoin(f);
 }
 
+/// Three peers as `ensemble(3)` makes them, the leader carrying `mutation`: the simulator,
+/// the leader and its two followers.
+fn three_peers(mutation: Option<PeerMutation>) -> (Sim, Sid, Sid, Sid) {
+    let (mut sim, leader, followers) = ensemble(3);
+    if let Some(m) = mutation {
+        sim.mutate(leader, m);
+    }
+    (sim, leader, followers[0], followers[1])
+}
+
+/// Lets `id`'s disk go and completes every write it held, now.
+fn release_fsyncs(sim: &mut Sim, id: Sid) {
+    sim.hold_fsyncs(id, false);
+    while sim.pending_fsyncs(id) > 0 {
+        sim.complete_one_fsync(id);
+    }
+}
+
+/// A kind of leader message (`is_commit`, `is_logged`).
+type LeaderMsgKind = fn(&LeaderMsg) -> bool;
+
+/// Runs `ms` and counts, for each (peer, kind) of `what`, the leader messages of that kind the
+/// peer was delivered.
+fn count_delivered(sim: &mut Sim, ms: u64, what: &[(Sid, LeaderMsgKind)]) -> Vec<usize> {
+    let mut counts = vec![0; what.len()];
+    sim.run_until(ms, |ev| {
+        for (i, (id, kind)) in what.iter().enumerate() {
+            counts[i] += usize::from(delivered_to(ev, *id, kind));
+        }
+        false
+    });
+    counts
+}
+
+fn is_commit(m: &LeaderMsg) -> bool {
+    matches!(m, LeaderMsg::Commit { .. })
+}
+
+fn is_logged(m: &LeaderMsg) -> bool {
+    matches!(m, LeaderMsg::Logged { .. })
+}
+
+/// Heals, checks, and asserts that write `w` is in the committed history.
+fn heal_with(sim: &mut Sim, w: u64) {
+    let report = sim.heal_and_check();
+    assert!(sim.history_has_write(w) && report.committed >= 4);
+}
+
 #[test]
 fn follower_acks_newleader_only_once_its_history_is_durable() {
     // ZooKeeper once acknowledged NEWLEADER before the synced txns reached the disk: a crash
@@ -413,4 +461,162 @@ fn issue17_a_follower_does_not_commit_on_its_own_log_alone() {
 #[should_panic(expected = "committed history")]
 fn mutation_a_follower_committing_its_own_log_alone_is_caught() {
     follower_alone_holds_a_proposal(Some(PeerMutation::FollowerCommitsOwnLog));
+}
+
+#[test]
+fn issue17_a_follower_that_committed_by_logged_is_sent_no_commit_for_it() {
+    // The follower's disk is slower than the leader's: Logged arrives first, and the follower
+    // commits the moment its own log holds the write. Its Ack says so, and the leader's Commit
+    // goes only to the follower that still needs it.
+    let (mut sim, leader, slow, other) = three_peers(None);
+    // The other follower's acks are lost: the leader needs the slow one's.
+    sim.cut_one_way(other, leader);
+    sim.hold_fsyncs(slow, true);
+    let w = sim.write_via(slow);
+    assert!(
+        sim.run_until(200, |ev| delivered_from(ev, leader, slow, |m| matches!(m, LeaderMsg::Logged { .. }))),
+        "the leader never said its own log holds the proposal"
+    );
+    assert!(!sim.delivered_write(slow, w), "committed before its own log held the write");
+    release_fsyncs(&mut sim, slow);
+    assert!(sim.delivered_write(slow, w), "the follower did not commit when its own log held the write");
+    let commits = count_delivered(&mut sim, 200, &[(slow, is_commit), (other, is_commit)]);
+    assert!(sim.delivered_write(leader, w) && sim.delivered_write(other, w), "the write did not commit everywhere");
+    assert!(commits[1] > 0, "the other follower was sent no Commit");
+    assert_eq!(commits[0], 0, "a Commit went to the follower that had committed the write already");
+    heal_with(&mut sim, w);
+}
+
+/// The leader's disk is slower than the follower's: the follower acks before Logged could
+/// arrive, so it has not committed then, and only the leader's Commit commits it there.
+/// Whether the follower has delivered the write 200 ms after the leader's log let it go.
+fn follower_acked_before_logged(mutation: Option<PeerMutation>) -> bool {
+    let (mut sim, leader, fast, other) = three_peers(mutation);
+    // The other follower's acks are lost: the leader needs its own log and the fast one's.
+    sim.cut_one_way(other, leader);
+    sim.hold_fsyncs(leader, true);
+    let w = sim.write_via(fast);
+    assert!(
+        sim.run_until(200, |ev| sent_by(ev, fast, |m| matches!(m, FollowerMsg::Ack { .. }))),
+        "the follower never logged the proposal"
+    );
+    sim.run_for(20);
+    assert!(!sim.delivered_write(fast, w), "the follower committed before the leader's log held the write");
+    release_fsyncs(&mut sim, leader);
+    sim.run_for(200);
+    assert!(sim.delivered_write(leader, w), "the leader did not commit on its log and the follower's ack");
+    sim.delivered_write(fast, w)
+}
+
+#[test]
+fn issue17_a_follower_that_acked_before_logged_is_sent_the_commit() {
+    assert!(follower_acked_before_logged(None), "the follower never committed the write it forwarded");
+}
+
+#[test]
+fn mutation_no_commit_to_a_follower_whose_ack_covers_it_is_caught() {
+    assert!(!follower_acked_before_logged(Some(PeerMutation::NoCommitToAcked)));
+}
+
+/// Logged reached the follower before its own log held the write (its disk hangs); then the
+/// other follower's ack made the quorum. Whether the follower has committed the write while
+/// its disk still hangs (it needs the leader's Commit for that, as a ZooKeeper follower
+/// applies commits while its log waits).
+fn follower_sent_logged_with_a_hung_disk(mutation: Option<PeerMutation>) -> bool {
+    let (mut sim, leader, slow, other) = three_peers(mutation);
+    sim.hold_fsyncs(slow, true);
+    sim.hold_fsyncs(other, true);
+    let w = sim.write_via(slow);
+    assert!(
+        sim.run_until(200, |ev| delivered_from(ev, leader, slow, |m| matches!(m, LeaderMsg::Logged { .. }))),
+        "the leader never said its own log holds the proposal"
+    );
+    release_fsyncs(&mut sim, other);
+    sim.run_for(100);
+    assert!(sim.delivered_write(leader, w) && sim.delivered_write(other, w), "the leader and the other did not commit");
+    assert!(sim.pending_fsyncs(slow) > 0, "the follower's log holds the write");
+    let committed = sim.delivered_write(slow, w);
+    sim.hold_fsyncs(slow, false);
+    heal_with(&mut sim, w);
+    committed
+}
+
+#[test]
+fn issue17_a_follower_sent_logged_commits_by_the_leaders_commit_while_its_disk_hangs() {
+    assert!(follower_sent_logged_with_a_hung_disk(None), "a commit waited for the follower's own disk");
+}
+
+#[test]
+fn mutation_no_commit_to_a_follower_sent_logged_before_it_acked_is_caught() {
+    assert!(!follower_sent_logged_with_a_hung_disk(Some(PeerMutation::NoCommitAfterLogged)));
+}
+
+#[test]
+fn issue17_a_follower_whose_ack_crossed_logged_is_sent_no_commit() {
+    // The leader's log and the follower's become durable at the same moment: Logged and the
+    // follower's Ack cross on the wire. The follower commits when Logged arrives (its own log
+    // holds the write); the leader, counting the Ack, sends it no Commit.
+    let (mut sim, leader, fast, other) = three_peers(None);
+    sim.cut_one_way(other, leader);
+    sim.hold_fsyncs(leader, true);
+    sim.hold_fsyncs(fast, true);
+    let w = sim.write_via(fast);
+    assert!(
+        sim.run_until(200, |ev| delivered_from(ev, leader, fast, |m| matches!(m, LeaderMsg::Proposal(_)))),
+        "the forwarded write was not proposed"
+    );
+    sim.run_for(5);
+    release_fsyncs(&mut sim, leader);
+    release_fsyncs(&mut sim, fast);
+    assert!(!sim.delivered_write(fast, w), "the follower committed before Logged arrived");
+    let got = count_delivered(&mut sim, 200, &[(fast, is_logged), (fast, is_commit)]);
+    assert_eq!(got[0], 1, "Logged did not cross the follower's Ack");
+    assert!(sim.delivered_write(leader, w), "the leader did not commit on its log and the follower's ack");
+    assert!(sim.delivered_write(fast, w), "the follower did not commit when Logged arrived");
+    assert_eq!(got[1], 0, "a Commit went to the follower that commits by Logged");
+    heal_with(&mut sim, w);
+}
+
+/// Logged for a write reached a follower before its own log held it; then a reconfiguration
+/// that leaves the follower and the leader short of a quorum of its voters is proposed, and
+/// the follower's ack of the write (its log got it after the reconfiguration's proposal
+/// arrived) makes the quorum that commits the write. The follower, holding the pending
+/// reconfiguration, cannot commit by its pair. Whether it has committed the write (it needs
+/// the leader's Commit for that).
+fn follower_sent_logged_then_a_reconfiguration(mutation: Option<PeerMutation>) -> bool {
+    let (mut sim, leader, slow, other) = three_peers(mutation);
+    sim.cut_one_way(other, leader);
+    sim.hold_fsyncs(slow, true);
+    let w = sim.write_via(slow);
+    assert!(
+        sim.run_until(200, |ev| delivered_from(ev, leader, slow, |m| matches!(m, LeaderMsg::Logged { .. }))),
+        "the leader never said its own log holds the proposal"
+    );
+    sim.hold_fsyncs(leader, true);
+    sim.reconfig_via(leader, &[leader, other], &[slow]);
+    assert!(
+        sim.run_until(200, |ev| delivered_from(ev, leader, slow, |m| matches!(m, LeaderMsg::Proposal(_)))),
+        "the reconfiguration was not proposed"
+    );
+    assert_eq!(sim.pending_reconfigs(slow), 1, "the follower does not hold the reconfiguration pending");
+    assert!(!sim.delivered_write(slow, w), "the follower committed before its own log held the write");
+    sim.complete_one_fsync(slow);
+    sim.run_for(50);
+    assert!(sim.delivered_write(leader, w), "the follower's ack did not commit the write");
+    assert_eq!(sim.pending_reconfigs(leader), 1, "the reconfiguration committed");
+    let committed = sim.delivered_write(slow, w);
+    sim.hold_fsyncs(slow, false);
+    sim.hold_fsyncs(leader, false);
+    sim.heal_and_check();
+    committed
+}
+
+#[test]
+fn issue17_a_follower_sent_logged_gets_the_commit_while_a_reconfiguration_is_pending() {
+    assert!(follower_sent_logged_then_a_reconfiguration(None), "the follower waited for the reconfiguration");
+}
+
+#[test]
+fn mutation_no_commit_after_logged_while_a_reconfiguration_is_pending_is_caught() {
+    assert!(!follower_sent_logged_then_a_reconfiguration(Some(PeerMutation::CrossedIgnoresReconfig)));
 }

@@ -925,6 +925,11 @@ impl Sim {
         self.nodes[&id].peer.as_ref().map(|p| p.committed())
     }
 
+    /// How many logged reconfigurations `id` holds uncommitted.
+    pub fn pending_reconfigs(&self, id: Sid) -> usize {
+        self.nodes[&id].peer.as_ref().map_or(0, |p| p.next_configs().len())
+    }
+
     /// The serving leader among `ids`, if one of them leads.
     pub fn leader_among(&self, ids: &[Sid]) -> Option<Sid> {
         ids.iter().copied().find(|id| self.role(*id) == Some(Role::Leading { serving: true }))

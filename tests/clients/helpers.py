@@ -38,7 +38,7 @@ SUPER_USER, SUPER_PASSWORD = "super", "superpw"
 SUPER_DIGEST = rawzk.digest_id(SUPER_USER, SUPER_PASSWORD)
 
 # The peer protocol version a member's hello carries (src/proto/peer.rs PEER_PROTOCOL_VERSION).
-PEER_PROTOCOL_VERSION = 3
+PEER_PROTOCOL_VERSION = 4
 
 
 def peer_hello(sid):
