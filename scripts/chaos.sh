@@ -102,6 +102,9 @@ rm -rf "$dir"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 out="${out:-$dir/summary.json}"
+# The members' server logs stay off their data dirs, which the disk nemesis fills (a full
+# volume would swallow the very lines that say what happened).
+export RK_NETNS_LOG_DIR="$dir/logs"
 
 cleanup() { netns_down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
@@ -113,7 +116,7 @@ if [ "$oldflip" -gt 0 ]; then
         --tries "$oldflip" --dir "$dir" >"$dir/oldflip.out" 2>&1 &
     wait $! || rc=$?
     cat "$dir/oldflip.out"
-    echo "details: $dir (oldflip.out, stall-*.log, ensemble/*/server.log)"
+    echo "details: $dir (oldflip.out, stall-*.log, logs/member*.server.log)"
     exit "$rc"
 fi
 # In the background so that a signal interrupts `wait` and the EXIT trap tears down at once
@@ -125,12 +128,13 @@ ip netns exec "$(netns_name c)" "$ROOT/target/venv/bin/python" "$ROOT/tests/chao
 wait $! || rc=$?
 sed -n '/==== chaos summary ====/,$p' "$dir/run.out"
 [ "$rc" = 0 ] || tail -5 "$dir/run.out" | grep -v '^violations' || true
-# A passing run's data (logs, snapshots, loop images: up to GBs) is removed unless --keep.
+# A passing run's data (snapshots, txn logs, loop images: up to GBs) is removed unless --keep;
+# the server logs (logs/) stay.
 if [ "$rc" = 0 ] && [ "$keep" = 0 ]; then
     rm -rf "$dir/ensemble"
-    echo "details: $dir (chaos.log, run.out, history.jsonl; data removed, --keep keeps it)"
+    echo "details: $dir (chaos.log, run.out, history.jsonl, logs/; data removed, --keep keeps it)"
 else
-    echo "details: $dir (chaos.log, run.out, history.jsonl, ensemble/*/server.log)"
+    echo "details: $dir (chaos.log, run.out, history.jsonl, logs/member*.server.log, ensemble/)"
 fi
 if [ "$rc" != 0 ]; then
     replay="scripts/chaos.sh --seed $seed --minutes $minutes --nemesis $nemesis --workloads $work --server $server"

@@ -296,8 +296,20 @@ netns_member_cfg() {
 # if missing), in the background; its pid goes to DIR/I/pid. With RK_NETNS_FAKETIME=1 it runs
 # under libfaketime with its wall clock from DIR/I/faketime ("+0" unless present; rewriting it
 # steps or drifts that member's CLOCK_REALTIME at runtime, CLOCK_MONOTONIC untouched).
+# The server log of member I of the ensemble in DIR: DIR/I/server.log, or, with
+# RK_NETNS_LOG_DIR set (the chaos rig: a member's dir may be a volume it fills), a file there.
+netns_member_log() {
+    if [ -n "${RK_NETNS_LOG_DIR:-}" ]; then
+        echo "$RK_NETNS_LOG_DIR/member$2.server.log"
+    else
+        echo "$1/$2/server.log"
+    fi
+}
+
 netns_member_start() {
-    local kind="$1" dir="$2" i="$3" pre=()
+    local kind="$1" dir="$2" i="$3" pre=() log
+    log="$(netns_member_log "$dir" "$i")"
+    mkdir -p "$(dirname "$log")"
     [ -f "$dir/$i/zoo.cfg" ] || netns_member_cfg "$kind" "$dir" "$i"
     if [ "${RK_NETNS_FAKETIME:-0}" = 1 ]; then
         [ -f "$dir/$i/faketime" ] || echo "+0" >"$dir/$i/faketime"
@@ -306,10 +318,10 @@ netns_member_start() {
     fi
     case "$kind" in
         # `ip netns exec` (not a function: $! must be the server itself) execs the command.
-        rk) ip netns exec "$(netns_name "m$i")" "${pre[@]}" "$NETNS_RK" serve --config "$dir/$i/zoo.cfg" >>"$dir/$i/server.log" 2>&1 & ;;
+        rk) ip netns exec "$(netns_name "m$i")" "${pre[@]}" "$NETNS_RK" serve --config "$dir/$i/zoo.cfg" >>"$log" 2>&1 & ;;
         zk) ip netns exec "$(netns_name "m$i")" "${pre[@]}" java "-Xmx${ZK_HEAP:-2g}" "-Xms${ZK_HEAP:-2g}" -Dzookeeper.4lw.commands.whitelist='*' \
             -Dzookeeper.admin.enableServer=false -cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain \
-            "$dir/$i/zoo.cfg" >>"$dir/$i/server.log" 2>&1 & ;;
+            "$dir/$i/zoo.cfg" >>"$log" 2>&1 & ;;
         *) echo "netns: ensemble kind must be rk or zk" >&2; return 2 ;;
     esac
     echo $! >"$dir/$i/pid"
@@ -331,7 +343,7 @@ netns_ensemble_start() {
     for i in $(seq 1 "$n"); do
         until netns_srvr "$i" | grep -qE 'Mode: (leader|follower|observer)'; do
             if [ "$SECONDS" -ge "$deadline" ] || ! alive "$dir/$i"; then
-                echo "netns: member $i of $dir does not serve; see $dir/$i/server.log" >&2
+                echo "netns: member $i of $dir does not serve; see $(netns_member_log "$dir" "$i")" >&2
                 return 1
             fi
             sleep 0.25

@@ -91,6 +91,12 @@ class Nemesis:
     def member_dir(self, i):
         return os.path.join(self.dir, str(i))
 
+    def member_log(self, i):
+        """Member i's server log: where scripts/netns.sh writes it (RK_NETNS_LOG_DIR, which
+        scripts/chaos.sh sets: off the member's volume), else in its dir."""
+        logs = os.environ.get("RK_NETNS_LOG_DIR")
+        return os.path.join(logs, f"member{i}.server.log") if logs else os.path.join(self.member_dir(i), "server.log")
+
     def pid(self, i):
         try:
             with open(os.path.join(self.member_dir(i), "pid")) as f:
@@ -360,7 +366,7 @@ class Nemesis:
             fh.seek(off)
             fh.write(bytes([data[off] ^ (1 << bit)]))
         rel = os.path.relpath(path, self.member_dir(i))
-        log_path = os.path.join(self.member_dir(i), "server.log")
+        log_path = self.member_log(i)
         log_start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
         full_at_flip = i in self.full
         self.start_member(i)
@@ -374,8 +380,9 @@ class Nemesis:
                 fh.seek(log_start)
                 tail = fh.read()
             named = os.path.basename(path) in tail
-            # Its disk full too (overlapping faults): the server log lives on that disk, so the
-            # line naming the file may be lost; a start refused for want of space names that.
+            # Its disk full too (overlapping faults): it may refuse to start for want of space
+            # first (it cannot write `rejoin.pending`), and say so. (A server log kept on that
+            # disk, as when RK_NETNS_LOG_DIR is unset, may also lose the line naming the file.)
             if not named and (full_at_flip or i in self.full) and "No space left on device" in tail:
                 self.note(f"member {i}'s disk is full as well; its log says so (the line naming "
                           f"the file may not have fitted)")

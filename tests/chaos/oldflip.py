@@ -115,7 +115,7 @@ def main():
                 off, bit = nem.rng.randrange(min(used, HEAD_BYTES) if t % 2 == 0 else used), nem.rng.randrange(8)
                 fh.seek(off)
                 fh.write(bytes([data[off] ^ (1 << bit)]))
-            log_path = os.path.join(d, "server.log")
+            log_path = nem.member_log(i)
             log_start = os.path.getsize(log_path)
             snaps = sorted(files(d, SNAPSHOT))
             log(f"try {t}: member {i} ({'leader' if i == leader else 'follower'}) killed; bit {bit} of byte {off} "
