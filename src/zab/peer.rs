@@ -1534,19 +1534,18 @@ impl Peer {
         // commit completes still counts as pending: its Commit goes to everyone, and
         // activates it.
         let settled = self.next_configs.is_empty();
-        #[cfg(test)]
-        let settled = settled || self.mutation == Some(PeerMutation::CrossedIgnoresReconfig);
-        #[cfg(test)]
-        let after_logged = self.mutation == Some(PeerMutation::NoCommitAfterLogged);
-        #[cfg(test)]
-        let skip_acked = self.mutation == Some(PeerMutation::NoCommitToAcked);
-        #[cfg(not(test))]
-        let skip_acked = false;
         let needs_commit = |v: &FollowerView| {
             let crossed = settled && v.logged_sent >= z && v.acked_upto >= z;
-            #[cfg(test)]
-            let crossed = crossed || (after_logged && v.logged_sent >= z);
-            v.committed_upto < z && !crossed && !(skip_acked && v.acked_upto >= z)
+            v.committed_upto < z && !crossed
+        };
+        #[cfg(test)]
+        let needs_commit = |v: &FollowerView| match self.mutation {
+            Some(PeerMutation::NoCommitToAcked) => needs_commit(v) && v.acked_upto < z,
+            Some(PeerMutation::NoCommitAfterLogged) => needs_commit(v) && v.logged_sent < z,
+            Some(PeerMutation::CrossedIgnoresReconfig) => {
+                v.committed_upto < z && !(v.logged_sent >= z && v.acked_upto >= z)
+            }
+            _ => needs_commit(v),
         };
         let targets: Vec<Sid> =
             l.followers.iter().filter(|(_, v)| v.up_to_date && needs_commit(v)).map(|(s, _)| *s).collect();

@@ -88,6 +88,16 @@ fn is_logged(m: &LeaderMsg) -> bool {
     matches!(m, LeaderMsg::Logged { .. })
 }
 
+/// A write through follower `via`, run until the leader's `Logged` for it reached `via`.
+fn write_until_logged(sim: &mut Sim, leader: Sid, via: Sid) -> u64 {
+    let w = sim.write_via(via);
+    assert!(
+        sim.run_until(200, |ev| delivered_from(ev, leader, via, |m| matches!(m, LeaderMsg::Logged { .. }))),
+        "the leader never said its own log holds the proposal"
+    );
+    w
+}
+
 /// Heals, checks, and asserts that write `w` is in the committed history.
 fn heal_with(sim: &mut Sim, w: u64) {
     let report = sim.heal_and_check();
@@ -472,11 +482,7 @@ fn issue17_a_follower_that_committed_by_logged_is_sent_no_commit_for_it() {
     // The other follower's acks are lost: the leader needs the slow one's.
     sim.cut_one_way(other, leader);
     sim.hold_fsyncs(slow, true);
-    let w = sim.write_via(slow);
-    assert!(
-        sim.run_until(200, |ev| delivered_from(ev, leader, slow, |m| matches!(m, LeaderMsg::Logged { .. }))),
-        "the leader never said its own log holds the proposal"
-    );
+    let w = write_until_logged(&mut sim, leader, slow);
     assert!(!sim.delivered_write(slow, w), "committed before its own log held the write");
     release_fsyncs(&mut sim, slow);
     assert!(sim.delivered_write(slow, w), "the follower did not commit when its own log held the write");
@@ -526,11 +532,7 @@ fn follower_sent_logged_with_a_hung_disk(mutation: Option<PeerMutation>) -> bool
     let (mut sim, leader, slow, other) = three_peers(mutation);
     sim.hold_fsyncs(slow, true);
     sim.hold_fsyncs(other, true);
-    let w = sim.write_via(slow);
-    assert!(
-        sim.run_until(200, |ev| delivered_from(ev, leader, slow, |m| matches!(m, LeaderMsg::Logged { .. }))),
-        "the leader never said its own log holds the proposal"
-    );
+    let w = write_until_logged(&mut sim, leader, slow);
     release_fsyncs(&mut sim, other);
     sim.run_for(100);
     assert!(sim.delivered_write(leader, w) && sim.delivered_write(other, w), "the leader and the other did not commit");
@@ -587,11 +589,7 @@ fn follower_sent_logged_then_a_reconfiguration(mutation: Option<PeerMutation>) -
     let (mut sim, leader, slow, other) = three_peers(mutation);
     sim.cut_one_way(other, leader);
     sim.hold_fsyncs(slow, true);
-    let w = sim.write_via(slow);
-    assert!(
-        sim.run_until(200, |ev| delivered_from(ev, leader, slow, |m| matches!(m, LeaderMsg::Logged { .. }))),
-        "the leader never said its own log holds the proposal"
-    );
+    let w = write_until_logged(&mut sim, leader, slow);
     sim.hold_fsyncs(leader, true);
     sim.reconfig_via(leader, &[leader, other], &[slow]);
     assert!(
