@@ -74,9 +74,6 @@ class Nemesis:
         self.tcp = dict.fromkeys(TCP_COUNTERS, 0)  # increments seen during dup/reorder faults
         self.findings = []  # problems the faults themselves revealed (e.g. a silent bit flip)
         self.stopped = set()
-        # Members whose disk the `disk` fault holds full (with --overlap, another fault may hit
-        # them meanwhile).
-        self.full = set()
         self.rig_errors = []
         self.mounts, self.fuse_procs = [], []
 
@@ -330,14 +327,12 @@ class Nemesis:
             pass
         finally:
             os.close(fd)
-        self.full.add(i)
 
         def heal():
             try:
                 os.unlink(ballast)
             except FileNotFoundError:
                 pass
-            self.full.discard(i)
         return f"disk of member {i} full", heal
 
     def ioerror(self):
@@ -368,7 +363,6 @@ class Nemesis:
         rel = os.path.relpath(path, self.member_dir(i))
         log_path = self.member_log(i)
         log_start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
-        full_at_flip = i in self.full
         self.start_member(i)
         self.note(f"bit {bit} of byte {off} of member {i}'s {rel} flipped; restarted")
 
@@ -380,13 +374,6 @@ class Nemesis:
                 fh.seek(log_start)
                 tail = fh.read()
             named = os.path.basename(path) in tail
-            # Its disk full too (overlapping faults): it may refuse to start for want of space
-            # first (it cannot write `rejoin.pending`), and say so. (A server log kept on that
-            # disk, as when RK_NETNS_LOG_DIR is unset, may also lose the line naming the file.)
-            if not named and (full_at_flip or i in self.full) and "No space left on device" in tail:
-                self.note(f"member {i}'s disk is full as well; its log says so (the line naming "
-                          f"the file may not have fitted)")
-                named = True
             self.note(f"member {i} does not serve after the flip in {rel}; its log "
                       f"{'names' if named else 'does NOT name'} the file; wiping it to rejoin")
             if not named:
