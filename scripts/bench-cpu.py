@@ -2,7 +2,8 @@
 """Server CPU per operation: scripts/bench-cpu.py BINARY PORT CORES RATIOS [REPEAT]
 
 Starts a standalone server on 127.0.0.1:PORT (BINARY: a ringkeeper binary, run with
-ringkeeper.clientCores=CORES and no pinning; or `zookeeper`: Apache ZooKeeper 3.8 from Debian's
+ringkeeper.clientCores=CORES and no pinning, or with CORES 0 its one client core on the
+pipeline's thread, ringkeeper.clientCoreOnPipeline=true; or `zookeeper`: Apache ZooKeeper 3.8 from Debian's
 package, -Xmx2g), creates 1,000 znodes, then for each read share in RATIOS (comma-separated
 percentages), REPEAT times: ringkeeper-bench run with 16 clients x 100 outstanding, 1 KiB
 get/set, WARM seconds of warm-up (environment, default 2) and 8 s measured, and prints the
@@ -33,7 +34,7 @@ clientPort={port}
 clientPortAddress=127.0.0.1
 maxClientCnxns=0
 admin.enableServer=false
-ringkeeper.clientCores={cores}
+{'ringkeeper.clientCoreOnPipeline=true' if cores == 0 else f'ringkeeper.clientCores={cores}'}
 ringkeeper.cpuPinning=false
 ringkeeper.logLevel=warn
 """)

@@ -33,7 +33,8 @@
 # BENCH_ONLY (comma list of: ceiling,ringkeeper-standalone,zookeeper-standalone,
 # ringkeeper-ensemble3,zookeeper-ensemble3,ringkeeper-netns3,zookeeper-netns3), BENCH_BASE_PORT
 # (27181; the run uses a few ports above it), BENCH_NETNS_DELAY_US (100), BENCH_NETNS_JITTER_US
-# (0), RK_NETNS_PREFIX (rkbench: the namespaces' names). --quick: 4 ratios, 1 s warm-up, 2 s
+# (0), RK_NETNS_PREFIX (rkbench: the namespaces' names), RK_ENSEMBLE_CONFIG (lines added to
+# every ringkeeper ensemble member's zoo.cfg, e.g. ringkeeper.clientCoreOnPipeline=true). --quick: 4 ratios, 1 s warm-up, 2 s
 # windows.
 set -euo pipefail
 
@@ -58,6 +59,7 @@ PAYLOAD=${BENCH_PAYLOAD:-1024}
 ZNODES=${BENCH_ZNODES:-1000}
 WARMUP=${BENCH_WARMUP_S:-2}
 MEASURE=${BENCH_MEASURE_S:-5}
+RK_ENSEMBLE_CONFIG=${RK_ENSEMBLE_CONFIG:-}
 RATIOS=${BENCH_RATIOS:-0,10,20,30,40,50,60,70,80,90,100}
 HALF_RATIOS=${BENCH_HALF_RATIOS-0,50,90,100}
 RATE_SHARES=${BENCH_RATE_SHARES:-0.5}
@@ -225,7 +227,10 @@ ensemble() { # kind (rk|zk)
     # once instead of polling (as scripts/ensemble.sh runs them; one member per host would
     # keep the embedded defaults).
     local shared=""
-    if [ "$1" = rk ]; then shared=$'ringkeeper.cpuPinning=false\nringkeeper.spinBeforeParkUs=0\n'; fi
+    if [ "$1" = rk ]; then
+        shared=$'ringkeeper.cpuPinning=false\nringkeeper.spinBeforeParkUs=0\n'
+        if [ -n "$RK_ENSEMBLE_CONFIG" ]; then shared+="$RK_ENSEMBLE_CONFIG"$'\n'; fi
+    fi
     for i in 1 2 3; do
         local dir="$OUT/data/$1-ensemble3-$i"
         write_cfg "$dir" "$((BASE_PORT + 10 + i))" "$servers$shared"
@@ -265,7 +270,9 @@ netns_ensemble() { # kind (rk|zk), label
     netns_up 3
     netns_delay "$NETNS_DELAY_US" "$NETNS_JITTER_US"
     netns_mode >"$OUT/netns-mode.txt"
-    netns_ensemble_start "$1" "$dir"
+    local extra=""
+    if [ "$1" = rk ]; then extra="$RK_ENSEMBLE_CONFIG"; fi
+    RK_NETNS_EXTRA_CONFIG="$extra" netns_ensemble_start "$1" "$dir"
     SWEEP_IN=(ip netns exec "$(netns_name c)")
     measure "$2" "$(netns_conn)"
     SWEEP_IN=()
@@ -291,7 +298,7 @@ kernel $(uname -r); everything on 127.0.0.1$(if [ -f "$OUT/netns-mode.txt" ]; th
 config below); Apache ZooKeeper $ZK_VERSION (Debian), $JAVA_VERSION, heap -Xms/-Xmx $ZK_HEAP.
 - Both: tickTime 2000, forceSync yes, maxClientCnxns 0, data directories on the same disk.
   The three ringkeeper members of an ensemble run unpinned with \`ringkeeper.spinBeforeParkUs=0\`,
-  since they share this host's CPUs (as \`scripts/ensemble.sh\` runs them).
+  since they share this host's CPUs (as \`scripts/ensemble.sh\` runs them)${RK_ENSEMBLE_CONFIG:+, and with \`$(echo "$RK_ENSEMBLE_CONFIG" | paste -sd' ')\`}.
 - Log disk: $(cat "$OUT/fsync.txt")
 - Load: ringkeeper-bench, $CLIENTS clients × $OUTSTANDING outstanding, $PAYLOAD-byte getData/setData on \
 $ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connections spread over an \

@@ -233,6 +233,9 @@ pub struct Config {
     pub servers: Vec<ServerSpec>,
     /// ringkeeper.clientCores: default (available CPUs − 1).max(1), or the length of clientCpus.
     pub client_cores: usize,
+    /// ringkeeper.clientCoreOnPipeline: the one client core runs on the pipeline core's thread
+    /// (one thread per server, for several servers on a small machine); default false.
+    pub client_core_on_pipeline: bool,
     pub cpu_pinning: bool,
     /// ringkeeper.clientCpus: one CPU per client core.
     pub client_cpus: Option<Vec<usize>>,
@@ -958,6 +961,7 @@ impl Config {
         let mut sync_limit_ticks = SYNC_LIMIT_TICKS_DEFAULT;
         let mut servers: Vec<ServerSpec> = Vec::new();
         let mut client_cores: Option<usize> = None;
+        let mut client_core_on_pipeline: Option<usize> = None;
         let mut cpu_pinning = true;
         let mut client_cpus: Option<(Vec<usize>, usize, String)> = None;
         let mut pipeline_cpu: Option<(usize, usize)> = None;
@@ -1169,6 +1173,7 @@ impl Config {
                 "initLimit" => init_limit_ticks = e.u32(1, u32::MAX, " ticks")?,
                 "syncLimit" => sync_limit_ticks = e.u32(1, u32::MAX, " ticks")?,
                 "ringkeeper.clientCores" => client_cores = Some(e.usize(1, CLIENT_CORES_MAX, " cores")?),
+                "ringkeeper.clientCoreOnPipeline" => client_core_on_pipeline = e.boolean()?.then_some(line),
                 "ringkeeper.cpuPinning" => cpu_pinning = e.boolean()?,
                 "ringkeeper.clientCpus" => {
                     let list = parse_cpu_list(value).map_err(|why| e.bad(why))?;
@@ -1282,8 +1287,22 @@ impl Config {
             (Some(n), _) => n,
             // Without clientCores, the CPU list says how many client cores there are.
             (None, Some((list, _, _))) => list.len(),
+            (None, None) if client_core_on_pipeline.is_some() => 1,
             (None, None) => available_cpus.saturating_sub(1).clamp(1, CLIENT_CORES_MAX),
         };
+        if let Some(line) = client_core_on_pipeline {
+            if client_cores != 1 || client_cpus.is_some() {
+                return Err(ConfigError::BadValue {
+                    origin: origin.to_string(),
+                    line,
+                    key: "ringkeeper.clientCoreOnPipeline".into(),
+                    value: "true".into(),
+                    why: "runs the one client core on the pipeline's thread: it takes ringkeeper.clientCores=1 (or \
+                          unset) and no ringkeeper.clientCpus"
+                        .into(),
+                });
+            }
+        }
         if let Some((list, line, _)) = &client_cpus {
             let mut sorted = list.clone();
             sorted.sort_unstable();
@@ -1408,6 +1427,7 @@ impl Config {
             sync_limit_ticks,
             servers,
             client_cores,
+            client_core_on_pipeline: client_core_on_pipeline.is_some(),
             cpu_pinning,
             client_cpus: client_cpus.map(|(list, _, _)| list),
             pipeline_cpu: pipeline_cpu.map(|(c, _)| c),
@@ -2138,6 +2158,33 @@ sessionRequireClientSASLAuth=true
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn client_core_on_pipeline_takes_one_client_core_and_no_cpu_list() {
+        // Off by default; on, the one client core is implied whatever the CPU count.
+        assert!(!quiet("dataDir=/d\n").client_core_on_pipeline);
+        let c = quiet("dataDir=/d\nringkeeper.clientCoreOnPipeline=true\n");
+        assert_eq!((c.client_core_on_pipeline, c.client_cores), (true, 1));
+        let c = quiet("dataDir=/d\nringkeeper.clientCores=1\nringkeeper.clientCoreOnPipeline=yes\n");
+        assert_eq!((c.client_core_on_pipeline, c.client_cores), (true, 1));
+        // A later `false` turns it off again, so more client cores are then fine.
+        let (c, w) = ok("dataDir=/d\nringkeeper.clientCoreOnPipeline=true\nringkeeper.clientCoreOnPipeline=false\nringkeeper.clientCores=3\n");
+        assert_eq!((c.client_core_on_pipeline, c.client_cores), (false, 3));
+        assert!(w.len() == 1 && w[0].contains("the last value wins"), "{w:?}");
+        for refused in [
+            "dataDir=/d\nringkeeper.clientCores=2\nringkeeper.clientCoreOnPipeline=true\n",
+            "dataDir=/d\nringkeeper.clientCpus=1\nringkeeper.clientCoreOnPipeline=true\n",
+        ] {
+            match parse(refused) {
+                Err(ConfigError::BadValue { line: 3, key, why, .. }) => {
+                    assert_eq!(key, "ringkeeper.clientCoreOnPipeline");
+                    assert!(why.contains("ringkeeper.clientCores=1"), "{why}");
+                }
+                other => panic!("{refused:?}: {other:?}"),
+            }
+        }
+        assert!(parse("dataDir=/d\nringkeeper.clientCoreOnPipeline=maybe\n").is_err());
     }
 
     #[test]

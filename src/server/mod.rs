@@ -128,7 +128,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
     clock::mono_ms();
     let config = Arc::new(config);
     let cores = config.client_cores;
-    startup::check_host(cores + 1, config.io_memory_bytes).map_err(|e| e.to_string())?;
+    // Threads that run an executor: the pipeline core and each client core, unless the one
+    // client core runs on the pipeline's thread.
+    let executors = if config.client_core_on_pipeline { 1 } else { cores + 1 };
+    startup::check_host(executors, config.io_memory_bytes).map_err(|e| e.to_string())?;
     startup::check_client_port(config.client_addr()).map_err(|e| e.to_string())?;
     // TLS on the client port: the stores are read now, so a bad one refuses the start.
     let tls = match &config.client_tls {
@@ -223,7 +226,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
 
     let stats = stats::Stats::new(cores);
     // Client connections: maxCnxns, within what the descriptor limit leaves room for.
-    let fd_budget = startup::client_fd_budget(cores + 1, config.servers.len());
+    let fd_budget = startup::client_fd_budget(executors, config.servers.len());
     let total_max = match (config.max_cnxns, fd_budget) {
         (0, Some(b)) => b,
         (m, Some(b)) => m.min(b),
@@ -267,6 +270,35 @@ pub fn run(mut config: Config) -> Result<(), String> {
             .spin_before_park(std::time::Duration::from_micros(config.spin_before_park_us))
     };
 
+    // Admin commands that list connections or watches ask client core 0 over a bridge.
+    let (mut inspector, mut inspector_end) = (None, None);
+    if config.admin_enabled {
+        match admin::inspector() {
+            Ok((a, b)) => (inspector, inspector_end) = (Some(a), Some(b)),
+            Err(e) => tracing::warn!(
+                "admin server: cannot create its bridge to the cores ({e}); its connection \
+                                      and watch commands will report an error"
+            ),
+        }
+    }
+    let core_params = |i: usize, (up_tx, down_rx), admin_asks| client_core::CoreParams {
+        id: i as u16,
+        stats: stats.clone(),
+        conn_limits: conn_limits.clone(),
+        config: config.clone(),
+        tree: tree.clone(),
+        to_pipeline: up_tx,
+        from_pipeline: down_rx,
+        admin_asks,
+        tls: tls.clone(),
+    };
+    // With clientCoreOnPipeline the one client core is a task on the pipeline's executor: its
+    // channels to the pipeline then never wake another thread.
+    let mut core_ends = core_ends.into_iter().enumerate();
+    let on_pipeline = match config.client_core_on_pipeline {
+        true => core_ends.next().map(|(i, ends)| core_params(i, ends, inspector_end.take())),
+        false => None,
+    };
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
     let (cfg, rec, stop, st, pipeline_tree) =
         (config.clone(), recovered.clone(), shutdown.clone(), stats.clone(), tree.clone());
@@ -275,6 +307,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let pipeline = builder("rk-pipeline".into(), pipeline_cpu)
         .blocking_thread_pool_placement(PoolPlacement::Unbound(offcore::BLOCKING_THREADS))
         .spawn(move || async move {
+            let client_core = on_pipeline.map(|params| glommio::spawn_local(serve_client_core(params, stop.clone())));
             let r = match my_id {
                 None => {
                     let params = pipeline::PipelineParams {
@@ -305,51 +338,26 @@ pub fn run(mut config: Config) -> Result<(), String> {
             if r.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }
-            r
+            // The client core ends once the pipeline has dropped its channel to it.
+            match client_core {
+                Some(task) => r.and(task.await),
+                None => r,
+            }
         })
         .map_err(|e| format!("cannot start the pipeline core on CPU {pipeline_cpu}: {e}"))?;
 
-    // Admin commands that list connections or watches ask client core 0 over a bridge.
-    let (mut inspector, mut inspector_end) = (None, None);
-    if config.admin_enabled {
-        match admin::inspector() {
-            Ok((a, b)) => (inspector, inspector_end) = (Some(a), Some(b)),
-            Err(e) => tracing::warn!(
-                "admin server: cannot create its bridge to the cores ({e}); its connection \
-                                      and watch commands will report an error"
-            ),
-        }
-    }
     let mut handles = Vec::with_capacity(cores);
-    for (i, (up_tx, down_rx)) in core_ends.into_iter().enumerate() {
+    for (i, ends) in core_ends {
         let cpu = match &config.client_cpus {
             Some(list) => list[i],
             None => (pipeline_cpu + 1 + i) % num_cpus(),
         };
-        let params = client_core::CoreParams {
-            id: i as u16,
-            stats: stats.clone(),
-            conn_limits: conn_limits.clone(),
-            config: config.clone(),
-            tree: tree.clone(),
-            to_pipeline: up_tx,
-            from_pipeline: down_rx,
-            admin_asks: if i == 0 { inspector_end.take() } else { None },
-            tls: tls.clone(),
-        };
+        let params = core_params(i, ends, if i == 0 { inspector_end.take() } else { None });
         let stop = shutdown.clone();
-        let h = builder(format!("rk-client-{i}"), cpu)
-            .spawn(move || async move {
-                let r = client_core::run(params).await;
-                if r.is_err() {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                r
-            })
-            .map_err(|e| {
-                shutdown.store(true, Ordering::Relaxed);
-                format!("cannot start client core {i} on CPU {cpu}: {e}")
-            });
+        let h = builder(format!("rk-client-{i}"), cpu).spawn(move || serve_client_core(params, stop)).map_err(|e| {
+            shutdown.store(true, Ordering::Relaxed);
+            format!("cannot start client core {i} on CPU {cpu}: {e}")
+        });
         match h {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -401,6 +409,15 @@ pub fn run(mut config: Config) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Runs a client core; its error stops the whole server.
+async fn serve_client_core(params: client_core::CoreParams, stop: Arc<AtomicBool>) -> Result<(), String> {
+    let r = client_core::run(params).await;
+    if r.is_err() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    r
 }
 
 fn num_cpus() -> usize {

@@ -74,12 +74,13 @@ TEST_PREALLOC_KB = 4096
 
 class Ensemble:
     def __init__(self, n, tmp_path, observers=0, snap_count=100000, client_cores=1,
-                 prealloc_kb=TEST_PREALLOC_KB, server_line="short"):
+                 prealloc_kb=TEST_PREALLOC_KB, server_line="short", extra_config=""):
         self.n = n
         self.dir = str(tmp_path / "ensemble")
         self.env = dict(os.environ, RK_ENSEMBLE_DIR=self.dir, RK_BIN=RK_BIN, RK_TICK_TIME=str(TICK_MS),
                         RK_OBSERVERS=str(observers), RK_SNAP_COUNT=str(snap_count),
-                        RK_CLIENT_CORES=str(client_cores), RK_SERVER_LINE=server_line)
+                        RK_CLIENT_CORES=str(client_cores), RK_SERVER_LINE=server_line,
+                        RK_EXTRA_CONFIG=extra_config)
         if prealloc_kb is not None:  # None: the server's default
             self.env["RK_PREALLOC_KB"] = str(prealloc_kb)
         first, last = _ensemble_base_slice(n)
@@ -165,8 +166,9 @@ def _zombie(pid):
 def ensemble(tmp_path):
     made = []
 
-    def make(n, observers=0, snap_count=100000, client_cores=1, prealloc_kb=TEST_PREALLOC_KB, server_line="short"):
-        e = Ensemble(n, tmp_path, observers, snap_count, client_cores, prealloc_kb, server_line).start()
+    def make(n, observers=0, snap_count=100000, client_cores=1, prealloc_kb=TEST_PREALLOC_KB, server_line="short",
+             extra_config=""):
+        e = Ensemble(n, tmp_path, observers, snap_count, client_cores, prealloc_kb, server_line, extra_config).start()
         made.append(e)
         return e
     yield make
@@ -286,14 +288,19 @@ def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, 
     write_round([anywhere], "/w", 450, 30, acked)
     assert len(acked) - before == 30
     anywhere.stop()
+    assert_killed_leader_catches_up(e, clients, survivors, leader, kazoo_factory, acked)
+
+
+def assert_killed_leader_catches_up(e, clients, survivors, leader, kazoo_factory, acked, prefix="/w"):
+    """Stops `clients`; every acknowledged write under `prefix` is on the survivors; the killed
+    `leader` restarts, catches up, and all three members end with the same tree."""
     for c in clients:
         c.stop()
     for i in survivors:
-        assert_acked_on(e, i, kazoo_factory, "/w", acked)
-
+        assert_acked_on(e, i, kazoo_factory, prefix, acked)
     e.restart(leader)
     e.wait_serving([1, 2, 3], timeout=30.0)
-    assert_acked_on(e, leader, kazoo_factory, "/w", acked)
+    assert_acked_on(e, leader, kazoo_factory, prefix, acked)
     assert_same_trees(e, [1, 2, 3])
 
 
