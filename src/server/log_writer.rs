@@ -12,10 +12,7 @@
 //! `log.spare` while the current one is written, and a roll renames it. Blocks that were
 //! `fallocate`d (or left as holes) are "unwritten" extents, and the first write into each
 //! makes `fdatasync` commit a metadata change too; into zeroed blocks it is a data flush
-//! only, which is most of the cost of a durable write at low load. The fill is paced
-//! (`SparePace`): in small writes, no faster than `SPARE_FILL_BYTES_PER_S_MIN` while it keeps
-//! well ahead of the log, so the log's own writes never queue behind a burst of zeroes; at
-//! full speed whenever the log could fill its segment before the spare is ready.
+//! only, which is most of the cost of a durable write at low load.
 //! The sync (`SyncMode`): the standalone pipeline calls `fdatasync` directly on its thread
 //! (io_uring cannot complete one inline on ext4 or xfs and hands it to a worker thread, two
 //! more thread switches per batch, ~60 µs here; and that pipeline has nothing to do
@@ -34,7 +31,6 @@ use crate::storage::recovery::LogTail;
 use crate::txn::codec::record_zxid;
 use bytes::Bytes;
 use glommio::io::{Directory, DmaBuffer, DmaFile, OpenOptions};
-use std::cell::Cell;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -72,20 +68,6 @@ pub fn plan_batches(records: &[Bytes], next_zxid: i64, body_bytes_max: usize) ->
 pub const LOG_WRITE_BYTES_MAX: usize = 1024 * 1024;
 
 const _: () = assert!(LOG_WRITE_BYTES_MAX.is_multiple_of(LOG_BLOCK_BYTES));
-
-/// The slowest a spare is zero-filled, bytes per second (64 MiB in 4 s), while it stays ahead
-/// of the log (`SparePace`).
-pub const SPARE_FILL_BYTES_PER_S_MIN: u64 = 8 * 1024 * 1024;
-/// One write of a paced spare fill: a log write arriving meanwhile waits behind at most this.
-pub const SPARE_FILL_WRITE_BYTES: usize = 128 * 1024;
-/// A paced fill keeps this many times ahead of the log: the share of the spare filled is at
-/// least this times the share of the current segment's free room the log has used since.
-const SPARE_FILL_LEAD: u64 = 2;
-/// Longest pause between two paced writes, so a log that speeds up is noticed soon.
-const SPARE_FILL_PAUSE_MAX_MS: u64 = 20;
-
-const _: () =
-    assert!(SPARE_FILL_WRITE_BYTES.is_multiple_of(LOG_BLOCK_BYTES) && SPARE_FILL_WRITE_BYTES <= LOG_WRITE_BYTES_MAX);
 
 /// Space left free when the spare segment is sized: a spare never takes the last free space
 /// of the log's file system (snapshots and the log itself need it).
@@ -192,8 +174,6 @@ pub struct TxnLogWriter {
     segment: Option<Segment>,
     /// The next segment being zero-filled in the background (`log.spare`), if any.
     spare: Option<glommio::Task<io::Result<DmaFile>>>,
-    /// Bytes the appends have written, for the spare's pace (read by its task, same thread).
-    written: Rc<Cell<u64>>,
     next_zxid: i64,
     prealloc_bytes: u64,
     sync: SyncMode,
@@ -244,7 +224,6 @@ impl TxnLogWriter {
             log_dir: log_dir.to_path_buf(),
             segment,
             spare: None,
-            written: Rc::new(Cell::new(0)),
             next_zxid,
             prealloc_bytes,
             sync,
@@ -267,13 +246,6 @@ impl TxnLogWriter {
     /// no spare and the next segment is created directly. A `log.spare` left by an earlier run
     /// is replaced (its space counts as free).
     fn prepare_spare(&mut self) {
-        let room = self.segment.as_ref().map_or(0, |s| s.limit.saturating_sub(s.at.write_offset()));
-        self.prepare_spare_within(room);
-    }
-
-    /// `prepare_spare` when the log may write `room` more bytes before it needs the spare (0:
-    /// at once, so the fill is not paced).
-    fn prepare_spare_within(&mut self, room: u64) {
         if self.prealloc_bytes == 0 || self.spare.is_some() {
             return;
         }
@@ -288,9 +260,7 @@ impl TxnLogWriter {
             }
             return;
         };
-        // The room the log has left is the time the fill has, in log bytes.
-        let pace = (room > 0).then(|| SparePace { written: self.written.clone(), room });
-        self.spare = Some(glommio::spawn_local(async move { zero_filled_file(&path, bytes, pace).await }));
+        self.spare = Some(glommio::spawn_local(async move { zero_filled_file(&path, bytes).await }));
     }
 
     /// The preallocation a new segment gets now (`sized_prealloc` of the free space, counting
@@ -462,7 +432,6 @@ impl TxnLogWriter {
             seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
             return Err(e);
         }
-        self.written.set(self.written.get() + write_len as u64);
         // Timed as a sync (fsynctime, the warning threshold): the fdatasync alone, or with
         // write-through the whole write, which is its sync.
         let sync_started = match self.sync {
@@ -554,9 +523,8 @@ impl TxnLogWriter {
             }
         };
         sync_dir(&self.log_dir).await?;
+        self.prepare_spare();
         let limit = segment_limit(file.file_size().await?, self.prealloc_bytes);
-        // The new segment is not `self.segment` yet: its whole room is the next spare's time.
-        self.prepare_spare_within(limit);
         Ok(Segment { file, through: None, path, at: AppendPoint::start(), limit, dirty_end: 0 })
     }
 
@@ -649,61 +617,14 @@ fn read_tail_block(path: &Path, offset: u64) -> io::Result<Vec<u8>> {
     Ok(block)
 }
 
-/// How a spare's fill keeps out of the log's way: the log may write `room` more bytes before
-/// it needs the spare, and `written` counts what it has written.
-struct SparePace {
-    written: Rc<Cell<u64>>,
-    room: u64,
-}
-
-impl SparePace {
-    /// Waits until the next write of a fill that has `done` of `len` bytes, started at
-    /// `started` when the log had written `written_at_start`, and returns that write's size
-    /// (`spare_fill_step`).
-    async fn wait_turn(&self, done: usize, len: usize, started: std::time::Instant, written_at_start: u64) -> usize {
-        loop {
-            let used = self.written.get().saturating_sub(written_at_start);
-            match spare_fill_step(done, len, self.room, used, started.elapsed()) {
-                Ok(write) => return write,
-                Err(pause) => glommio::timer::sleep(pause).await,
-            }
-        }
-    }
-}
-
-/// The next step of a paced fill that has `done` of `len` bytes written, `elapsed` after it
-/// started, while the log used `used` of the `room` it had then: `Ok(size)` to write now, or
-/// `Err(pause)` to wait first. A full-size write at once when the fill is not `SPARE_FILL_LEAD`
-/// times ahead of the log's use of its room; else a small write when the floor rate
-/// (`SPARE_FILL_BYTES_PER_S_MIN`) says, after a pause of at most `SPARE_FILL_PAUSE_MAX_MS` (so
-/// a log that speeds up is seen soon).
-fn spare_fill_step(
-    done: usize,
-    len: usize,
-    room: u64,
-    used: u64,
-    elapsed: std::time::Duration,
-) -> Result<usize, std::time::Duration> {
-    // done / len < LEAD * used / room: behind the log.
-    if (done as u128) * (room as u128) < (SPARE_FILL_LEAD as u128) * (used as u128) * (len as u128) {
-        return Ok(LOG_WRITE_BYTES_MAX);
-    }
-    let due = std::time::Duration::from_secs_f64(done as f64 / SPARE_FILL_BYTES_PER_S_MIN as f64);
-    if elapsed >= due {
-        return Ok(SPARE_FILL_WRITE_BYTES);
-    }
-    Err((due - elapsed).min(std::time::Duration::from_millis(SPARE_FILL_PAUSE_MAX_MS)))
-}
-
 /// Creates `path` (replacing any old file of that name) as `bytes` of zeroes, written with
-/// O_DIRECT and made durable, and returns it open; `pace` (a spare made beside the log) paces
-/// the writes, None writes at full speed.
-async fn zero_filled_file(path: &Path, bytes: u64, pace: Option<SparePace>) -> io::Result<DmaFile> {
+/// O_DIRECT and made durable, and returns it open.
+async fn zero_filled_file(path: &Path, bytes: u64) -> io::Result<DmaFile> {
     remove_if_present(path).await?;
     let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(path).await?;
     let len = (bytes as usize).next_multiple_of(LOG_BLOCK_BYTES);
     let filled = async {
-        write_zeroes(&file, len, pace.as_ref()).await?;
+        write_zeroes(&file, len).await?;
         file.fdatasync().await.map_err(io::Error::from)
     }
     .await;
@@ -725,30 +646,23 @@ pub(super) async fn remove_if_present(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Writes `len` zero bytes (a multiple of the block size) from offset 0, paced by `pace` (which
-/// also picks each write's size) or at full speed: the writes of each full size share one
-/// buffer zeroed once (`write_rc_at`), so a segment's fill costs no memset per write (a
-/// profile at 0% reads: the spare's memset was 1.4-2.5% of the server's CPU); a shorter write
-/// (the last, or after a short write) gets a buffer of its own.
-async fn write_zeroes(file: &DmaFile, len: usize, pace: Option<&SparePace>) -> io::Result<()> {
-    // One zeroed buffer per size in use: LOG_WRITE_BYTES_MAX, and SPARE_FILL_WRITE_BYTES when paced.
-    let mut full: Vec<Rc<DmaBuffer>> = Vec::with_capacity(2);
+/// Writes `len` zero bytes (a multiple of the block size) from offset 0: every full-size write
+/// shares one buffer zeroed once (`write_rc_at`), so a segment's fill costs no memset per
+/// write (a profile at 0% reads: the spare's memset was 1.4-2.5% of the server's CPU); a
+/// shorter write (the last, or after a short write) gets a buffer of its own.
+async fn write_zeroes(file: &DmaFile, len: usize) -> io::Result<()> {
+    let mut full: Option<Rc<DmaBuffer>> = None;
     let mut done = 0usize;
-    let (started, written_at_start) = (std::time::Instant::now(), pace.map_or(0, |p| p.written.get()));
     while done < len {
-        let write_max = match pace {
-            Some(p) => p.wait_turn(done, len, started, written_at_start).await,
-            None => LOG_WRITE_BYTES_MAX,
-        };
-        let n = (len - done).min(write_max);
-        let buf = match full.iter().find(|b| b.len() == n) {
-            Some(b) => b.clone(),
-            None => {
+        let n = (len - done).min(LOG_WRITE_BYTES_MAX);
+        let buf = match &full {
+            Some(b) if b.len() == n => b.clone(),
+            _ => {
                 let mut b = file.alloc_dma_buffer(n);
                 b.as_bytes_mut()[..n].fill(0);
                 let b = Rc::new(b);
-                if n == write_max {
-                    full.push(b.clone());
+                if n == LOG_WRITE_BYTES_MAX {
+                    full = Some(b.clone());
                 }
                 b
             }
@@ -837,59 +751,6 @@ pub(crate) mod tests {
         assert!(!is_disk_full(&io::Error::from_raw_os_error(libc::EIO)));
     }
 
-    /// A paced spare: small writes at the floor rate while it is ahead of the log, pauses
-    /// bounded so a faster log is seen, and full-size writes at once when it falls behind.
-    #[test]
-    fn a_spare_fill_is_paced_only_while_it_stays_ahead_of_the_log() {
-        use std::time::Duration;
-        let (mib, len, room) = (1024 * 1024usize, 64 * 1024 * 1024usize, 64 * 1024 * 1024u64);
-        // Nothing written yet, idle log: the first write goes at once, small.
-        assert_eq!(spare_fill_step(0, len, room, 0, Duration::ZERO), Ok(SPARE_FILL_WRITE_BYTES));
-        // 8 MiB done at once: due at 1 s on the 8 MiB/s floor; paused at most 20 ms at a time.
-        assert_eq!(spare_fill_step(8 * mib, len, room, 0, Duration::ZERO), Err(Duration::from_millis(20)));
-        assert_eq!(spare_fill_step(8 * mib, len, room, 0, Duration::from_millis(990)), Err(Duration::from_millis(10)));
-        assert_eq!(spare_fill_step(8 * mib, len, room, 0, Duration::from_secs(1)), Ok(SPARE_FILL_WRITE_BYTES));
-        // The log used 5% of its room while the fill did 8/64 = 12.5%: ahead by more than 2x, paced.
-        assert!(spare_fill_step(8 * mib, len, room, room / 20, Duration::ZERO).is_err());
-        // The log used 10%: the fill is not 2x ahead (12.5% < 20%), so a full-size write at once.
-        assert_eq!(spare_fill_step(8 * mib, len, room, room / 10, Duration::ZERO), Ok(LOG_WRITE_BYTES_MAX));
-        // A fill with little room (a segment nearly full at start) goes at full speed early.
-        assert_eq!(spare_fill_step(mib, len, room / 64, room / 128, Duration::ZERO), Ok(LOG_WRITE_BYTES_MAX));
-    }
-
-    /// Whatever the log's steady rate, a paced fill is whole before the log has used its room
-    /// (so a roll never waits for the spare because of the pacing): simulated step by step.
-    #[test]
-    fn a_paced_spare_is_ready_before_the_log_needs_it() {
-        use std::time::Duration;
-        let len = 64 * 1024 * 1024usize;
-        let room = len as u64;
-        // The fill's own disk speed in this model: 200 MB/s, so a write of n bytes takes n / 200 MB/s.
-        let disk_bytes_per_s = 200e6;
-        for log_bytes_per_s in [0.0, 1e5, 1e6, 4e6, 16e6, 40e6, 60e6, 90e6] {
-            let (mut done, mut t) = (0usize, 0.0f64);
-            while done < len {
-                let used = (log_bytes_per_s * t) as u64;
-                assert!(used < room, "the log at {log_bytes_per_s} B/s used its room before the spare was ready");
-                match spare_fill_step(done, len, room, used, Duration::from_secs_f64(t)) {
-                    Ok(n) => {
-                        let n = n.min(len - done);
-                        done += n;
-                        t += n as f64 / disk_bytes_per_s;
-                    }
-                    Err(pause) => {
-                        assert!(pause > Duration::ZERO && pause <= Duration::from_millis(SPARE_FILL_PAUSE_MAX_MS));
-                        t += pause.as_secs_f64();
-                    }
-                }
-            }
-            // Idle, it takes the floor rate's time, not a burst at the disk's speed.
-            if log_bytes_per_s == 0.0 {
-                assert!(t >= (len as f64 / SPARE_FILL_BYTES_PER_S_MIN as f64) - 0.05, "{t}");
-            }
-        }
-    }
-
     /// A spare larger than one DMA buffer (its full-size writes share one zeroed buffer, the
     /// last is shorter) reads back as zeroes, over io memory that held other bytes before.
     #[test]
@@ -910,7 +771,7 @@ pub(crate) mod tests {
                     b.as_bytes_mut().fill(0xab);
                 }
                 junk.close().await.unwrap();
-                let file = zero_filled_file(&p2, len as u64, None).await.unwrap();
+                let file = zero_filled_file(&p2, len as u64).await.unwrap();
                 assert_eq!(file.file_size().await.unwrap(), len as u64);
                 file.close().await.unwrap();
             })
