@@ -388,6 +388,7 @@ fn conf(c: &Config) -> String {
         }
     }
     kv("ringkeeper.clientCores", c.client_cores.to_string());
+    kv("ringkeeper.clientCoreOnPipeline", c.client_core_on_pipeline.to_string());
     out
 }
 

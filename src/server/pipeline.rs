@@ -549,7 +549,13 @@ pub(super) async fn open_log(
     next_zxid: i64,
     stats: &Arc<super::stats::Stats>,
 ) -> Result<TxnLogWriter, String> {
-    let sync = if config.force_sync { SyncMode::Fdatasync } else { SyncMode::Off };
+    // With the client core on this thread (clientCoreOnPipeline), an fdatasync that blocked
+    // the thread would stop reads, pings and replies too: it goes through io_uring instead.
+    let sync = match (config.force_sync, config.client_core_on_pipeline) {
+        (false, _) => SyncMode::Off,
+        (true, false) => SyncMode::Fdatasync,
+        (true, true) => SyncMode::FdatasyncAside,
+    };
     let mut log = TxnLogWriter::open(&config.data_log_dir, tail, next_zxid, config.pre_alloc_size_bytes, sync)
         .await
         .map_err(|e| format!("opening the txn log in {}: {e}", config.data_log_dir.display()))?;

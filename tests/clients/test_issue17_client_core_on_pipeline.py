@@ -11,7 +11,7 @@ import pytest
 
 from helpers import RK_BIN, Server, default_config, selected_kinds, zkcli
 from test_ensemble import assert_killed_leader_catches_up, client, ensemble, write_round  # noqa: F401
-from test_four_letter_words import mntr
+from test_four_letter_words import four_letter_word, mntr
 
 pytestmark = [
     pytest.mark.skipif(not os.access(RK_BIN, os.X_OK), reason="ringkeeper binary not built"),
@@ -45,6 +45,7 @@ def test_a_standalone_server_with_its_client_core_on_the_pipeline_serves_real_cl
     s = Server("ringkeeper", cfg).start()
     try:
         assert_one_executor(s.proc.pid)
+        assert "ringkeeper.clientCoreOnPipeline=true" in four_letter_word(s.hostport, "conf").splitlines()
         zk = kazoo_factory(s.hostport)
         fired = threading.Event()
         zk.create("/one", b"a")
