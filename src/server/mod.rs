@@ -295,9 +295,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
     // With clientCoreOnPipeline the one client core is a task on the pipeline's executor: its
     // channels to the pipeline then never wake another thread.
     let mut core_ends = core_ends.into_iter().enumerate();
-    let on_pipeline = match config.client_core_on_pipeline {
-        true => core_ends.next().map(|(i, ends)| core_params(i, ends, inspector_end.take())),
-        false => None,
+    let on_pipeline = if config.client_core_on_pipeline {
+        core_ends.next().map(|(i, ends)| core_params(i, ends, inspector_end.take()))
+    } else {
+        None
     };
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
     let (cfg, rec, stop, st, pipeline_tree) =

@@ -291,16 +291,16 @@ def test_three_members_survive_leader_kill9_and_the_leader_catches_up(ensemble, 
     assert_killed_leader_catches_up(e, clients, survivors, leader, kazoo_factory, acked)
 
 
-def assert_killed_leader_catches_up(e, clients, survivors, leader, kazoo_factory, acked, prefix="/w"):
-    """Stops `clients`; every acknowledged write under `prefix` is on the survivors; the killed
+def assert_killed_leader_catches_up(e, clients, survivors, leader, kazoo_factory, acked):
+    """Stops `clients`; every acknowledged write under /w is on the survivors; the killed
     `leader` restarts, catches up, and all three members end with the same tree."""
     for c in clients:
         c.stop()
     for i in survivors:
-        assert_acked_on(e, i, kazoo_factory, prefix, acked)
+        assert_acked_on(e, i, kazoo_factory, "/w", acked)
     e.restart(leader)
     e.wait_serving([1, 2, 3], timeout=30.0)
-    assert_acked_on(e, leader, kazoo_factory, prefix, acked)
+    assert_acked_on(e, leader, kazoo_factory, "/w", acked)
     assert_same_trees(e, [1, 2, 3])
 
 
