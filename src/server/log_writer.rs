@@ -12,7 +12,9 @@
 //! `log.spare` while the current one is written, and a roll renames it. Blocks that were
 //! `fallocate`d (or left as holes) are "unwritten" extents, and the first write into each
 //! makes `fdatasync` commit a metadata change too; into zeroed blocks it is a data flush
-//! only, which is most of the cost of a durable write at low load.
+//! only, which is most of the cost of a durable write at low load. The fill is paced and a
+//! roll never waits for it: a spare taken early goes on being filled ahead of the log's writes
+//! in its new segment (`log_spare.rs`, whose rules this writer keeps).
 //! The sync (`SyncMode`): the standalone pipeline calls `fdatasync` directly on its thread
 //! (io_uring cannot complete one inline on ext4 or xfs and hands it to a worker thread, two
 //! more thread switches per batch, ~60 µs here; and that pipeline has nothing to do
@@ -23,6 +25,7 @@
 //! flight. The log's DMA I/O stays off glommio's IOPOLL ring unless the disk polls
 //! (`disk_poll`).
 
+use super::log_spare::{FillPace, ZeroFill};
 use crate::storage::log::{
     align_up, parse_segment_name, segment_name, zxid_follows, AppendPoint, BatchEncoder, EncodedBatch,
     BATCH_BODY_BYTES_MAX, LOG_BLOCK_BYTES, SPARE_SEGMENT_NAME,
@@ -30,7 +33,8 @@ use crate::storage::log::{
 use crate::storage::recovery::LogTail;
 use crate::txn::codec::record_zxid;
 use bytes::Bytes;
-use glommio::io::{Directory, DmaBuffer, DmaFile, OpenOptions};
+use glommio::io::{Directory, DmaFile, OpenOptions};
+use std::cell::Cell;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -89,10 +93,15 @@ struct Segment {
     /// End of the file range a failed write (disk full) may have written: the next write
     /// covers it again (zeroes after its data), so no stale sector of it stays behind.
     dirty_end: u64,
+    /// The zero fill still going on in this segment (it was taken from the spare early).
+    fill: Option<ZeroFill>,
 }
 
 impl Segment {
-    async fn close(self) -> io::Result<()> {
+    async fn close(mut self) -> io::Result<()> {
+        if let Some(mut fill) = self.fill.take() {
+            fill.stop().await;
+        }
         if let Some(through) = self.through {
             through.close().await?;
         }
@@ -173,7 +182,13 @@ pub struct TxnLogWriter {
     log_dir: PathBuf,
     segment: Option<Segment>,
     /// The next segment being zero-filled in the background (`log.spare`), if any.
-    spare: Option<glommio::Task<io::Result<DmaFile>>>,
+    spare: Option<ZeroFill>,
+    /// The next spare waits for the current segment's own fill to end (two fills at once
+    /// would share the disk with the log for nothing).
+    spare_due: bool,
+    fill_pace: FillPace,
+    /// Bytes the appends have written, for the spare's pace (read by its task, same thread).
+    written: Rc<Cell<u64>>,
     next_zxid: i64,
     prealloc_bytes: u64,
     sync: SyncMode,
@@ -224,6 +239,9 @@ impl TxnLogWriter {
             log_dir: log_dir.to_path_buf(),
             segment,
             spare: None,
+            spare_due: false,
+            fill_pace: FillPace::default(),
+            written: Rc::new(Cell::new(0)),
             next_zxid,
             prealloc_bytes,
             sync,
@@ -246,6 +264,13 @@ impl TxnLogWriter {
     /// no spare and the next segment is created directly. A `log.spare` left by an earlier run
     /// is replaced (its space counts as free).
     fn prepare_spare(&mut self) {
+        let room = self.segment.as_ref().map_or(0, |s| s.limit.saturating_sub(s.at.write_offset()));
+        self.prepare_spare_within(room);
+    }
+
+    /// `prepare_spare` when the log may write `room` more bytes before it needs the spare (0:
+    /// at once, so the fill is not paced).
+    fn prepare_spare_within(&mut self, room: u64) {
         if self.prealloc_bytes == 0 || self.spare.is_some() {
             return;
         }
@@ -260,7 +285,8 @@ impl TxnLogWriter {
             }
             return;
         };
-        self.spare = Some(glommio::spawn_local(async move { zero_filled_file(&path, bytes).await }));
+        // The room the log has left is the time the fill has, in log bytes.
+        self.spare = Some(ZeroFill::start(path, bytes, room, self.written.clone(), self.fill_pace));
     }
 
     /// The preallocation a new segment gets now (`sized_prealloc` of the free space, counting
@@ -287,6 +313,18 @@ impl TxnLogWriter {
                 Some(self.prealloc_bytes)
             }
         }
+    }
+
+    /// The zero fill's pace for the spares made from now on (tests slow it down).
+    #[cfg(test)]
+    fn set_fill_pace(&mut self, pace: FillPace) {
+        self.fill_pace = pace;
+    }
+
+    /// The zero fill going on in the current segment: (bytes zeroed, its length).
+    #[cfg(test)]
+    fn live_fill(&self) -> Option<(u64, u64)> {
+        self.segment.as_ref()?.fill.as_ref().filter(|f| !f.has_ended()).map(|f| (f.zeroed(), f.len()))
     }
 
     /// Switches the sync for the appends from now on (an ensemble member's role changed); a
@@ -426,12 +464,16 @@ impl TxnLogWriter {
             (Some(through), SyncMode::WriteThrough) => through,
             _ => &seg.file,
         };
+        if let Some(fill) = seg.fill.as_mut() {
+            fill.before_log_write(start + write_len as u64).await;
+        }
         let at = &seg.at;
         let batch_started = std::time::Instant::now();
         if let Err(e) = write_blocks(file, start, write_len, |done, buf| at.fill(batch, done, buf)).await {
             seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
             return Err(e);
         }
+        self.written.set(self.written.get() + write_len as u64);
         // Timed as a sync (fsynctime, the warning threshold): the fdatasync alone, or with
         // write-through the whole write, which is its sync.
         let sync_started = match self.sync {
@@ -478,18 +520,26 @@ impl TxnLogWriter {
         seg.at = seg.at.after(batch);
         seg.dirty_end = 0;
         self.next_zxid = batch.last_zxid() + 1;
+        if seg.fill.as_ref().is_some_and(|f| f.has_ended()) {
+            seg.fill = None;
+        }
+        if self.spare_due && seg.fill.is_none() {
+            self.spare_due = false;
+            self.prepare_spare();
+        }
         Ok(())
     }
 
-    /// The segment that starts at `first_zxid`: the zero-filled spare renamed, or (without
-    /// preallocation, or when the spare failed) a fresh file. Durable in the directory before
-    /// it is returned; the next spare starts filling.
+    /// The segment that starts at `first_zxid`: the spare renamed, however far its zero fill
+    /// is (the fill goes on in it), or (without preallocation, or when the spare failed) a
+    /// fresh file. Durable in the directory before it is returned; the next spare starts
+    /// filling, once this segment's own fill has ended.
     async fn create_segment(&mut self, first_zxid: i64) -> io::Result<Segment> {
         let path = self.log_dir.join(segment_name(first_zxid));
         self.prepare_spare();
         let spare = match self.spare.take() {
-            Some(task) => match task.await {
-                Ok(file) => Some(file),
+            Some(spare) => match spare.hand_over(&path).await {
+                Ok(fill) => Some(fill),
                 Err(e) => {
                     tracing::warn!("preparing {SPARE_SEGMENT_NAME} failed ({e}); creating {} directly", path.display());
                     None
@@ -497,10 +547,21 @@ impl TxnLogWriter {
             },
             None => None,
         };
+        let mut fill = None;
         let file = match spare {
-            Some(file) => {
-                file.rename(&path).await?;
-                file
+            Some(spare) => {
+                let opened = OpenOptions::new().read(true).write(true).dma_open(&path).await;
+                match opened {
+                    Ok(file) => {
+                        fill = Some(spare);
+                        file
+                    }
+                    Err(e) => {
+                        let mut spare = spare;
+                        spare.stop().await;
+                        return Err(io::Error::from(e));
+                    }
+                }
             }
             None => {
                 let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(&path).await?;
@@ -522,10 +583,28 @@ impl TxnLogWriter {
                 file
             }
         };
-        sync_dir(&self.log_dir).await?;
-        self.prepare_spare();
-        let limit = segment_limit(file.file_size().await?, self.prealloc_bytes);
-        Ok(Segment { file, through: None, path, at: AppendPoint::start(), limit, dirty_end: 0 })
+        let made = async {
+            sync_dir(&self.log_dir).await?;
+            file.file_size().await.map_err(io::Error::from)
+        }
+        .await;
+        let file_size = match made {
+            Ok(size) => size,
+            Err(e) => {
+                if let Some(mut fill) = fill {
+                    fill.stop().await;
+                }
+                return Err(e);
+            }
+        };
+        let limit = segment_limit(file_size, self.prealloc_bytes);
+        match &fill {
+            // The next spare starts once this fill has ended (`write`).
+            Some(f) if !f.has_ended() => self.spare_due = true,
+            // The new segment is not `self.segment` yet: its whole room is the next spare's time.
+            _ => self.prepare_spare_within(limit),
+        }
+        Ok(Segment { file, through: None, path, at: AppendPoint::start(), limit, dirty_end: 0, fill })
     }
 
     /// Removes every logged txn after `after` (ZAB's TRUNC) and continues the log right after
@@ -561,10 +640,12 @@ impl TxnLogWriter {
         Ok(())
     }
 
-    /// Closes the current segment. A spare still being filled is abandoned (the next run
-    /// replaces it).
+    /// Closes the current segment. A spare still being filled is stopped and left (the next
+    /// run replaces it).
     pub async fn close(mut self) -> io::Result<()> {
-        drop(self.spare.take());
+        if let Some(mut spare) = self.spare.take() {
+            spare.stop().await;
+        }
         if let Some(seg) = self.segment.take() {
             seg.close().await?;
         }
@@ -596,7 +677,7 @@ async fn open_segment_at(path: &Path, next: u64, prealloc_bytes: u64) -> io::Res
         })?
     };
     let limit = segment_limit(file.file_size().await?, prealloc_bytes);
-    Ok(Segment { file, through: None, path: path.to_path_buf(), at, limit, dirty_end: 0 })
+    Ok(Segment { file, through: None, path: path.to_path_buf(), at, limit, dirty_end: 0, fill: None })
 }
 
 /// The 4 KiB block of `path` at `offset`, zeroes past the end of the file. Read with one
@@ -617,26 +698,6 @@ fn read_tail_block(path: &Path, offset: u64) -> io::Result<Vec<u8>> {
     Ok(block)
 }
 
-/// Creates `path` (replacing any old file of that name) as `bytes` of zeroes, written with
-/// O_DIRECT and made durable, and returns it open.
-async fn zero_filled_file(path: &Path, bytes: u64) -> io::Result<DmaFile> {
-    remove_if_present(path).await?;
-    let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(path).await?;
-    let len = (bytes as usize).next_multiple_of(LOG_BLOCK_BYTES);
-    let filled = async {
-        write_zeroes(&file, len).await?;
-        file.fdatasync().await.map_err(io::Error::from)
-    }
-    .await;
-    if let Err(e) = filled {
-        // A partly filled spare (the disk filled up) must not keep the space it took.
-        let _ = file.close().await;
-        let _ = remove_if_present(path).await;
-        return Err(e);
-    }
-    Ok(file)
-}
-
 /// Removes `path` through glommio's blocking pool (not on the executor's thread); a file
 /// already gone is not an error.
 pub(super) async fn remove_if_present(path: &Path) -> io::Result<()> {
@@ -646,35 +707,8 @@ pub(super) async fn remove_if_present(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Writes `len` zero bytes (a multiple of the block size) from offset 0: every full-size write
-/// shares one buffer zeroed once (`write_rc_at`), so a segment's fill costs no memset per
-/// write (a profile at 0% reads: the spare's memset was 1.4-2.5% of the server's CPU); a
-/// shorter write (the last, or after a short write) gets a buffer of its own.
-async fn write_zeroes(file: &DmaFile, len: usize) -> io::Result<()> {
-    let mut full: Option<Rc<DmaBuffer>> = None;
-    let mut done = 0usize;
-    while done < len {
-        let n = (len - done).min(LOG_WRITE_BYTES_MAX);
-        let buf = match &full {
-            Some(b) if b.len() == n => b.clone(),
-            _ => {
-                let mut b = file.alloc_dma_buffer(n);
-                b.as_bytes_mut()[..n].fill(0);
-                let b = Rc::new(b);
-                if n == LOG_WRITE_BYTES_MAX {
-                    full = Some(b.clone());
-                }
-                b
-            }
-        };
-        let written = file.write_rc_at(buf, done as u64).await?;
-        done += checked_write(written, n)?;
-    }
-    Ok(())
-}
-
 /// The bytes a write of `n` took: an error if it wrote none or stopped off a block boundary.
-fn checked_write(written: usize, n: usize) -> io::Result<usize> {
+pub(super) fn checked_write(written: usize, n: usize) -> io::Result<usize> {
     if written == 0 || !written.is_multiple_of(LOG_BLOCK_BYTES) {
         return Err(io::Error::new(io::ErrorKind::WriteZero, format!("short log write: {written} of {n} bytes")));
     }
@@ -771,9 +805,8 @@ pub(crate) mod tests {
                     b.as_bytes_mut().fill(0xab);
                 }
                 junk.close().await.unwrap();
-                let file = zero_filled_file(&p2, len as u64).await.unwrap();
-                assert_eq!(file.file_size().await.unwrap(), len as u64);
-                file.close().await.unwrap();
+                let fill = ZeroFill::start(p2.clone(), len as u64, 0, Rc::new(Cell::new(0)), FillPace::default());
+                assert!(fill.finish().await, "zeroed throughout");
             })
             .unwrap()
             .join()
@@ -832,10 +865,7 @@ pub(crate) mod tests {
                 let used = crate::storage::log::file_len_for(w.position().unwrap().1) as usize;
                 assert!(used > 0 && seg[used..].iter().all(|b| *b == 0), "preallocated space reads as zeroes");
                 w.prepare_spare();
-                let spare = w.spare.take().unwrap().await.unwrap();
-                assert_eq!(spare.file_size().await.unwrap(), prealloc);
-                w.spare = None;
-                spare.close().await.unwrap();
+                assert!(w.spare.take().unwrap().finish().await, "the spare is zeroed throughout");
                 let bytes = std::fs::read(l2.join(SPARE_SEGMENT_NAME)).unwrap();
                 assert!(bytes.len() as u64 == prealloc && bytes.iter().all(|b| *b == 0));
                 // Out of order is refused, and the writer stays usable.
@@ -924,6 +954,82 @@ pub(crate) mod tests {
 
     /// An ensemble's log: a batch that crosses into a new epoch splits into one segment per
     /// epoch; a SNAP restarts the log after the snapshot; recovery follows both.
+    /// A roll takes the spare however little of it is zeroed, and its fill goes on in the new
+    /// segment ahead of the log, never over it: a slow fill (256 KiB/s) is handed over partly
+    /// done at each new epoch; the log then writes past where the fill was (it runs ahead, or
+    /// is stopped by a write it would meet), and every record reads back.
+    #[test]
+    fn a_roll_takes_a_partly_zeroed_spare_and_its_fill_stays_ahead_of_the_log() {
+        let dir = crate::storage::files::tests::TempDir::new("logwriter-live-fill");
+        let (data, logs) = (dir.0.join("data"), dir.0.join("log"));
+        let prealloc = 4 * 1024 * 1024u64;
+        let (d, l) = (data.clone(), logs.clone());
+        let written = LocalExecutorBuilder::default()
+            .io_memory(8 << 20)
+            .spawn(move || async move {
+                let rec = recover(&d, &l).unwrap();
+                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, prealloc, SyncMode::FdatasyncAside)
+                    .await
+                    .unwrap();
+                w.set_fill_pace(FillPace { floor_bytes_per_s: 256 * 1024, live_lead_bytes: 512 * 1024 });
+                let mut written = vec![txn(1, 100)];
+                w.append(&written).await.unwrap();
+                let mut ran_ahead = false;
+                for epoch in 2..=3i64 {
+                    let e = epoch << 32;
+                    // A fresh spare, filled slowly: whatever the fills before did, it is taken early.
+                    if let Some(mut fill) = w.segment.as_mut().and_then(|s| s.fill.take()) {
+                        fill.stop().await;
+                    }
+                    if let Some(mut spare) = w.spare.take() {
+                        spare.stop().await;
+                    }
+                    w.spare_due = false;
+                    w.prepare_spare();
+                    let spare = w.spare.as_ref().expect("a spare is being filled");
+                    assert!(spare.zeroed() < prealloc / 2, "the slow fill is far from done: {}", spare.zeroed());
+                    let first = txn(e | 1, 100);
+                    w.append(std::slice::from_ref(&first)).await.unwrap();
+                    written.push(first);
+                    let (zeroed, len) = w.live_fill().expect("the new segment's fill goes on");
+                    assert!(zeroed < len && len == prealloc, "taken partly zeroed: {zeroed} of {len}");
+                    if epoch == 3 {
+                        // One batch past the end of the file: the fill is stopped before it is written.
+                        let big: Vec<Bytes> = (2..=20).map(|c| txn(e | c, 250 * 1024)).collect();
+                        w.append(&big).await.unwrap();
+                        assert!(w.live_fill().is_none(), "stopped by a log write past it");
+                        written.extend(big);
+                        continue;
+                    }
+                    for c in 2..=60 {
+                        let r = txn(e | c, 40 * 1024);
+                        w.append(std::slice::from_ref(&r)).await.unwrap();
+                        written.push(r);
+                        let end = w.position().unwrap().1;
+                        ran_ahead |= w.live_fill().is_some_and(|(z, _)| z > end + 256 * 1024);
+                    }
+                }
+                assert!(ran_ahead, "the live fill ran ahead of the log's writes");
+                w.close().await.unwrap();
+                written
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let rec = recover(&data, &logs).unwrap();
+        assert_eq!(rec.records.len(), written.len());
+        for (got, want) in rec.records.iter().zip(&written) {
+            assert_eq!(got.as_ref(), want.as_ref(), "record {:#x}", codec::record_zxid(want).unwrap());
+        }
+        // Past each segment's data: zeroes (zeroed or unwritten), the full preallocated size.
+        for epoch in [2i64, 3] {
+            let seg = std::fs::read(logs.join(segment_name((epoch << 32) | 1))).unwrap();
+            assert_eq!(seg.len() as u64, prealloc);
+            let tail_zeroes = seg.iter().rev().take_while(|b| **b == 0).count();
+            assert!(tail_zeroes > 4096, "epoch {epoch}: {tail_zeroes} zero bytes at the end");
+        }
+    }
+
     #[test]
     fn epochs_start_segments_and_snapshots_restart_the_log() {
         let dir = crate::storage::files::tests::TempDir::new("logwriter-epochs");

@@ -23,6 +23,7 @@ pub mod disk_poll;
 pub mod ensemble;
 pub mod four_letter;
 pub mod inspect;
+pub mod log_spare;
 pub mod log_task;
 pub mod log_writer;
 pub mod messages;
