@@ -1,12 +1,12 @@
 //! The zero fill of the txn log's next segment (glommio shell; its pace is the pure
 //! `fill_step`). Log space is zeroed before the log writes into it, so a batch's fdatasync
 //! flushes data, not extent metadata (`log_writer.rs` says why). A task fills `log.spare`
-//! beside the log: in small writes at a floor rate while it stays ahead of the log's use of
-//! its current segment, in full-size writes while it is behind, so the log's own writes and
-//! syncs do not queue behind a burst of zeroes (three members on one disk stalled 0.1 s
-//! behind full-speed fills). A roll never waits for the fill: the file, however far it is
+//! beside the log in 128 KiB writes: at a floor rate while it stays ahead of the log's use of
+//! its current segment, at once while it is behind, so the log's own writes and syncs never
+//! queue behind a burst of zeroes (three members on one disk stalled 0.1 s behind full-speed
+//! fills of 1 MiB writes). A roll never waits for the fill: the file, however far it is
 //! filled, becomes the new segment (`hand_over`) and the fill goes on in it, ahead of the
-//! log's writes.
+//! log's writes; the next spare's fill starts once that one has ended (one fill at a time).
 //! Rules: the file is fallocated to its full length before its first zero, so a segment
 //! taken early has its size and reads as zeroes past what was written (its unwritten blocks
 //! cost the log's syncs a metadata commit, as ZooKeeper's preallocation always does); the
@@ -29,15 +29,15 @@ use std::time::{Duration, Instant};
 pub const SPARE_FILL_BYTES_PER_S_MIN: u64 = 8 * 1024 * 1024;
 /// One write of a paced fill: a log write arriving meanwhile waits behind at most this.
 pub const SPARE_FILL_WRITE_BYTES: usize = 128 * 1024;
-/// A fill keeps this far ahead of the log, as a fraction (numerator, denominator): the share
-/// of a spare zeroed is at least this times the share of the current segment's room the log
-/// has used since; a live fill is at least this times as far through its file as the log's
-/// writes. Just over 1: the fill's writes spread evenly over the log's, and it still ends
-/// before the log needs it.
+/// A spare's fill keeps this far ahead of the log, as a fraction (numerator, denominator): the
+/// share of the spare zeroed is at least this times the share of the room the log had in its
+/// segment that it has used since. Just over 1: the fill's writes spread evenly over the
+/// log's, and it still ends before the log needs it.
 const SPARE_FILL_LEAD: (u64, u64) = (5, 4);
-/// A fill in the live segment keeps at least this many bytes ahead of the log's writes (and
-/// twice as far through the file as the log, so it ends by the segment's middle and the next
-/// spare has the other half's time).
+/// A fill in the live segment stays this many times as far through its file as the log's
+/// writes, so it ends by the segment's middle and the next spare has the other half's time.
+const LIVE_FILL_LEAD: u64 = 2;
+/// ... and at least this many bytes ahead of them.
 pub const LIVE_FILL_LEAD_BYTES: u64 = 1024 * 1024;
 /// Longest pause between two paced writes, so a log that speeds up is noticed soon.
 const SPARE_FILL_PAUSE_MAX_MS: u64 = 20;
@@ -70,10 +70,11 @@ pub enum FillStage {
 
 /// The next step of a fill with `done` of `len` bytes zeroed, `stage_done` of them zeroed in
 /// `elapsed` since its stage began: `Ok(size)` to write now, `Err(pause)` to wait first. A
-/// full-size write at once while the fill is behind (a spare: not `SPARE_FILL_LEAD` times as
-/// far through as the log through its room; live: not `SPARE_FILL_LEAD` times as far through
-/// the file as the log's writes, or less than `live_lead_bytes` ahead of them); else a small write once the floor rate says, after pauses of at most
-/// `SPARE_FILL_PAUSE_MAX_MS`.
+/// write at once while the fill is behind (a spare: not `SPARE_FILL_LEAD` as far through as the
+/// log through its room; live: not `LIVE_FILL_LEAD` times as far through the file as the
+/// log's writes, or less than `live_lead_bytes` ahead of them), full-size only for a spare
+/// the log needs at once (no room); else a small write once the floor rate says, after
+/// pauses of at most `SPARE_FILL_PAUSE_MAX_MS`.
 pub fn fill_step(
     pace: &FillPace,
     done: u64,
@@ -90,7 +91,7 @@ pub fn fill_step(
                 < (SPARE_FILL_LEAD.0 as u128) * (used as u128) * (len as u128)
         }
         FillStage::Live { log_end } => {
-            done < log_end.saturating_add(pace.live_lead_bytes).max(log_end / SPARE_FILL_LEAD.1 * SPARE_FILL_LEAD.0)
+            done < log_end.saturating_add(pace.live_lead_bytes).max(log_end.saturating_mul(LIVE_FILL_LEAD))
         }
     };
     if behind {
@@ -113,11 +114,14 @@ pub fn fill_step(
 struct FillState {
     len: u64,
     pace: FillPace,
-    /// The room the log had in its segment when the spare started, and its bytes written then
-    /// (`written` counts on).
+    /// The room the log had in its segment when the spare started, and how far it had written
+    /// then (`written` counts on: bytes its write point moved, in all segments).
     room: u64,
     written: Rc<Cell<u64>>,
     written_at_start: u64,
+    /// The fill of the current segment, if it was still going when this one started: this
+    /// one's writes wait until it has ended.
+    after: Option<Rc<FillState>>,
     /// Bytes zeroed from offset 0 (writes completed).
     zeroed: Cell<u64>,
     /// The file is at its path at its full length: a roll may take it.
@@ -129,7 +133,8 @@ struct FillState {
     stop: Cell<bool>,
     /// Set by `hand_over`: where the log's writes in this file end (None while a spare).
     log_end: Cell<Option<u64>>,
-    /// Cuts a paced pause short (a stop, a hand-over, a log write).
+    /// Cuts a paced pause short (a stop, a hand-over; not a log write, which a pause of at
+    /// most `SPARE_FILL_PAUSE_MAX_MS` sees soon enough).
     wake: LocalSender<()>,
     /// Said once the file is created, or the fill ended without it (`hand_over` waits).
     made: LocalSender<()>,
@@ -146,8 +151,16 @@ pub struct ZeroFill {
 impl ZeroFill {
     /// Starts filling `path` (an old file of that name is replaced) with `len` bytes of zeroes
     /// (whole blocks), beside a log that has `room` bytes left in its segment and has written
-    /// `written` bytes so far.
-    pub fn start(path: PathBuf, len: u64, room: u64, written: Rc<Cell<u64>>, pace: FillPace) -> ZeroFill {
+    /// `written` bytes so far; its writes wait until `after` (the current segment's own fill)
+    /// has ended, and its pace counts from then.
+    pub fn start(
+        path: PathBuf,
+        len: u64,
+        room: u64,
+        written: Rc<Cell<u64>>,
+        pace: FillPace,
+        after: Option<&ZeroFill>,
+    ) -> ZeroFill {
         let (wake, woken) = local_channel::new_bounded(1);
         let (made_tx, made) = local_channel::new_bounded(1);
         let state = Rc::new(FillState {
@@ -156,6 +169,7 @@ impl ZeroFill {
             room,
             written_at_start: written.get(),
             written,
+            after: after.map(|a| a.state.clone()).filter(|a| !a.ended.get()),
             zeroed: Cell::new(0),
             created: Cell::new(false),
             complete: Cell::new(false),
@@ -296,37 +310,51 @@ async fn write_zeroes(file: &DmaFile, state: &FillState, woken: &LocalReceiver<(
     let mut zeroed_buffers: Vec<Rc<DmaBuffer>> = Vec::with_capacity(2);
     // When the current stage (spare, then live) began, and the bytes zeroed then.
     let mut stage_began = (Instant::now(), 0u64, false);
+    // The spare's pace: the log's room, and how far it had written, when the fill began.
+    let (mut room, mut written_at_start) = (state.room, state.written_at_start);
+    let mut waiting = state.after.is_some();
     loop {
         let done = state.zeroed.get();
         if done >= state.len || state.stop.get() {
             return Ok(());
         }
         let live = state.log_end.get();
-        if live.is_some() != stage_began.2 {
-            stage_began = (Instant::now(), done, live.is_some());
-        }
-        let stage = match live {
-            Some(log_end) => FillStage::Live { log_end },
-            None => {
-                FillStage::Spare { room: state.room, used: state.written.get().saturating_sub(state.written_at_start) }
+        let step = if waiting && live.is_none() && state.after.as_ref().is_some_and(|a| !a.ended.get()) {
+            // One fill at a time: the current segment's is still going.
+            Err(Duration::from_millis(SPARE_FILL_PAUSE_MAX_MS))
+        } else {
+            if waiting {
+                // Its time starts now, with the room the log has left.
+                waiting = false;
+                let now = state.written.get();
+                room = room.saturating_sub(now.saturating_sub(written_at_start));
+                written_at_start = now;
+                stage_began = (Instant::now(), done, false);
+            }
+            if live.is_some() != stage_began.2 {
+                stage_began = (Instant::now(), done, live.is_some());
+            }
+            let stage = match live {
+                Some(log_end) => FillStage::Live { log_end },
+                None => FillStage::Spare { room, used: state.written.get().saturating_sub(written_at_start) },
+            };
+            fill_step(&state.pace, done, state.len, stage, done - stage_began.1, stage_began.0.elapsed())
+        };
+        let step_max = match step {
+            Ok(n) => n,
+            Err(pause) => {
+                futures_lite::future::or(
+                    async {
+                        glommio::timer::sleep(pause).await;
+                    },
+                    async {
+                        let _ = woken.recv().await;
+                    },
+                )
+                .await;
+                continue;
             }
         };
-        let step_max =
-            match fill_step(&state.pace, done, state.len, stage, done - stage_began.1, stage_began.0.elapsed()) {
-                Ok(n) => n,
-                Err(pause) => {
-                    futures_lite::future::or(
-                        async {
-                            glommio::timer::sleep(pause).await;
-                        },
-                        async {
-                            let _ = woken.recv().await;
-                        },
-                    )
-                    .await;
-                    continue;
-                }
-            };
         let n = (state.len - done).min(step_max as u64) as usize;
         let buf = match zeroed_buffers.iter().find(|b| b.len() == n) {
             Some(b) => b.clone(),
@@ -389,26 +417,37 @@ mod tests {
         // Less than the lead (1 MiB) ahead of the log's writes: behind.
         assert_eq!(step(MIB / 2, 0), Ok(SPARE_FILL_WRITE_BYTES));
         assert_eq!(step(MIB, 0), Err(Duration::from_millis(20)));
-        // Past the lead, 5/4 as far through the file as the log: at 8 MiB, 10 MiB.
-        assert_eq!(step(10 * MIB - 4096, 8 * MIB), Ok(SPARE_FILL_WRITE_BYTES));
-        assert_eq!(step(10 * MIB, 8 * MIB), Err(Duration::from_millis(20)));
+        // Past the lead, twice as far through the file as the log: at 8 MiB, 16 MiB.
+        assert_eq!(step(16 * MIB - 4096, 8 * MIB), Ok(SPARE_FILL_WRITE_BYTES));
+        assert_eq!(step(16 * MIB, 8 * MIB), Err(Duration::from_millis(20)));
         // Ahead: the floor rate, counted from the hand-over (4 MiB since then: due at 0.5 s).
         let paced =
-            |ms| fill_step(&p, 10 * MIB, len, FillStage::Live { log_end: 8 * MIB }, 4 * MIB, Duration::from_millis(ms));
+            |ms| fill_step(&p, 16 * MIB, len, FillStage::Live { log_end: 8 * MIB }, 4 * MIB, Duration::from_millis(ms));
         assert_eq!(paced(490), Err(Duration::from_millis(10)));
         assert_eq!(paced(500), Ok(SPARE_FILL_WRITE_BYTES));
     }
 
     /// Whatever the log's steady rate, a spare's paced fill is whole before the log has used
-    /// its room (pacing never makes a roll find the spare unfinished): simulated step by step.
+    /// its room (pacing never makes a roll find the spare unfinished), with a whole segment's
+    /// room or half of one (a spare that waited for a live fill): simulated step by step.
     #[test]
     fn a_paced_spare_is_ready_before_the_log_needs_it() {
+        for room in [64 * MIB, 32 * MIB] {
+            spare_ready_within(room);
+        }
+    }
+
+    fn spare_ready_within(room: u64) {
         let p = FillPace::default();
         let len = 64 * MIB;
-        let room = len;
         // The fill's own disk speed in this model: 200 MB/s.
         let disk_bytes_per_s = 200e6;
         for log_bytes_per_s in [0.0, 1e5, 1e6, 4e6, 16e6, 40e6, 60e6, 90e6] {
+            // Only rates the disk can keep up with: the fill must do `len` while the log does
+            // `room`, with the lead's margin.
+            if log_bytes_per_s * (len as f64 / room as f64) * 1.25 >= disk_bytes_per_s {
+                continue;
+            }
             let (mut done, mut t) = (0u64, 0.0f64);
             while done < len {
                 let used = (log_bytes_per_s * t) as u64;

@@ -183,9 +183,6 @@ pub struct TxnLogWriter {
     segment: Option<Segment>,
     /// The next segment being zero-filled in the background (`log.spare`), if any.
     spare: Option<ZeroFill>,
-    /// The next spare waits for the current segment's own fill to end (two fills at once
-    /// would share the disk with the log for nothing).
-    spare_due: bool,
     fill_pace: FillPace,
     /// Bytes the appends have written, for the spare's pace (read by its task, same thread).
     written: Rc<Cell<u64>>,
@@ -239,7 +236,6 @@ impl TxnLogWriter {
             log_dir: log_dir.to_path_buf(),
             segment,
             spare: None,
-            spare_due: false,
             fill_pace: FillPace::default(),
             written: Rc::new(Cell::new(0)),
             next_zxid,
@@ -265,12 +261,13 @@ impl TxnLogWriter {
     /// is replaced (its space counts as free).
     fn prepare_spare(&mut self) {
         let room = self.segment.as_ref().map_or(0, |s| s.limit.saturating_sub(s.at.write_offset()));
-        self.prepare_spare_within(room);
+        self.prepare_spare_within(room, None);
     }
 
     /// `prepare_spare` when the log may write `room` more bytes before it needs the spare (0:
-    /// at once, so the fill is not paced).
-    fn prepare_spare_within(&mut self, room: u64) {
+    /// at once, so the fill is not paced); its writes wait for `after`, the new segment's own
+    /// fill (one fill at a time).
+    fn prepare_spare_within(&mut self, room: u64, after: Option<&ZeroFill>) {
         if self.prealloc_bytes == 0 || self.spare.is_some() {
             return;
         }
@@ -286,7 +283,7 @@ impl TxnLogWriter {
             return;
         };
         // The room the log has left is the time the fill has, in log bytes.
-        self.spare = Some(ZeroFill::start(path, bytes, room, self.written.clone(), self.fill_pace));
+        self.spare = Some(ZeroFill::start(path, bytes, room, self.written.clone(), self.fill_pace, after));
     }
 
     /// The preallocation a new segment gets now (`sized_prealloc` of the free space, counting
@@ -473,7 +470,6 @@ impl TxnLogWriter {
             seg.dirty_end = seg.dirty_end.max(start + write_len as u64);
             return Err(e);
         }
-        self.written.set(self.written.get() + write_len as u64);
         // Timed as a sync (fsynctime, the warning threshold): the fdatasync alone, or with
         // write-through the whole write, which is its sync.
         let sync_started = match self.sync {
@@ -519,13 +515,11 @@ impl TxnLogWriter {
         }
         seg.at = seg.at.after(batch);
         seg.dirty_end = 0;
+        // How far the write point moved (the spare's pace; not the block rewritten each time).
+        self.written.set(self.written.get() + seg.at.write_offset().saturating_sub(start));
         self.next_zxid = batch.last_zxid() + 1;
         if seg.fill.as_ref().is_some_and(|f| f.has_ended()) {
             seg.fill = None;
-        }
-        if self.spare_due && seg.fill.is_none() {
-            self.spare_due = false;
-            self.prepare_spare();
         }
         Ok(())
     }
@@ -598,12 +592,8 @@ impl TxnLogWriter {
             }
         };
         let limit = segment_limit(file_size, self.prealloc_bytes);
-        match &fill {
-            // The next spare starts once this fill has ended (`write`).
-            Some(f) if !f.has_ended() => self.spare_due = true,
-            // The new segment is not `self.segment` yet: its whole room is the next spare's time.
-            _ => self.prepare_spare_within(limit),
-        }
+        // The new segment is not `self.segment` yet: its whole room is the next spare's time.
+        self.prepare_spare_within(limit, fill.as_ref());
         Ok(Segment { file, through: None, path, at: AppendPoint::start(), limit, dirty_end: 0, fill })
     }
 
@@ -805,7 +795,7 @@ pub(crate) mod tests {
                     b.as_bytes_mut().fill(0xab);
                 }
                 junk.close().await.unwrap();
-                let fill = ZeroFill::start(p2.clone(), len as u64, 0, Rc::new(Cell::new(0)), FillPace::default());
+                let fill = ZeroFill::start(p2.clone(), len as u64, 0, Rc::new(Cell::new(0)), FillPace::default(), None);
                 assert!(fill.finish().await, "zeroed throughout");
             })
             .unwrap()
@@ -956,15 +946,17 @@ pub(crate) mod tests {
     /// epoch; a SNAP restarts the log after the snapshot; recovery follows both.
     /// A roll takes the spare however little of it is zeroed, and its fill goes on in the new
     /// segment ahead of the log, never over it: a slow fill (256 KiB/s) is handed over partly
-    /// done at each new epoch; the log then writes past where the fill was (it runs ahead, or
-    /// is stopped by a write it would meet), and every record reads back.
+    /// done at each new epoch; the next spare waits for that fill to end; the log then writes
+    /// past where the fill was (it runs ahead, or is stopped by a batch that would pass it),
+    /// and every record reads back, also after the log is reopened and written again.
     #[test]
     fn a_roll_takes_a_partly_zeroed_spare_and_its_fill_stays_ahead_of_the_log() {
+        use std::time::Duration;
         let dir = crate::storage::files::tests::TempDir::new("logwriter-live-fill");
         let (data, logs) = (dir.0.join("data"), dir.0.join("log"));
         let prealloc = 4 * 1024 * 1024u64;
         let (d, l) = (data.clone(), logs.clone());
-        let written = LocalExecutorBuilder::default()
+        let mut written = LocalExecutorBuilder::default()
             .io_memory(8 << 20)
             .spawn(move || async move {
                 let rec = recover(&d, &l).unwrap();
@@ -984,19 +976,25 @@ pub(crate) mod tests {
                     if let Some(mut spare) = w.spare.take() {
                         spare.stop().await;
                     }
-                    w.spare_due = false;
                     w.prepare_spare();
-                    let spare = w.spare.as_ref().expect("a spare is being filled");
-                    assert!(spare.zeroed() < prealloc / 2, "the slow fill is far from done: {}", spare.zeroed());
+                    glommio::timer::sleep(Duration::from_millis(50)).await;
+                    let zeroed = w.spare.as_ref().expect("a spare is being filled").zeroed();
+                    assert!(zeroed > 0 && zeroed < prealloc / 2, "the slow fill has begun, far from done: {zeroed}");
                     let first = txn(e | 1, 100);
                     w.append(std::slice::from_ref(&first)).await.unwrap();
                     written.push(first);
                     let (zeroed, len) = w.live_fill().expect("the new segment's fill goes on");
                     assert!(zeroed < len && len == prealloc, "taken partly zeroed: {zeroed} of {len}");
+                    // The next spare is made, and waits for this fill.
+                    glommio::timer::sleep(Duration::from_millis(100)).await;
+                    assert!(w.live_fill().is_some());
+                    assert_eq!(w.spare.as_ref().expect("the next spare").zeroed(), 0, "one fill at a time");
                     if epoch == 3 {
-                        // One batch past the end of the file: the fill is stopped before it is written.
-                        let big: Vec<Bytes> = (2..=20).map(|c| txn(e | c, 250 * 1024)).collect();
+                        // One batch far past the fill's frontier, within the segment: the fill is
+                        // stopped (its write in flight waited for) before the batch is written.
+                        let big: Vec<Bytes> = (2..=9).map(|c| txn(e | c, 250 * 1024)).collect();
                         w.append(&big).await.unwrap();
+                        assert!(w.position().unwrap().0.ends_with(segment_name(e | 1)), "the same segment");
                         assert!(w.live_fill().is_none(), "stopped by a log write past it");
                         written.extend(big);
                         continue;
@@ -1008,6 +1006,10 @@ pub(crate) mod tests {
                         let end = w.position().unwrap().1;
                         ran_ahead |= w.live_fill().is_some_and(|(z, _)| z > end + 256 * 1024);
                     }
+                    // Twice as far through as the log by now: done, and the next spare fills.
+                    assert!(w.live_fill().is_none(), "the live fill ended");
+                    glommio::timer::sleep(Duration::from_millis(50)).await;
+                    assert!(w.spare.as_ref().unwrap().zeroed() > 0, "the next spare's fill began");
                 }
                 assert!(ran_ahead, "the live fill ran ahead of the log's writes");
                 w.close().await.unwrap();
@@ -1016,6 +1018,25 @@ pub(crate) mod tests {
             .unwrap()
             .join()
             .unwrap();
+        // Reopened where the log ends (in the segment taken early), written again.
+        let (d, l) = (data.clone(), logs.clone());
+        let more = LocalExecutorBuilder::default()
+            .io_memory(8 << 20)
+            .spawn(move || async move {
+                let rec = recover(&d, &l).unwrap();
+                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, prealloc, SyncMode::FdatasyncAside)
+                    .await
+                    .unwrap();
+                let more = txn(rec.last_zxid + 1, 300);
+                w.append(std::slice::from_ref(&more)).await.unwrap();
+                assert!(w.position().unwrap().0.ends_with(segment_name((3 << 32) | 1)));
+                w.close().await.unwrap();
+                more
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        written.push(more);
         let rec = recover(&data, &logs).unwrap();
         assert_eq!(rec.records.len(), written.len());
         for (got, want) in rec.records.iter().zip(&written) {
