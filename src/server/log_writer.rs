@@ -959,10 +959,7 @@ pub(crate) mod tests {
         let mut written = LocalExecutorBuilder::default()
             .io_memory(8 << 20)
             .spawn(move || async move {
-                let rec = recover(&d, &l).unwrap();
-                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, prealloc, SyncMode::FdatasyncAside)
-                    .await
-                    .unwrap();
+                let mut w = reopened(&d, &l, prealloc).await;
                 w.set_fill_pace(FillPace { floor_bytes_per_s: 256 * 1024, live_lead_bytes: 512 * 1024 });
                 let mut written = vec![txn(1, 100)];
                 w.append(&written).await.unwrap();
@@ -1023,11 +1020,8 @@ pub(crate) mod tests {
         let more = LocalExecutorBuilder::default()
             .io_memory(8 << 20)
             .spawn(move || async move {
-                let rec = recover(&d, &l).unwrap();
-                let mut w = TxnLogWriter::open(&l, &rec.tail, rec.last_zxid + 1, prealloc, SyncMode::FdatasyncAside)
-                    .await
-                    .unwrap();
-                let more = txn(rec.last_zxid + 1, 300);
+                let mut w = reopened(&d, &l, prealloc).await;
+                let more = txn(w.next_zxid(), 300);
                 w.append(std::slice::from_ref(&more)).await.unwrap();
                 assert!(w.position().unwrap().0.ends_with(segment_name((3 << 32) | 1)));
                 w.close().await.unwrap();
@@ -1049,6 +1043,12 @@ pub(crate) mod tests {
             let tail_zeroes = seg.iter().rev().take_while(|b| **b == 0).count();
             assert!(tail_zeroes > 4096, "epoch {epoch}: {tail_zeroes} zero bytes at the end");
         }
+    }
+
+    /// A writer where recovery leaves the log in `logs`.
+    async fn reopened(data: &Path, logs: &Path, prealloc: u64) -> TxnLogWriter {
+        let rec = recover(data, logs).unwrap();
+        TxnLogWriter::open(logs, &rec.tail, rec.last_zxid + 1, prealloc, SyncMode::FdatasyncAside).await.unwrap()
     }
 
     #[test]
