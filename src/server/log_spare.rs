@@ -7,10 +7,10 @@
 //! fills of 1 MiB writes). A roll never waits for the fill: the file, however far it is
 //! filled, becomes the new segment (`hand_over`) and the fill goes on in it, ahead of the
 //! log's writes; the next spare's fill starts once that one has ended (one fill at a time).
-//! Rules: the file is fallocated to its full length before its first zero, so a segment
-//! taken early has its size and reads as zeroes past what was written (its unwritten blocks
-//! cost the log's syncs a metadata commit, as ZooKeeper's preallocation always does); the
-//! fill writes only at or past `zeroed`, the log only below it: a log write that would end
+//! Rules: the file is fallocated to its full length before its first zero (where the file
+//! system can), so a segment taken early has its size and reads as zeroes past what was
+//! written (its unwritten blocks cost the log's syncs a metadata commit, as ZooKeeper's
+//! preallocation always does); the fill writes only at or past `zeroed`, the log only below it: a log write that would end
 //! past it first stops the fill and waits for its write in flight (`before_log_write`); a
 //! segment is closed only with its fill stopped (a TRUNC rewrites segments); a failed fill of
 //! a spare removes the file, of a live segment leaves it (its rest is unwritten, not wrong).
@@ -287,7 +287,15 @@ async fn fill_file(state: &FillState, path: &Path, woken: &LocalReceiver<()>) ->
     remove_if_present(path).await?;
     let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(path).await?;
     let filled = async {
-        file.pre_allocate(state.len, false).await?;
+        match file.pre_allocate(state.len, false).await.map_err(io::Error::from) {
+            Ok(()) => {}
+            // A file system without fallocate: the file grows as it is zeroed, and a segment
+            // taken early is as long as its zeroed part (it rolls there, or grows).
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                tracing::debug!("fallocate {}: {e}; the spare grows as it is zeroed", path.display())
+            }
+            Err(e) => return Err(e),
+        }
         state.created.set(true);
         let _ = state.made.try_send(());
         write_zeroes(&file, state, woken).await?;

@@ -562,9 +562,13 @@ impl TxnLogWriter {
                 let size = self.prealloc_for(0);
                 let made = async {
                     if let Some(size) = size {
-                        file.pre_allocate(size, false).await?;
+                        match file.pre_allocate(size, false).await.map_err(io::Error::from) {
+                            // A file system without fallocate: the segment grows as it is written.
+                            Err(e) if e.kind() != io::ErrorKind::Unsupported => return Err(e),
+                            _ => {}
+                        }
                     }
-                    file.fdatasync().await
+                    file.fdatasync().await.map_err(io::Error::from)
                 }
                 .await;
                 if let Err(e) = made {
@@ -572,7 +576,7 @@ impl TxnLogWriter {
                     // next try's create_new).
                     let _ = file.close().await;
                     let _ = remove_if_present(&path).await;
-                    return Err(io::Error::from(e));
+                    return Err(e);
                 }
                 file
             }
