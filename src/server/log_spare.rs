@@ -119,9 +119,10 @@ struct FillState {
     room: u64,
     written: Rc<Cell<u64>>,
     written_at_start: u64,
-    /// The fill of the current segment, if it was still going when this one started: this
-    /// one's writes wait until it has ended.
-    after: Option<Rc<FillState>>,
+    /// The `ended` of the current segment's fill, if it was still going when this one
+    /// started: this one's writes wait until it is set. Only the flag is held, so fills
+    /// never keep a chain of earlier fills alive.
+    after: Option<Rc<Cell<bool>>>,
     /// Bytes zeroed from offset 0 (writes completed).
     zeroed: Cell<u64>,
     /// The file is at its path at its full length: a roll may take it.
@@ -129,7 +130,7 @@ struct FillState {
     /// Zeroed throughout and synced.
     complete: Cell<bool>,
     /// The task has ended (complete, stopped or failed).
-    ended: Cell<bool>,
+    ended: Rc<Cell<bool>>,
     stop: Cell<bool>,
     /// Set by `hand_over`: where the log's writes in this file end (None while a spare).
     log_end: Cell<Option<u64>>,
@@ -169,11 +170,11 @@ impl ZeroFill {
             room,
             written_at_start: written.get(),
             written,
-            after: after.map(|a| a.state.clone()).filter(|a| !a.ended.get()),
+            after: after.map(|a| a.state.ended.clone()).filter(|ended| !ended.get()),
             zeroed: Cell::new(0),
             created: Cell::new(false),
             complete: Cell::new(false),
-            ended: Cell::new(false),
+            ended: Rc::new(Cell::new(false)),
             stop: Cell::new(false),
             log_end: Cell::new(None),
             wake,
@@ -189,7 +190,8 @@ impl ZeroFill {
         self.state.zeroed.get()
     }
 
-    pub fn len(&self) -> u64 {
+    /// The file's length, zeroed or not.
+    pub fn file_len(&self) -> u64 {
         self.state.len
     }
 
@@ -223,7 +225,7 @@ impl ZeroFill {
                 "log segment {} taken with {} of {} bytes zeroed; the fill goes on ahead of the log",
                 segment_path.display(),
                 self.zeroed(),
-                self.len()
+                self.file_len()
             );
         }
         self.path = segment_path.to_path_buf();
@@ -327,7 +329,7 @@ async fn write_zeroes(file: &DmaFile, state: &FillState, woken: &LocalReceiver<(
             return Ok(());
         }
         let live = state.log_end.get();
-        let step = if waiting && live.is_none() && state.after.as_ref().is_some_and(|a| !a.ended.get()) {
+        let step = if waiting && live.is_none() && state.after.as_ref().is_some_and(|ended| !ended.get()) {
             // One fill at a time: the current segment's is still going.
             Err(Duration::from_millis(SPARE_FILL_PAUSE_MAX_MS))
         } else {

@@ -321,7 +321,7 @@ impl TxnLogWriter {
     /// The zero fill going on in the current segment: (bytes zeroed, its length).
     #[cfg(test)]
     fn live_fill(&self) -> Option<(u64, u64)> {
-        self.segment.as_ref()?.fill.as_ref().filter(|f| !f.has_ended()).map(|f| (f.zeroed(), f.len()))
+        self.segment.as_ref()?.fill.as_ref().filter(|f| !f.has_ended()).map(|f| (f.zeroed(), f.file_len()))
     }
 
     /// Switches the sync for the appends from now on (an ensemble member's role changed); a
@@ -543,20 +543,16 @@ impl TxnLogWriter {
         };
         let mut fill = None;
         let file = match spare {
-            Some(spare) => {
-                let opened = OpenOptions::new().read(true).write(true).dma_open(&path).await;
-                match opened {
-                    Ok(file) => {
-                        fill = Some(spare);
-                        file
-                    }
-                    Err(e) => {
-                        let mut spare = spare;
-                        spare.stop().await;
-                        return Err(io::Error::from(e));
-                    }
+            Some(mut spare) => match OpenOptions::new().read(true).write(true).dma_open(&path).await {
+                Ok(file) => {
+                    fill = Some(spare);
+                    file
                 }
-            }
+                Err(e) => {
+                    spare.stop().await;
+                    return Err(io::Error::from(e));
+                }
+            },
             None => {
                 let file = OpenOptions::new().read(true).write(true).create_new(true).dma_open(&path).await?;
                 let size = self.prealloc_for(0);
@@ -946,8 +942,6 @@ pub(crate) mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// An ensemble's log: a batch that crosses into a new epoch splits into one segment per
-    /// epoch; a SNAP restarts the log after the snapshot; recovery follows both.
     /// A roll takes the spare however little of it is zeroed, and its fill goes on in the new
     /// segment ahead of the log, never over it: a slow fill (256 KiB/s) is handed over partly
     /// done at each new epoch; the next spare waits for that fill to end; the log then writes
@@ -1055,6 +1049,8 @@ pub(crate) mod tests {
         TxnLogWriter::open(logs, &rec.tail, rec.last_zxid + 1, prealloc, SyncMode::FdatasyncAside).await.unwrap()
     }
 
+    /// An ensemble's log: a batch that crosses into a new epoch splits into one segment per
+    /// epoch; a SNAP restarts the log after the snapshot; recovery follows both.
     #[test]
     fn epochs_start_segments_and_snapshots_restart_the_log() {
         let dir = crate::storage::files::tests::TempDir::new("logwriter-epochs");
