@@ -1547,12 +1547,12 @@ impl Config {
         }
     }
 
-    /// The address the client port listens on.
     /// Several `server.N` lines: this server is a member of a replicated ensemble.
     pub fn is_ensemble(&self) -> bool {
         self.servers.len() > 1
     }
 
+    /// The address the client port listens on.
     pub fn client_addr(&self) -> SocketAddr {
         SocketAddr::new(self.client_port_address, self.client_port)
     }
