@@ -60,6 +60,11 @@ enum Command {
         bytes: usize,
         #[arg(long)]
         direct: bool,
+        /// Removes a file of this many MiB (written and synced first) 100 ms into the run,
+        /// on another thread, as a purge would: what a removal costs the syncs of the file
+        /// being appended (on ext4 mounted with `discard`, a lot: docs/benchmarks.md).
+        #[arg(long, default_value_t = 0)]
+        delete_mib: u64,
     },
     /// Load N znodes spread over parents, many creates in flight (memory / restart bench).
     Fill(state::FillArgs),
@@ -290,18 +295,36 @@ fn run(a: RunArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Appends `bytes` then fdatasyncs, `count` times, in a scratch file under `dir`.
-fn fsync(dir: &std::path::Path, count: usize, bytes: usize) -> Result<(), String> {
+/// Appends `bytes` then fdatasyncs, `count` times, in a scratch file under `dir`; with
+/// `delete_mib`, a file that size is removed beside the syncs (see `Command::Fsync`).
+fn fsync(dir: &std::path::Path, count: usize, bytes: usize, delete_mib: u64) -> Result<(), String> {
+    let remover = (delete_mib > 0).then(|| start_removal(dir, delete_mib)).transpose()?;
     let path = dir.join("rk-bench-fsync.tmp");
     let mut f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let block = vec![b'f'; bytes];
     let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?;
+    let start = std::time::Instant::now();
+    // The longest sync, and when it ended (seconds into the run).
+    let mut longest = (0u64, 0f64);
     for _ in 0..count.max(1) {
         let t = std::time::Instant::now();
         f.write_all(&block).and_then(|_| f.sync_data()).map_err(|e| format!("{}: {e}", path.display()))?;
-        let _ = h.record((t.elapsed().as_micros() as u64).max(1));
+        let us = (t.elapsed().as_micros() as u64).max(1);
+        let _ = h.record(us);
+        if us > longest.0 {
+            longest = (us, start.elapsed().as_secs_f64());
+        }
     }
     let _ = std::fs::remove_file(&path);
+    if let Some(r) = remover {
+        let took = r.join().map_err(|_| "the removal thread panicked".to_string())??;
+        let (from, until) = took;
+        println!(
+            "removal of {delete_mib} MiB beside the syncs: from {from:.3} s to {until:.3} s into the run; \
+             the longest sync ended at {:.3} s",
+            longest.1
+        );
+    }
     let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     println!(
         "fdatasync of {bytes} B appends in {}: n={} p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
@@ -312,6 +335,29 @@ fn fsync(dir: &std::path::Path, count: usize, bytes: usize) -> Result<(), String
         h.max() as f64 / 1000.0
     );
     Ok(())
+}
+
+/// A removal beside the syncs: when it started and ended, in seconds into the run.
+type Removal = std::thread::JoinHandle<Result<(f64, f64), String>>;
+
+/// Writes and syncs a `mib` MiB file under `dir`, then removes it on a thread of its own 100
+/// ms later; the thread returns when the removal started and ended (seconds from now).
+fn start_removal(dir: &std::path::Path, mib: u64) -> Result<Removal, String> {
+    let doomed = dir.join("rk-bench-doomed.tmp");
+    let fail = |e: std::io::Error| format!("{}: {e}", doomed.display());
+    let mut f = std::fs::File::create(&doomed).map_err(fail)?;
+    let mib_block = vec![b'd'; 1 << 20];
+    for _ in 0..mib {
+        f.write_all(&mib_block).map_err(fail)?;
+    }
+    f.sync_all().map_err(fail)?;
+    let start = std::time::Instant::now();
+    Ok(std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let from = start.elapsed().as_secs_f64();
+        std::fs::remove_file(&doomed).map_err(|e| format!("removing {}: {e}", doomed.display()))?;
+        Ok((from, start.elapsed().as_secs_f64()))
+    }))
 }
 
 /// The txn log's durable write both ways (see `Command::Fsync`), `count` of each, alternating.
@@ -384,7 +430,7 @@ fn main() {
     let r = match cli.command {
         Command::Run(a) => run(a),
         Command::Responder { listen, threads, pin, payload } => responder::run(listen, threads, &pin, payload),
-        Command::Fsync { dir, count, bytes, direct: false } => fsync(&dir, count, bytes),
+        Command::Fsync { dir, count, bytes, direct: false, delete_mib } => fsync(&dir, count, bytes, delete_mib),
         Command::Fsync { dir, count, direct: true, .. } => fsync_direct(&dir, count),
         Command::Fill(a) => state::fill(a),
         Command::WaitRead(a) => state::wait_read(a),
