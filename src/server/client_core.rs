@@ -623,11 +623,7 @@ impl Core {
         let opcode = req.opcode();
         let req = match WriteOp::from_request(req) {
             Err(req) => req,
-            Ok(mut op) => {
-                if !self.config.is_ensemble() {
-                    // The standalone pipeline moves the data into the tree.
-                    op.own_data();
-                }
+            Ok(op) => {
                 let fence = conn.answer_waits_behind_a_commit();
                 let read_at = conn.read_at.get();
                 let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };

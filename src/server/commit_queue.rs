@@ -72,17 +72,8 @@ impl CommitQueue {
 
     /// Applies `txn` to `tree` (the committed tree; the standalone pipeline's tree, which
     /// is committed once the log batch is durable) and adds it with its result and changes.
-    /// `fence`: a read of the origin connection waits before this write. `data_in`: whether
-    /// the txn's data may move into the tree (`apply::DataIn`); the txn kept for the client
-    /// core needs none.
-    pub fn apply(
-        &mut self,
-        tree: &mut DataTree,
-        mut txn: Txn,
-        origin: Option<(ConnRef, i32)>,
-        fence: bool,
-        data_in: apply::DataIn,
-    ) {
+    /// `fence`: a read of the origin connection waits before this write.
+    pub fn apply(&mut self, tree: &mut DataTree, txn: Txn, origin: Option<(ConnRef, i32)>, fence: bool) {
         match &origin {
             Some((c, _)) if fence => self.split_for(Some(c), tree),
             Some((c, _)) => {
@@ -91,10 +82,7 @@ impl CommitQueue {
             None => {}
         }
         let mut changes = Vec::new();
-        let result = match data_in {
-            apply::DataIn::Copied => apply::apply(tree, &txn, &mut changes),
-            apply::DataIn::Moved => apply::apply_moving_data(tree, &mut txn, &mut changes),
-        };
+        let result = apply::apply(tree, &txn, &mut changes);
         if matches!(txn.op, TxnOp::CloseSession) && super::audit::enabled() {
             let lost = changes.iter().filter_map(|c| match c {
                 apply::Change::Deleted { path, .. } => Some(path.clone()),
@@ -264,15 +252,15 @@ mod tests {
             },
         };
         let mut q = CommitQueue::new();
-        q.apply(&mut tree, create, Some((conn(1), 1)), false, apply::DataIn::Copied);
+        q.apply(&mut tree, create, Some((conn(1), 1)), false);
         let t = set(&tree, "/x", b"1", 2);
-        q.apply(&mut tree, t, Some((conn(2), 1)), false, apply::DataIn::Copied);
+        q.apply(&mut tree, t, Some((conn(2), 1)), false);
         // Connection 2 again, no read waiting in between: same batch.
         let t = set(&tree, "/x", b"1", 2);
-        q.apply(&mut tree, t, Some((conn(2), 2)), false, apply::DataIn::Copied);
+        q.apply(&mut tree, t, Some((conn(2), 2)), false);
         // Connection 1 again, a read waiting: the open batch is sealed before this write.
         let t = set(&tree, "/x", b"2", 1);
-        q.apply(&mut tree, t, Some((conn(1), 2)), true, apply::DataIn::Copied);
+        q.apply(&mut tree, t, Some((conn(1), 2)), true);
         q.push(Commit::Close { conn: conn(3) }, &tree);
         let batches = q.take(&tree);
         assert!(q.is_empty());
@@ -378,7 +366,7 @@ mod tests {
             header: TxnHeader { zxid: 1, session_id: 9, cxid: 0, time_ms: 5 },
             op: TxnOp::CreateSession { timeout_ms: 4000 },
         };
-        q.apply(&mut tree, t, None, false, apply::DataIn::Copied);
+        q.apply(&mut tree, t, None, false);
         let items = q.take_items();
         assert_eq!(items.len(), 3);
         assert!(matches!(items[2], Commit::Txn { .. }));

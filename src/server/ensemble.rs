@@ -855,8 +855,7 @@ impl Member {
         }
         let (origin, fence) = self.answers.remove(&t.zxid).map_or((None, false), |(o, f)| (Some(o), f));
         let answered = origin.is_some();
-        // Its data is a slice of the proposal's record: the tree takes a copy.
-        self.commits.apply(&mut self.committed, txn, origin, fence, apply::DataIn::Copied);
+        self.commits.apply(&mut self.committed, txn, origin, fence);
         if created {
             if let Some((conn, timeout_ms)) = self.connecting.remove(&s) {
                 self.session_conns.insert(s, conn);

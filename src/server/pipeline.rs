@@ -30,7 +30,7 @@ use crate::storage;
 use crate::storage::recovery::LogTail;
 use crate::tree::{DataTree, NodeKind};
 use crate::txn::prep::{prep, PrepContext};
-use crate::txn::{apply, codec, Txn, TxnHeader, TxnOp, WriteOp};
+use crate::txn::{codec, Txn, TxnHeader, TxnOp, WriteOp};
 use bytes::{Bytes, BytesMut};
 use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
@@ -136,9 +136,7 @@ impl Pipeline {
         let record_len = storage::log::RECORD_PREFIX_BYTES + record.len();
         self.record_bytes += record_len;
         self.records.push(record);
-        // Its data is the client core's own copy (`WriteOp::own_data`), encoded above: it
-        // moves into the tree.
-        self.commits.apply(&mut self.tree, txn, origin, fence, apply::DataIn::Moved);
+        self.commits.apply(&mut self.tree, txn, origin, fence);
         self.txns_since_snapshot += 1;
         self.bytes_since_snapshot += record_len as u64;
     }

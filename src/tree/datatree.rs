@@ -136,12 +136,10 @@ impl Znode {
 
 /// Data as the tree keeps it: a copy of exactly its bytes, so that a node never holds on to
 /// the request frame, batch or log buffer its txn was decoded from; empty data allocates
-/// nothing. Takes the data by reference: a clone of a request's `Bytes` and its drop are two
-/// atomics on a count the client core's reader shares, which cost more than the copy (a
-/// profile at 0% reads: 3% of the server's CPU). Data already made so (by the client core
-/// that read it, `WriteOp::own_data`) moves in whole instead (`create_node_keeping`,
-/// `set_data_keeping`).
-pub fn own_data<D: AsRef<[u8]>>(data: Option<D>) -> Option<Bytes> {
+/// nothing. Takes the data by reference (apply passes the txn's `&[u8]`): a clone of a request's
+/// `Bytes` and its drop are two atomics on a count the client core's reader shares, which
+/// cost more than the copy (a profile at 0% reads: 3% of the server's CPU).
+fn own_data<D: AsRef<[u8]>>(data: Option<D>) -> Option<Bytes> {
     data.map(|d| {
         let d = d.as_ref();
         if d.is_empty() {
@@ -424,20 +422,6 @@ impl DataTree {
         zxid: i64,
         time_ms: i64,
     ) {
-        self.create_node_keeping(p, own_data(data), acl, owner, zxid, time_ms);
-    }
-
-    /// `create_node` with data the node keeps as it is: the caller made it its own allocation
-    /// of exactly its bytes (`own_data`).
-    pub fn create_node_keeping(
-        &mut self,
-        p: &str,
-        data: Option<Bytes>,
-        acl: Arc<[Acl]>,
-        owner: i64,
-        zxid: i64,
-        time_ms: i64,
-    ) {
         assert!(!self.nodes.contains(p), "create of existing node {p} at zxid {zxid:#x}");
         let parent = path::parent(p).unwrap_or_else(|| panic!("create of the root at zxid {zxid:#x}"));
         {
@@ -448,6 +432,7 @@ impl DataTree {
                 parent_node.pzxid = zxid;
             }
         }
+        let data = own_data(data);
         let bytes = data_len(&data);
         self.insert_node_raw(p, Znode::new(data, acl, zxid, time_ms, owner));
         if let Some(real) = path::parent(p).and_then(quota::real_path_of_quota_dir) {
@@ -511,12 +496,7 @@ impl DataTree {
         zxid: i64,
         time_ms: i64,
     ) -> (Stat, Arc<[Acl]>) {
-        self.set_data_keeping(p, own_data(data), zxid, time_ms)
-    }
-
-    /// `set_data` with data the node keeps as it is: the caller made it its own allocation of
-    /// exactly its bytes (`own_data`).
-    pub fn set_data_keeping(&mut self, p: &str, data: Option<Bytes>, zxid: i64, time_ms: i64) -> (Stat, Arc<[Acl]>) {
+        let data = own_data(data);
         let new = data_len(&data);
         // A node an older root shares is copied without its data, which is replaced here (the
         // copy notes the old data's length).

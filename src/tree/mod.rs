@@ -14,4 +14,4 @@ pub mod quota;
 mod quota_tests;
 pub mod watches;
 
-pub use datatree::{own_data, Children, DataTree, NodeKind, Znode};
+pub use datatree::{Children, DataTree, NodeKind, Znode};

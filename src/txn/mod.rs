@@ -155,20 +155,6 @@ impl WriteOp {
         })
     }
 
-    /// Makes each data this op carries its own allocation of exactly its bytes, copied out of
-    /// the request frame by the client core that read it (while the frame is in its cache, and
-    /// from its own allocator), so that a standalone pipeline moves the data into the tree
-    /// (`apply::DataIn::Moved`) instead of copying it there.
-    pub fn own_data(&mut self) {
-        match self {
-            WriteOp::Create { data, .. } | WriteOp::SetData { data, .. } => {
-                *data = crate::tree::own_data(data.as_deref());
-            }
-            WriteOp::Multi(ops) => ops.iter_mut().for_each(WriteOp::own_data),
-            _ => {}
-        }
-    }
-
     /// A sub-op of a multi (anything the decoder would not admit there becomes closeSession,
     /// which prep refuses inside a multi).
     fn from_multi_sub_op(r: Request) -> WriteOp {
