@@ -60,10 +60,10 @@ enum Command {
         bytes: usize,
         #[arg(long)]
         direct: bool,
-        /// Removes a file of this many MiB (written and synced first) 100 ms into the run,
-        /// on another thread, as a purge would: what a removal costs the syncs of the file
-        /// being appended (on ext4 mounted with `discard`, a lot: docs/benchmarks.md).
-        #[arg(long, default_value_t = 0)]
+        /// Removes a file of this many MiB (written and synced first) 100 ms after the syncs
+        /// start, on another thread, as a purge would: what a removal costs the syncs of the
+        /// file being appended (on ext4 mounted with `discard`, a lot: docs/benchmarks.md).
+        #[arg(long, default_value_t = 0, conflicts_with = "direct")]
         delete_mib: u64,
     },
     /// Load N znodes spread over parents, many creates in flight (memory / restart bench).
@@ -298,33 +298,22 @@ fn run(a: RunArgs) -> Result<(), String> {
 /// Appends `bytes` then fdatasyncs, `count` times, in a scratch file under `dir`; with
 /// `delete_mib`, a file that size is removed beside the syncs (see `Command::Fsync`).
 fn fsync(dir: &std::path::Path, count: usize, bytes: usize, delete_mib: u64) -> Result<(), String> {
-    let remover = (delete_mib > 0).then(|| start_removal(dir, delete_mib)).transpose()?;
+    let doomed = dir.join("rk-bench-doomed.tmp");
+    if delete_mib > 0 {
+        write_doomed(&doomed, delete_mib).inspect_err(|_| {
+            let _ = std::fs::remove_file(&doomed);
+        })?;
+    }
     let path = dir.join("rk-bench-fsync.tmp");
-    let mut f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let block = vec![b'f'; bytes];
-    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?;
     let start = std::time::Instant::now();
-    // The longest sync, and when it ended (seconds into the run).
-    let mut longest = (0u64, 0f64);
-    for _ in 0..count.max(1) {
-        let t = std::time::Instant::now();
-        f.write_all(&block).and_then(|_| f.sync_data()).map_err(|e| format!("{}: {e}", path.display()))?;
-        let us = (t.elapsed().as_micros() as u64).max(1);
-        let _ = h.record(us);
-        if us > longest.0 {
-            longest = (us, start.elapsed().as_secs_f64());
-        }
-    }
+    let removal = (delete_mib > 0).then(|| start_removal(doomed.clone(), start));
+    let synced = sync_appends(&path, count, bytes, start);
     let _ = std::fs::remove_file(&path);
-    if let Some(r) = remover {
-        let took = r.join().map_err(|_| "the removal thread panicked".to_string())??;
-        let (from, until) = took;
-        println!(
-            "removal of {delete_mib} MiB beside the syncs: from {from:.3} s to {until:.3} s into the run; \
-             the longest sync ended at {:.3} s",
-            longest.1
-        );
+    let removal = removal.map(|r| r.join().map_err(|_| "the removal thread panicked".to_string()).and_then(|r| r));
+    if matches!(removal, Some(Err(_))) {
+        let _ = std::fs::remove_file(&doomed);
     }
+    let Synced { histogram: h, longest_ended_s, last_ended_s } = synced?;
     let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     println!(
         "fdatasync of {bytes} B appends in {}: n={} p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
@@ -334,30 +323,72 @@ fn fsync(dir: &std::path::Path, count: usize, bytes: usize, delete_mib: u64) -> 
         ms(0.99),
         h.max() as f64 / 1000.0
     );
+    if let Some(removal) = removal {
+        let (from, until) = removal?;
+        println!(
+            "removal of {delete_mib} MiB beside the syncs: from {from:.3} s to {until:.3} s into the run; \
+             the longest sync ended at {longest_ended_s:.3} s, the last at {last_ended_s:.3} s"
+        );
+        if from > last_ended_s {
+            println!("(the removal started after the last sync: raise --count)");
+        }
+    }
     Ok(())
 }
 
-/// A removal beside the syncs: when it started and ended, in seconds into the run.
-type Removal = std::thread::JoinHandle<Result<(f64, f64), String>>;
+/// What `sync_appends` measured: the syncs' latencies, and when the longest and the last
+/// ended (seconds from the start).
+struct Synced {
+    histogram: hdrhistogram::Histogram<u64>,
+    longest_ended_s: f64,
+    last_ended_s: f64,
+}
 
-/// Writes and syncs a `mib` MiB file under `dir`, then removes it on a thread of its own 100
-/// ms later; the thread returns when the removal started and ended (seconds from now).
-fn start_removal(dir: &std::path::Path, mib: u64) -> Result<Removal, String> {
-    let doomed = dir.join("rk-bench-doomed.tmp");
-    let fail = |e: std::io::Error| format!("{}: {e}", doomed.display());
-    let mut f = std::fs::File::create(&doomed).map_err(fail)?;
+/// Appends `bytes` then fdatasyncs, `count` times, to a new file at `path`.
+fn sync_appends(
+    path: &std::path::Path,
+    count: usize,
+    bytes: usize,
+    start: std::time::Instant,
+) -> Result<Synced, String> {
+    let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let block = vec![b'f'; bytes];
+    let mut histogram = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?;
+    let (mut longest_us, mut longest_ended_s) = (0, 0.0);
+    for _ in 0..count.max(1) {
+        let t = std::time::Instant::now();
+        f.write_all(&block).and_then(|_| f.sync_data()).map_err(|e| format!("{}: {e}", path.display()))?;
+        let us = (t.elapsed().as_micros() as u64).max(1);
+        let _ = histogram.record(us);
+        if us > longest_us {
+            (longest_us, longest_ended_s) = (us, start.elapsed().as_secs_f64());
+        }
+    }
+    Ok(Synced { histogram, longest_ended_s, last_ended_s: start.elapsed().as_secs_f64() })
+}
+
+/// Writes `mib` MiB to a new file at `path` and syncs it.
+fn write_doomed(path: &std::path::Path, mib: u64) -> Result<(), String> {
+    let fail = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut f = std::fs::File::create(path).map_err(fail)?;
     let mib_block = vec![b'd'; 1 << 20];
     for _ in 0..mib {
         f.write_all(&mib_block).map_err(fail)?;
     }
-    f.sync_all().map_err(fail)?;
-    let start = std::time::Instant::now();
-    Ok(std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    f.sync_all().map_err(fail)
+}
+
+/// A removal beside the syncs: when it started and ended, in seconds from the syncs' start.
+type Removal = std::thread::JoinHandle<Result<(f64, f64), String>>;
+
+/// Removes `doomed` on a thread of its own, 100 ms after `start`.
+fn start_removal(doomed: PathBuf, start: std::time::Instant) -> Removal {
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100).saturating_sub(start.elapsed()));
         let from = start.elapsed().as_secs_f64();
         std::fs::remove_file(&doomed).map_err(|e| format!("removing {}: {e}", doomed.display()))?;
         Ok((from, start.elapsed().as_secs_f64()))
-    }))
+    })
 }
 
 /// The txn log's durable write both ways (see `Command::Fsync`), `count` of each, alternating.
