@@ -134,6 +134,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let executors = if config.client_core_on_pipeline { 1 } else { cores + 1 };
     startup::check_host(executors, config.io_memory_bytes).map_err(|e| e.to_string())?;
     startup::check_client_port(config.client_addr()).map_err(|e| e.to_string())?;
+    startup::warn_if_discard_mount(&[&config.data_dir, &config.data_log_dir]);
     // TLS on the client port: the stores are read now, so a bad one refuses the start.
     let tls = match &config.client_tls {
         None => None,
