@@ -281,7 +281,7 @@ fn unescape_mount_field(field: &str) -> String {
 /// Warns when a directory the txn log or snapshots live in is on a file system mounted with
 /// online `discard`: there a file's removal (autopurge, or any other program's) holds up every
 /// sync of the log until the disk has discarded its blocks. On a test VM's ext4 a concurrent
-/// fdatasync waited 43-51 ms for a 64 MiB removal and 0.17-0.34 s for 600 MiB
+/// fdatasync waited 43-51 ms for a 64 MiB removal and 0.16-0.34 s for 600 MiB
 /// (docs/benchmarks.md). Advice only: an unreadable mount table is passed over.
 pub fn warn_if_discard_mount(dirs: &[&Path]) {
     let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else { return };

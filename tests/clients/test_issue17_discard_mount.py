@@ -1,6 +1,6 @@
 """Issue 17: on a file system mounted with online `discard`, removing a file (autopurge, or any
 other program) holds up every sync of the txn log until the disk has discarded its blocks:
-43-51 ms for 64 MiB and 0.17-0.34 s for 600 MiB on the test VM (docs/benchmarks.md). An
+43-51 ms for 64 MiB and 0.16-0.34 s for 600 MiB on the test VM (docs/benchmarks.md). An
 operator must hear that from the server at start-up, and only when it is so: the warning names
 the data directory and its mount point when the mount table says `discard`, and is absent
 otherwise. Whichever the machine running this test has, the test checks the server agrees with
