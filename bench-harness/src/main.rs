@@ -306,13 +306,17 @@ fn fsync(dir: &std::path::Path, count: usize, bytes: usize, delete_mib: u64) -> 
     }
     let path = dir.join("rk-bench-fsync.tmp");
     let start = std::time::Instant::now();
-    let removal = (delete_mib > 0).then(|| start_removal(doomed.clone(), start));
+    let removal = (delete_mib > 0).then(|| start_removal(doomed.clone(), start)).transpose()?;
     let synced = sync_appends(&path, count, bytes, start);
     let _ = std::fs::remove_file(&path);
     let removal = removal.map(|r| r.join().map_err(|_| "the removal thread panicked".to_string()).and_then(|r| r));
     if matches!(removal, Some(Err(_))) {
         let _ = std::fs::remove_file(&doomed);
     }
+    let synced = match (synced, &removal) {
+        (Err(e), Some(Err(removing))) => Err(format!("{e}; and {removing}")),
+        (synced, _) => synced,
+    };
     let Synced { histogram: h, longest_ended_s, last_ended_s } = synced?;
     let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     println!(
@@ -367,11 +371,17 @@ fn sync_appends(
     Ok(Synced { histogram, longest_ended_s, last_ended_s: start.elapsed().as_secs_f64() })
 }
 
+/// Bytes in a MiB.
+const MIB_BYTES: usize = 1 << 20;
+
+/// How long after the syncs start `--delete-mib`'s removal starts.
+const REMOVAL_DELAY_MS: u64 = 100;
+
 /// Writes `mib` MiB to a new file at `path` and syncs it.
 fn write_doomed(path: &std::path::Path, mib: u64) -> Result<(), String> {
     let fail = |e: std::io::Error| format!("{}: {e}", path.display());
     let mut f = std::fs::File::create(path).map_err(fail)?;
-    let mib_block = vec![b'd'; 1 << 20];
+    let mib_block = vec![b'd'; MIB_BYTES];
     for _ in 0..mib {
         f.write_all(&mib_block).map_err(fail)?;
     }
@@ -381,13 +391,19 @@ fn write_doomed(path: &std::path::Path, mib: u64) -> Result<(), String> {
 /// A removal beside the syncs: when it started and ended, in seconds from the syncs' start.
 type Removal = std::thread::JoinHandle<Result<(f64, f64), String>>;
 
-/// Removes `doomed` on a thread of its own, 100 ms after `start`.
-fn start_removal(doomed: PathBuf, start: std::time::Instant) -> Removal {
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100).saturating_sub(start.elapsed()));
+/// Removes `doomed` on a thread of its own, `REMOVAL_DELAY_MS` after `start`.
+fn start_removal(doomed: PathBuf, start: std::time::Instant) -> Result<Removal, String> {
+    let thread = std::thread::Builder::new().name("rk-bench-removal".into());
+    let path = doomed.clone();
+    thread.spawn(move || {
+        std::thread::sleep(Duration::from_millis(REMOVAL_DELAY_MS).saturating_sub(start.elapsed()));
         let from = start.elapsed().as_secs_f64();
         std::fs::remove_file(&doomed).map_err(|e| format!("removing {}: {e}", doomed.display()))?;
         Ok((from, start.elapsed().as_secs_f64()))
+    })
+    .map_err(|e| {
+        let _ = std::fs::remove_file(&path);
+        format!("starting the removal thread: {e}")
     })
 }
 

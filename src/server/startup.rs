@@ -235,29 +235,49 @@ pub fn bind_listener(addr: SocketAddr, reuse_port: bool, backlog: i32) -> std::i
     Ok(unsafe { glommio::net::TcpListener::from_raw_fd(s.into_raw_fd()) })
 }
 
+/// Where the mount table is read.
+const MOUNT_TABLE_PATH: &str = "/proc/self/mounts";
+
+/// The mount option of online discard: ext4's and xfs's, and btrfs's synchronous mode. Not
+/// `discard=async` (btrfs's queued mode), which never holds up a sync.
+const DISCARD_OPTION: &str = "discard";
+
+/// File systems whose `discard` runs in the background (f2fs's default): not warned about.
+const FSTYPES_DISCARDING_ASIDE: &[&str] = &["f2fs"];
+
+/// One line of the mount table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount<'a> {
+    pub point: PathBuf,
+    pub fstype: &'a str,
+    pub options: &'a str,
+}
+
 /// The mount that holds `dir` (absolute, with no `..`), from the text of /proc/self/mounts:
-/// its mount point and options, taken from the longest mount point that is `dir` or an
-/// ancestor of it (the last line of equal points: a later mount hides an earlier one).
-pub fn mount_of<'a>(mounts: &'a str, dir: &Path) -> Option<(PathBuf, &'a str)> {
-    let mut best: Option<(PathBuf, &str)> = None;
+/// the mount point with the most components that is `dir` or an ancestor of it, the last of
+/// equal ones (a later mount hides an earlier one at the same point). A mount that hides an
+/// ancestor's mount point is not seen through: the table alone cannot tell.
+pub fn mount_of<'a>(mounts: &'a str, dir: &Path) -> Option<Mount<'a>> {
+    let mut best: Option<Mount<'a>> = None;
     for line in mounts.lines() {
         let mut fields = line.split(' ');
-        let (Some(_device), Some(point), Some(_fstype), Some(options)) =
+        let (Some(_device), Some(point), Some(fstype), Some(options)) =
             (fields.next(), fields.next(), fields.next(), fields.next())
         else {
             continue;
         };
-        let point = PathBuf::from(unescape_mount_field(point));
-        if dir.starts_with(&point) && best.as_ref().is_none_or(|(b, _)| point.as_os_str().len() >= b.as_os_str().len())
-        {
-            best = Some((point, options));
+        let point = unescape_mount_field(point);
+        let deeper = |b: &Mount<'_>| point.components().count() >= b.point.components().count();
+        if dir.starts_with(&point) && best.as_ref().is_none_or(deeper) {
+            best = Some(Mount { point, fstype, options });
         }
     }
     best
 }
 
 /// /proc/self/mounts writes a space, tab, newline and backslash in a path as `\ooo` (octal).
-fn unescape_mount_field(field: &str) -> String {
+fn unescape_mount_field(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -275,31 +295,41 @@ fn unescape_mount_field(field: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// The mounts holding `dirs` (canonical) that discard a file's blocks as it is removed, each
+/// once, with the first of `dirs` found on it.
+pub fn discarding_mounts<'a>(mounts: &'a str, dirs: &[PathBuf]) -> Vec<(PathBuf, Mount<'a>)> {
+    let mut found: Vec<(PathBuf, Mount<'a>)> = Vec::new();
+    for dir in dirs {
+        let Some(m) = mount_of(mounts, dir) else { continue };
+        let discards = m.options.split(',').any(|o| o == DISCARD_OPTION);
+        if discards && !FSTYPES_DISCARDING_ASIDE.contains(&m.fstype) && !found.iter().any(|(_, f)| f.point == m.point) {
+            found.push((dir.clone(), m));
+        }
+    }
+    found
 }
 
 /// Warns when a directory the txn log or snapshots live in is on a file system mounted with
-/// online `discard`: there a file's removal (autopurge, or any other program's) holds up every
-/// sync of the log until the disk has discarded its blocks. On a test VM's ext4 a concurrent
-/// fdatasync waited 43-51 ms for a 64 MiB removal and 0.16-0.34 s for 600 MiB
-/// (docs/benchmarks.md). Advice only: an unreadable mount table is passed over.
+/// online `discard`: there a file's removal (autopurge, or any other program's) holds up the
+/// syncs of the log until the disk has discarded its blocks (docs/benchmarks.md, "Disk stalls
+/// from file removals"). Advice only: an unreadable mount table is passed over; data in an
+/// overlay (a container's layer) shows no `discard` and is not judged.
 pub fn warn_if_discard_mount(dirs: &[&Path]) {
-    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else { return };
-    let mut said = Vec::new();
-    for dir in dirs {
-        // A directory not made yet is where its nearest existing ancestor is.
-        let Some(real) = dir.ancestors().find_map(|a| a.canonicalize().ok()) else { continue };
-        let Some((point, options)) = mount_of(&mounts, &real) else { continue };
-        if options.split(',').any(|o| o == "discard") && !said.contains(&point) {
-            tracing::warn!(
-                "{} is on {}, mounted with `discard`: removing a file there (autopurge, or any other \
-                 program) stalls the txn log's syncs until the disk has discarded its blocks (tens of ms \
-                 per 64 MiB); mount it without `discard` and trim it periodically (fstrim) instead",
-                dir.display(),
-                point.display()
-            );
-            said.push(point);
-        }
+    let Ok(mounts) = std::fs::read_to_string(MOUNT_TABLE_PATH) else { return };
+    // A directory not made yet is where its nearest existing ancestor is.
+    let real: Vec<PathBuf> = dirs.iter().filter_map(|d| d.ancestors().find_map(|a| a.canonicalize().ok())).collect();
+    for (dir, m) in discarding_mounts(&mounts, &real) {
+        tracing::warn!(
+            "{} is on {} ({}), mounted with `discard`: removing a file there (autopurge, or any other \
+             program) stalls the txn log's syncs until the disk has discarded its blocks; mount it \
+             without `discard` and trim it periodically (fstrim) instead",
+            dir.display(),
+            m.point.display(),
+            m.fstype
+        );
     }
 }
 
@@ -308,27 +338,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_mount_holding_a_directory_is_its_longest_mount_point_and_discard_is_seen() {
+    fn the_mount_holding_a_directory_is_its_deepest_mount_point_and_discard_is_seen() {
         let mounts = "/dev/vda / ext4 rw,relatime,discard,resv_strict 0 0\n\
                       proc /proc proc rw,nosuid 0 0\n\
-                      /dev/vdb /var/lib/zk ext4 rw,relatime 0 0\n\
+                      /dev/vdb /var/lib/zk ext4 rw,relatime,discard 0 0\n\
                       /dev/vdc /var/lib/zk\\040logs xfs rw,noatime,discard 0 0\n\
                       tmpfs /var/lib/zk tmpfs rw 0 0\n\
+                      /dev/vdd /srv/a ext4 rw,nodiscard 0 0\n\
+                      /dev/vde /srv/b btrfs rw,ssd,discard=async 0 0\n\
+                      /dev/vdf /srv/c f2fs rw,discard 0 0\n\
+                      /dev/vdg /srv/d xfs rw,discard 0 0\n\
                       garbage\n";
-        let at = |d: &str| mount_of(mounts, Path::new(d)).map(|(p, o)| (p.display().to_string(), o.to_string()));
-        assert_eq!(at("/tmp/rk"), Some(("/".into(), "rw,relatime,discard,resv_strict".into())));
-        assert_eq!(
-            at("/var/lib/zk/data"),
-            Some(("/var/lib/zk".into(), "rw".into())),
-            "the later mount hides the earlier"
-        );
-        assert_eq!(at("/var/lib/zk logs/version-2"), Some(("/var/lib/zk logs".into(), "rw,noatime,discard".into())));
-        assert_eq!(
-            at("/var/lib/zkother"),
-            Some(("/".into(), "rw,relatime,discard,resv_strict".into())),
-            "by path components"
-        );
+        let at = |d: &str| mount_of(mounts, Path::new(d)).map(|m| (m.point.display().to_string(), m.options));
+        assert_eq!(at("/tmp/rk"), Some(("/".into(), "rw,relatime,discard,resv_strict")));
+        assert_eq!(at("/var/lib/zk/data"), Some(("/var/lib/zk".into(), "rw")), "the later mount hides the earlier");
+        assert_eq!(at("/var/lib/zk logs/version-2"), Some(("/var/lib/zk logs".into(), "rw,noatime,discard")));
+        assert_eq!(at("/var/lib/zkother"), Some(("/".into(), "rw,relatime,discard,resv_strict")), "by path components");
         assert_eq!(mount_of("", Path::new("/x")), None);
+
+        let warned = |dirs: &[&str]| -> Vec<String> {
+            let dirs: Vec<PathBuf> = dirs.iter().map(PathBuf::from).collect();
+            discarding_mounts(mounts, &dirs)
+                .into_iter()
+                .map(|(d, m)| format!("{} {}", d.display(), m.point.display()))
+                .collect()
+        };
+        assert_eq!(warned(&["/tmp/data", "/tmp/log"]), vec!["/tmp/data /"], "one warning for one mount");
+        assert_eq!(warned(&["/var/lib/zk/data", "/srv/d/log"]), vec!["/srv/d/log /srv/d"], "tmpfs hides the discard");
+        assert_eq!(
+            warned(&["/tmp/data", "/var/lib/zk logs/log"]),
+            vec!["/tmp/data /", "/var/lib/zk logs/log /var/lib/zk logs"]
+        );
+        assert!(warned(&["/srv/a/x", "/srv/b/x", "/srv/c/x"]).is_empty(), "nodiscard, btrfs's async discard, f2fs");
     }
 
     #[test]
