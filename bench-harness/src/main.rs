@@ -299,20 +299,17 @@ fn run(a: RunArgs) -> Result<(), String> {
 /// `delete_mib`, a file that size is removed beside the syncs (see `Command::Fsync`).
 fn fsync(dir: &std::path::Path, count: usize, bytes: usize, delete_mib: u64) -> Result<(), String> {
     let doomed = dir.join("rk-bench-doomed.tmp");
+    // Whatever happens below, the doomed file does not outlive the run.
+    let _cleanup = RemovedOnDrop(doomed.clone());
     if delete_mib > 0 {
-        write_doomed(&doomed, delete_mib).inspect_err(|_| {
-            let _ = std::fs::remove_file(&doomed);
-        })?;
+        write_doomed(&doomed, delete_mib)?;
     }
     let path = dir.join("rk-bench-fsync.tmp");
     let start = std::time::Instant::now();
-    let removal = (delete_mib > 0).then(|| start_removal(doomed.clone(), start)).transpose()?;
+    let removal = (delete_mib > 0).then(|| start_removal(doomed, start)).transpose()?;
     let synced = sync_appends(&path, count, bytes, start);
     let _ = std::fs::remove_file(&path);
     let removal = removal.map(|r| r.join().map_err(|_| "the removal thread panicked".to_string()).and_then(|r| r));
-    if matches!(removal, Some(Err(_))) {
-        let _ = std::fs::remove_file(&doomed);
-    }
     let synced = match (synced, &removal) {
         (Err(e), Some(Err(removing))) => Err(format!("{e}; and {removing}")),
         (synced, _) => synced,
@@ -394,17 +391,23 @@ type Removal = std::thread::JoinHandle<Result<(f64, f64), String>>;
 /// Removes `doomed` on a thread of its own, `REMOVAL_DELAY_MS` after `start`.
 fn start_removal(doomed: PathBuf, start: std::time::Instant) -> Result<Removal, String> {
     let thread = std::thread::Builder::new().name("rk-bench-removal".into());
-    let path = doomed.clone();
-    thread.spawn(move || {
-        std::thread::sleep(Duration::from_millis(REMOVAL_DELAY_MS).saturating_sub(start.elapsed()));
-        let from = start.elapsed().as_secs_f64();
-        std::fs::remove_file(&doomed).map_err(|e| format!("removing {}: {e}", doomed.display()))?;
-        Ok((from, start.elapsed().as_secs_f64()))
-    })
-    .map_err(|e| {
-        let _ = std::fs::remove_file(&path);
-        format!("starting the removal thread: {e}")
-    })
+    thread
+        .spawn(move || {
+            std::thread::sleep(Duration::from_millis(REMOVAL_DELAY_MS).saturating_sub(start.elapsed()));
+            let from = start.elapsed().as_secs_f64();
+            std::fs::remove_file(&doomed).map_err(|e| format!("removing {}: {e}", doomed.display()))?;
+            Ok((from, start.elapsed().as_secs_f64()))
+        })
+        .map_err(|e| format!("starting the removal thread: {e}"))
+}
+
+/// A file removed when this goes out of scope, if it is still there.
+struct RemovedOnDrop(PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// The txn log's durable write both ways (see `Command::Fsync`), `count` of each, alternating.

@@ -316,7 +316,8 @@ pub fn discarding_mounts<'a>(mounts: &'a str, dirs: &[PathBuf]) -> Vec<(PathBuf,
 /// online `discard`: there a file's removal (autopurge, or any other program's) holds up the
 /// syncs of the log until the disk has discarded its blocks (docs/benchmarks.md, "Disk stalls
 /// from file removals"). Advice only: an unreadable mount table is passed over; data in an
-/// overlay (a container's layer) shows no `discard` and is not judged.
+/// overlay (a container's layer) shows no `discard` and is not judged. Blocking (a read of the
+/// mount table, a canonicalize per directory): called once, before any executor starts.
 pub fn warn_if_discard_mount(dirs: &[&Path]) {
     let Ok(mounts) = std::fs::read_to_string(MOUNT_TABLE_PATH) else { return };
     // A directory not made yet is where its nearest existing ancestor is.
