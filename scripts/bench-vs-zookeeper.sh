@@ -31,7 +31,9 @@
 # at shares of ZooKeeper's saturation at that read share; empty: not), BENCH_RATE_SHARES (0.5:
 # those shares, comma list, e.g. 0.1,0.25,0.5,0.75), BENCH_THREADS (1), BENCH_PIN (CPUs for the load, e.g. 1), ZK_HEAP (2g),
 # BENCH_ONLY (comma list of: ceiling,ringkeeper-standalone,zookeeper-standalone,
-# ringkeeper-ensemble3,zookeeper-ensemble3,ringkeeper-netns3,zookeeper-netns3), BENCH_BASE_PORT
+# ringkeeper-ensemble3,zookeeper-ensemble3,floor-ensemble3,ringkeeper-netns3,zookeeper-netns3,
+# floor-netns3; a floor-<setup> runs canned-reply responders in the members' places at the
+# open-loop points, the floor of that network and harness, after zookeeper-<setup>), BENCH_BASE_PORT
 # (27181; the run uses a few ports above it), BENCH_NETNS_DELAY_US (100), BENCH_NETNS_JITTER_US
 # (0), RK_NETNS_PREFIX (rkbench: the namespaces' names), RK_ENSEMBLE_CONFIG (lines added to
 # every ringkeeper ensemble member's zoo.cfg, e.g. ringkeeper.clientCoreOnPipeline=true). --quick: 4 ratios, 1 s warm-up, 2 s
@@ -48,7 +50,7 @@ while [ $# -gt 0 ]; do
         --docs) DOCS=1 ;;
         --quick) QUICK=1 ;;
         --summarize) SUMMARIZE="${2:?--summarize needs a results directory}"; shift ;;
-        *) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+        *) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
     shift
 done
@@ -68,7 +70,7 @@ if [ "$QUICK" = 1 ]; then
 fi
 THREADS=${BENCH_THREADS:-1}
 ZK_HEAP=${ZK_HEAP:-2g}
-ONLY=${BENCH_ONLY:-ceiling,ringkeeper-standalone,zookeeper-standalone,ringkeeper-ensemble3,zookeeper-ensemble3,ringkeeper-netns3,zookeeper-netns3}
+ONLY=${BENCH_ONLY:-ceiling,ringkeeper-standalone,zookeeper-standalone,ringkeeper-ensemble3,zookeeper-ensemble3,floor-ensemble3,ringkeeper-netns3,zookeeper-netns3,floor-netns3}
 BASE_PORT=${BENCH_BASE_PORT:-27181}
 NETNS_DELAY_US=${BENCH_NETNS_DELAY_US:-100}
 NETNS_JITTER_US=${BENCH_NETNS_JITTER_US:-0}
@@ -257,6 +259,31 @@ if want ringkeeper-ensemble3; then
     measure ringkeeper-ensemble3 "$ENSEMBLE_CONN"
     stop_all
 fi
+# The floor of a setup: canned-reply responders where its members listen, only at the open-loop
+# points (the rates come from zookeeper-<setup>'s closed-loop rows of this run).
+measure_floor() { # setup, connection string
+    local share
+    if [ -z "$HALF_RATIOS" ] || ! awk -F, -v l="zookeeper-$1" '$1 == l && $17 == 0 { found = 1 } END { exit !found }' \
+        "$OUT/results.csv" 2>/dev/null; then
+        echo "==> skipping floor-$1: no closed-loop zookeeper-$1 rows in this run to take its rates from"
+        return 0
+    fi
+    for share in ${RATE_SHARES//,/ }; do
+        sweep "floor-$1" "$2" "$HALF_RATIOS" --skip-setup --rate-from "$OUT" --rate-label "zookeeper-$1" \
+            --rate-share "$share"
+    done
+}
+if want floor-ensemble3; then
+    conn=""
+    for i in 1 2 3; do
+        "$BENCH" responder --listen "127.0.0.1:$((BASE_PORT + 10 + i))" --payload "$PAYLOAD" 2>>"$OUT/responder.log" &
+        PIDS+=($!)
+        conn+="${conn:+,}127.0.0.1:$((BASE_PORT + 10 + i))"
+    done
+    sleep 0.5
+    measure_floor ensemble3 "$conn"
+    stop_all
+fi
 
 # --- 6, 7. three-member ensembles in network namespaces -------------------------------------------
 netns_ensemble() { # kind (rk|zk), label
@@ -282,6 +309,32 @@ netns_ensemble() { # kind (rk|zk), label
 }
 if want zookeeper-netns3; then netns_ensemble zk zookeeper-netns3; fi
 if want ringkeeper-netns3; then netns_ensemble rk ringkeeper-netns3; fi
+if want floor-netns3; then
+    why="$(netns_unavailable_reason)"
+    if [ -n "$why" ]; then
+        echo "==> skipping floor-netns3: $why"
+    else
+        NETNS_USED=1
+        netns_up 3
+        netns_delay "$NETNS_DELAY_US" "$NETNS_JITTER_US"
+        netns_mode >"$OUT/netns-mode.txt"
+        for i in 1 2 3; do
+            # Each member's namespace: a responder on the member's own address and client port,
+            # behind the same relay (or netem) a member would be.
+            ip netns exec "$(netns_name "m$i")" "$BENCH" responder --listen "$(netns_addr "m$i"):$NETNS_CLIENT_PORT" \
+                --payload "$PAYLOAD" 2>>"$OUT/responder.log" &
+            PIDS+=($!)
+        done
+        sleep 0.5
+        SWEEP_IN=(ip netns exec "$(netns_name c)")
+        measure_floor netns3 "$(netns_conn)"
+        SWEEP_IN=()
+        # The namespaces first: their relays are this shell's children too, and stop_all waits
+        # for every child.
+        netns_down
+        stop_all
+    fi
+fi
 fi
 
 # --- summary ----------------------------------------------------------------------------------------
@@ -305,6 +358,9 @@ $ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connect
 ensemble's members; $THREADS load executor(s)${BENCH_PIN:+ pinned to CPU $BENCH_PIN}.
 - Command: \`scripts/bench-vs-zookeeper.sh$QUICK_FLAG\`; raw rows in results.csv.
 - ceiling-standalone is the harness against a canned-reply responder: what the harness and loopback can do.
+$(if grep -q '^floor-' "$OUT/results.csv" 2>/dev/null; then echo "- floor-<setup> is the same responder in each member's \
+place (its port, its namespace, behind its relay), loaded at the setup's open-loop points: the floor of that network \
+and harness, below which no server's latency can go (no disk, no quorum, no work)."; fi)
 $(if [ -f "$OUT/netns-mode.txt" ]; then echo "- netns3: each member in its own network namespace (\`scripts/netns.sh\`), the load in a client \
 namespace, ${NETNS_DELAY_US} µs one-way delay (+ jitter 0..${NETNS_JITTER_US} µs) on every path by $(cat "$OUT/netns-mode.txt") \
 (relay: a \`ringkeeper-bench delay-relay\` in front of each member)."; fi)

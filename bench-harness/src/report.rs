@@ -270,14 +270,17 @@ pub fn summary(all: &[Row], workload: &str) -> String {
 
 /// p50 and p99 of each server at the same open-loop rates (shares of ZooKeeper's saturation,
 /// when the script asks for them), paired by setup, read share and rate, with ZooKeeper's
-/// figure over ringkeeper's.
+/// figure over ringkeeper's. Where the run also measured `floor-<setup>` (canned-reply
+/// responders in the members' places, the same load), each point shows that floor too, and the
+/// table ends with how many points reach the factor `OPEN_LOOP_FACTOR` and at how many half
+/// of ZooKeeper's figure is below the floor, out of any server's reach on that rig.
 fn open_loop_summary(all: &[Row], workload: &str) -> String {
     let rows: Vec<&Row> = all.iter().filter(|r| r.workload == workload && r.target_rate > 0.0).collect();
     let setups: BTreeSet<&str> = rows.iter().map(|r| split_label(&r.label).1).collect();
     let per_mille = |r: &Row| (r.read_pct * 10.0).round() as u64;
     let mut out = String::new();
     for setup in setups {
-        let (rk, zk) = (format!("ringkeeper-{setup}"), format!("zookeeper-{setup}"));
+        let (rk, zk, floor) = (format!("ringkeeper-{setup}"), format!("zookeeper-{setup}"), format!("floor-{setup}"));
         // (read share per mille, rate ops/s): both servers ran each point at the same rate.
         let points: BTreeSet<(u64, u64)> = rows
             .iter()
@@ -292,14 +295,18 @@ fn open_loop_summary(all: &[Row], workload: &str) -> String {
                 .find(|r| r.workload == workload && r.label == zk && r.target_rate == 0.0 && per_mille(r) == ratio)
                 .map(|r| r.ops_per_s)
         };
+        let with_floor = rows.iter().any(|r| r.label == floor);
+        let (floor_head, floor_rule) =
+            if with_floor { (format!(" {floor} p50 / p99 ms |"), " ---: |") } else { (String::new(), "") };
         let _ = writeln!(
             out,
             "### Latency at a fixed open-loop rate, {setup} ({workload})\n\n\
-             | read % | share of {zk}'s saturation | rate ops/s | {rk} p50 / p99 ms | {zk} p50 / p99 ms | \
-             zookeeper / ringkeeper p50, p99 |\n| ---: | ---: | ---: | ---: | ---: | ---: |"
+             | read % | share of {zk}'s saturation | rate ops/s | {rk} p50 / p99 ms | {zk} p50 / p99 ms |{floor_head} \
+             zookeeper / ringkeeper p50, p99 |\n| ---: | ---: | ---: | ---: | ---: |{floor_rule} ---: |"
         );
+        let mut tally = OpenLoopTally::default();
         for point in points {
-            let (a, b) = (at(&rk, point), at(&zk, point));
+            let (a, b, f) = (at(&rk, point), at(&zk, point), at(&floor, point));
             let share = saturation(point.0)
                 .filter(|s| *s > 0.0)
                 .map_or("–".to_string(), |s| format!("{:.0}%", point.1 as f64 / s * 100.0));
@@ -310,9 +317,13 @@ fn open_loop_summary(all: &[Row], workload: &str) -> String {
                 }
                 _ => "–".to_string(),
             };
+            if let (Some(a), Some(b)) = (a, b) {
+                tally.count(a, b, f.copied());
+            }
+            let floor_cell = if with_floor { format!(" {} |", p(f)) } else { String::new() };
             let _ = writeln!(
                 out,
-                "| {} | {share} | {} | {} | {} | {ratio_cell} |",
+                "| {} | {share} | {} | {} | {} |{floor_cell} {ratio_cell} |",
                 point.0 as f64 / 10.0,
                 point.1,
                 p(a),
@@ -320,8 +331,63 @@ fn open_loop_summary(all: &[Row], workload: &str) -> String {
             );
         }
         out.push('\n');
+        if tally.points > 0 {
+            let _ = writeln!(out, "{}\n", tally.describe(with_floor));
+        }
     }
     out
+}
+
+/// The factor by which ringkeeper's open-loop p50 and p99 should be below ZooKeeper's (issue 17).
+const OPEN_LOOP_FACTOR: f64 = 2.0;
+
+/// Counts of one setup's open-loop points with both servers measured.
+#[derive(Debug, Default, PartialEq)]
+struct OpenLoopTally {
+    points: usize,
+    /// ringkeeper's p50 and p99 both at most ZooKeeper's / `OPEN_LOOP_FACTOR`.
+    both_met: usize,
+    /// Points with a floor measured.
+    floored: usize,
+    /// ZooKeeper's p50 / `OPEN_LOOP_FACTOR` below the floor's p50 (out of reach).
+    p50_below_floor: usize,
+    /// The same for p99.
+    p99_below_floor: usize,
+    /// Either of the two.
+    either_below_floor: usize,
+}
+
+impl OpenLoopTally {
+    fn count(&mut self, rk: &Row, zk: &Row, floor: Option<&Row>) {
+        self.points += 1;
+        if rk.p50_ms * OPEN_LOOP_FACTOR <= zk.p50_ms && rk.p99_ms * OPEN_LOOP_FACTOR <= zk.p99_ms {
+            self.both_met += 1;
+        }
+        if let Some(f) = floor {
+            self.floored += 1;
+            let p50 = zk.p50_ms < f.p50_ms * OPEN_LOOP_FACTOR;
+            let p99 = zk.p99_ms < f.p99_ms * OPEN_LOOP_FACTOR;
+            self.p50_below_floor += usize::from(p50);
+            self.p99_below_floor += usize::from(p99);
+            self.either_below_floor += usize::from(p50 || p99);
+        }
+    }
+
+    fn describe(&self, with_floor: bool) -> String {
+        let mut s = format!(
+            "ringkeeper's p50 and p99 are both at most 1/{OPEN_LOOP_FACTOR} of ZooKeeper's at {} of {} points.",
+            self.both_met, self.points
+        );
+        if with_floor {
+            let _ = write!(
+                s,
+                " Half of ZooKeeper's figure is below the floor (canned replies, same load and network) at {} of {} \
+                 points: p50 at {}, p99 at {}; no server can reach it there.",
+                self.either_below_floor, self.floored, self.p50_below_floor, self.p99_below_floor
+            );
+        }
+        s
+    }
 }
 
 /// A markdown table: a "read %" column, then `header`'s, one line per ratio (per mille).
@@ -604,14 +670,14 @@ mod tests {
         assert_eq!(svg.matches("<circle").count(), rows.len());
     }
 
+    /// An open-loop row at `rate` ops/s with the given p50 and p99.
+    fn open(label: &str, pct: f64, rate: f64, p50: f64, p99: f64) -> Row {
+        Row { target_rate: rate, p50_ms: p50, p99_ms: p99, ..row(label, pct, rate) }
+    }
+
     #[test]
     fn open_loop_points_pair_by_read_share_and_rate() {
-        let open = |label: &str, rate: f64, p50: f64, p99: f64| Row {
-            target_rate: rate,
-            p50_ms: p50,
-            p99_ms: p99,
-            ..row(label, 50.0, rate)
-        };
+        let open = |label: &str, rate: f64, p50: f64, p99: f64| open(label, 50.0, rate, p50, p99);
         let rows = vec![
             row("zookeeper-ensemble3", 50.0, 10_000.0),
             open("zookeeper-ensemble3", 1000.0, 2.0, 8.0),
@@ -623,6 +689,39 @@ mod tests {
         assert!(s.contains("### Latency at a fixed open-loop rate, ensemble3 (get-set)"), "{s}");
         assert!(s.contains("| 50 | 10% | 1000 | 0.50 / 2.00 | 2.00 / 8.00 | 4.0×, 4.0× |"), "{s}");
         assert!(s.contains("| 50 | 50% | 5000 | 1.00 / 6.00 | 3.00 / 9.00 | 3.0×, 1.5× |"), "{s}");
+        assert!(s.contains("both at most 1/2 of ZooKeeper's at 1 of 2 points."), "{s}");
+        assert!(!s.contains("floor"), "no floor column without floor rows: {s}");
+    }
+
+    #[test]
+    fn open_loop_floor_shows_points_out_of_reach() {
+        let open = |label: &str, rate: f64, p50: f64, p99: f64| open(label, 100.0, rate, p50, p99);
+        let rows = vec![
+            row("zookeeper-netns3", 100.0, 10_000.0),
+            open("zookeeper-netns3", 1000.0, 0.64, 2.44),
+            open("ringkeeper-netns3", 1000.0, 0.63, 4.71),
+            open("floor-netns3", 1000.0, 0.60, 1.89),
+            open("zookeeper-netns3", 5000.0, 2.14, 9.54),
+            open("ringkeeper-netns3", 5000.0, 0.62, 1.43),
+            open("floor-netns3", 5000.0, 0.58, 1.50),
+            // A point the floor did not run: counted in neither floor figure.
+            open("zookeeper-netns3", 7000.0, 3.0, 9.0),
+            open("ringkeeper-netns3", 7000.0, 2.0, 3.0),
+        ];
+        let s = summary(&rows, "get-set");
+        assert!(
+            s.contains(
+                "| ringkeeper-netns3 p50 / p99 ms | zookeeper-netns3 p50 / p99 ms | floor-netns3 p50 / p99 ms |"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("| 100 | 10% | 1000 | 0.63 / 4.71 | 0.64 / 2.44 | 0.60 / 1.89 | 1.0×, 0.5× |"), "{s}");
+        assert!(s.contains("| 100 | 70% | 7000 | 2.00 / 3.00 | 3.00 / 9.00 | – | 1.5×, 3.0× |"), "{s}");
+        assert!(s.contains("both at most 1/2 of ZooKeeper's at 1 of 3 points."), "{s}");
+        assert!(
+            s.contains("below the floor (canned replies, same load and network) at 1 of 2 points: p50 at 1, p99 at 1;"),
+            "{s}"
+        );
     }
 
     #[test]
