@@ -50,7 +50,7 @@ while [ $# -gt 0 ]; do
         --docs) DOCS=1 ;;
         --quick) QUICK=1 ;;
         --summarize) SUMMARIZE="${2:?--summarize needs a results directory}"; shift ;;
-        *) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+        *) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
     shift
 done
