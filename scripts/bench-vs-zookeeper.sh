@@ -33,7 +33,7 @@
 # BENCH_ONLY (comma list of: ceiling,ringkeeper-standalone,zookeeper-standalone,
 # ringkeeper-ensemble3,zookeeper-ensemble3,floor-ensemble3,ringkeeper-netns3,zookeeper-netns3,
 # floor-netns3; a floor-<setup> runs canned-reply responders in the members' places at the
-# open-loop points, the floor of that network and harness, after zookeeper-<setup>), BENCH_BASE_PORT
+# open-loop points, the latency of that network and harness alone, after zookeeper-<setup>), BENCH_BASE_PORT
 # (27181; the run uses a few ports above it), BENCH_NETNS_DELAY_US (100), BENCH_NETNS_JITTER_US
 # (0), RK_NETNS_PREFIX (rkbench: the namespaces' names), RK_ENSEMBLE_CONFIG (lines added to
 # every ringkeeper ensemble member's zoo.cfg, e.g. ringkeeper.clientCoreOnPipeline=true). --quick: 4 ratios, 1 s warm-up, 2 s
@@ -261,27 +261,46 @@ if want ringkeeper-ensemble3; then
 fi
 # The floor of a setup: canned-reply responders where its members listen, only at the open-loop
 # points (the rates come from zookeeper-<setup>'s closed-loop rows of this run).
-measure_floor() { # setup, connection string
-    local share
-    if [ -z "$HALF_RATIOS" ] || ! awk -F, -v l="zookeeper-$1" '$1 == l && $17 == 0 { found = 1 } END { exit !found }' \
+floor_possible() { # setup; says why not and fails when the floor cannot run
+    if [ -z "$HALF_RATIOS" ]; then
+        echo "==> skipping floor-$1: BENCH_HALF_RATIOS is empty (no open-loop points)"
+        return 1
+    fi
+    # results.csv: column 1 the label, column 17 target_rate (0: closed loop).
+    if ! awk -F, -v l="zookeeper-$1" '$1 == l && $17 == 0 { found = 1 } END { exit !found }' \
         "$OUT/results.csv" 2>/dev/null; then
         echo "==> skipping floor-$1: no closed-loop zookeeper-$1 rows in this run to take its rates from"
-        return 0
+        return 1
     fi
+}
+wait_listening() { # address, port, [namespace]: a responder accepts connections
+    local in=()
+    if [ -n "${3:-}" ]; then in=(ip netns exec "$3"); fi
+    for _ in $(seq 1 40); do
+        if "${in[@]}" bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; then return 0; fi
+        sleep 0.25
+    done
+    echo "responder on $1:$2 did not come up; see $OUT/responder.log" >&2
+    return 1
+}
+measure_floor() { # setup, connection string
+    local share
     for share in ${RATE_SHARES//,/ }; do
         sweep "floor-$1" "$2" "$HALF_RATIOS" --skip-setup --rate-from "$OUT" --rate-label "zookeeper-$1" \
             --rate-share "$share"
     done
 }
-if want floor-ensemble3; then
+if want floor-ensemble3 && floor_possible ensemble3; then
     conn=""
     for i in 1 2 3; do
         "$BENCH" responder --listen "127.0.0.1:$((BASE_PORT + 10 + i))" --payload "$PAYLOAD" 2>>"$OUT/responder.log" &
         PIDS+=($!)
         conn+="${conn:+,}127.0.0.1:$((BASE_PORT + 10 + i))"
     done
-    sleep 0.5
-    measure_floor ensemble3 "$conn"
+    ready=1
+    for i in 1 2 3; do wait_listening 127.0.0.1 "$((BASE_PORT + 10 + i))" || ready=0; done
+    # A responder that did not start skips the floor; the servers' points are kept.
+    if [ "$ready" = 1 ]; then measure_floor ensemble3 "$conn"; fi
     stop_all
 fi
 
@@ -309,7 +328,7 @@ netns_ensemble() { # kind (rk|zk), label
 }
 if want zookeeper-netns3; then netns_ensemble zk zookeeper-netns3; fi
 if want ringkeeper-netns3; then netns_ensemble rk ringkeeper-netns3; fi
-if want floor-netns3; then
+if want floor-netns3 && floor_possible netns3; then
     why="$(netns_unavailable_reason)"
     if [ -n "$why" ]; then
         echo "==> skipping floor-netns3: $why"
@@ -325,10 +344,15 @@ if want floor-netns3; then
                 --payload "$PAYLOAD" 2>>"$OUT/responder.log" &
             PIDS+=($!)
         done
-        sleep 0.5
-        SWEEP_IN=(ip netns exec "$(netns_name c)")
-        measure_floor netns3 "$(netns_conn)"
-        SWEEP_IN=()
+        ready=1
+        for i in 1 2 3; do
+            wait_listening "$(netns_addr "m$i")" "$NETNS_CLIENT_PORT" "$(netns_name "m$i")" || ready=0
+        done
+        if [ "$ready" = 1 ]; then
+            SWEEP_IN=(ip netns exec "$(netns_name c)")
+            measure_floor netns3 "$(netns_conn)"
+            SWEEP_IN=()
+        fi
         # The namespaces first: their relays are this shell's children too, and stop_all waits
         # for every child.
         netns_down
@@ -357,10 +381,11 @@ config below); Apache ZooKeeper $ZK_VERSION (Debian), $JAVA_VERSION, heap -Xms/-
 $ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connections spread over an \
 ensemble's members; $THREADS load executor(s)${BENCH_PIN:+ pinned to CPU $BENCH_PIN}.
 - Command: \`scripts/bench-vs-zookeeper.sh$QUICK_FLAG\`; raw rows in results.csv.
-- ceiling-standalone is the harness against a canned-reply responder: what the harness and loopback can do.
+$(if grep -q '^ceiling-' "$OUT/results.csv" 2>/dev/null; then echo "- ceiling-standalone is the harness against a canned-reply \
+responder: what the harness and loopback can do."; fi)
 $(if grep -q '^floor-' "$OUT/results.csv" 2>/dev/null; then echo "- floor-<setup> is the same responder in each member's \
-place (its port, its namespace, behind its relay), loaded at the setup's open-loop points: the floor of that network \
-and harness, below which no server's latency can go (no disk, no quorum, no work)."; fi)
+place (its port, its namespace, behind its relay), loaded at the setup's open-loop points: the latency of that network \
+and harness alone (no disk, no quorum, no work), one window per point, a noisy bound."; fi)
 $(if [ -f "$OUT/netns-mode.txt" ]; then echo "- netns3: each member in its own network namespace (\`scripts/netns.sh\`), the load in a client \
 namespace, ${NETNS_DELAY_US} µs one-way delay (+ jitter 0..${NETNS_JITTER_US} µs) on every path by $(cat "$OUT/netns-mode.txt") \
 (relay: a \`ringkeeper-bench delay-relay\` in front of each member)."; fi)
