@@ -272,8 +272,9 @@ pub fn summary(all: &[Row], workload: &str) -> String {
 /// when the script asks for them), paired by setup, read share and rate, with ZooKeeper's
 /// figure over ringkeeper's. Where the run also measured `floor-<setup>` (canned-reply
 /// responders in the members' places, the same load), each point shows that floor too, and the
-/// table ends with how many points reach the factor `OPEN_LOOP_FACTOR` and at how many half
-/// of ZooKeeper's figure is below the floor, out of any server's reach on that rig.
+/// table ends with how many points reach the factor `OPEN_LOOP_FACTOR`, at how many
+/// ZooKeeper's figure over that factor is below the floor measured there, and at how many
+/// ringkeeper itself measured below it (`OpenLoopTally`).
 fn open_loop_summary(all: &[Row], workload: &str) -> String {
     let rows: Vec<&Row> = all.iter().filter(|r| r.workload == workload && r.target_rate > 0.0).collect();
     let setups: BTreeSet<&str> = rows.iter().map(|r| split_label(&r.label).1).collect();
@@ -708,7 +709,7 @@ mod tests {
     }
 
     #[test]
-    fn open_loop_floor_shows_points_out_of_reach() {
+    fn open_loop_floor_counts_the_points_below_it() {
         let at = |label: &str, rate: f64, p50: f64, p99: f64| open(label, 100.0, rate, p50, p99);
         let rows = vec![
             row("zookeeper-netns3", 100.0, 10_000.0),
