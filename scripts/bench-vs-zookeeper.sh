@@ -116,6 +116,20 @@ wait_mode() { # port, pattern
     return 1
 }
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
+# A canned-reply responder on address:port (inside the namespace when given), waited for until
+# it accepts connections; fails when it does not.
+start_responder() { # address, port, [namespace]
+    local in=()
+    if [ -n "${3:-}" ]; then in=(ip netns exec "$3"); fi
+    "${in[@]}" "$BENCH" responder --listen "$1:$2" --payload "$PAYLOAD" 2>>"$OUT/responder.log" &
+    PIDS+=($!)
+    for _ in $(seq 1 40); do
+        if "${in[@]}" bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; then return 0; fi
+        sleep 0.25
+    done
+    echo "responder on $1:$2 did not come up; see $OUT/responder.log" >&2
+    return 1
+}
 if [ -z "$SUMMARIZE" ]; then
 # Every port this run uses must be free (another server there would be measured instead).
 for port in $(seq "$BASE_PORT" $((BASE_PORT + 13))) $(seq $((BASE_PORT + 101)) $((BASE_PORT + 103))) \
@@ -183,9 +197,7 @@ if [ -z "$SUMMARIZE" ]; then
 
 # --- 1. ceiling ---------------------------------------------------------------------------------
 if want ceiling; then
-    "$BENCH" responder --listen "127.0.0.1:$BASE_PORT" --payload "$PAYLOAD" 2>"$OUT/responder.log" &
-    PIDS+=($!)
-    sleep 0.5
+    start_responder 127.0.0.1 "$BASE_PORT"
     sweep ceiling-standalone "127.0.0.1:$BASE_PORT" "$RATIOS"
     stop_all
 fi
@@ -196,13 +208,15 @@ P=$((BASE_PORT + 1))
 # ZooKeeper's saturation (ZooKeeper runs first, so its saturation is known when ringkeeper runs).
 measure() { # label, connection string
     sweep "$1" "$2" "$RATIOS"
+    local setup="${1#*-}"
+    if want "zookeeper-$setup" && [ -n "$HALF_RATIOS" ]; then open_loop_points "$1" "$2"; fi
+}
+open_loop_points() { # label, connection string: at each of RATE_SHARES of zookeeper-<setup>'s saturation
     local setup="${1#*-}" share
-    if want "zookeeper-$setup" && [ -n "$HALF_RATIOS" ]; then
-        for share in ${RATE_SHARES//,/ }; do
-            sweep "$1" "$2" "$HALF_RATIOS" --skip-setup --rate-from "$OUT" --rate-label "zookeeper-$setup" \
-                --rate-share "$share"
-        done
-    fi
+    for share in ${RATE_SHARES//,/ }; do
+        sweep "$1" "$2" "$HALF_RATIOS" --skip-setup --rate-from "$OUT" --rate-label "zookeeper-$setup" \
+            --rate-share "$share"
+    done
 }
 if want zookeeper-standalone; then
     write_cfg "$OUT/data/zk-standalone" "$P" ""
@@ -273,49 +287,38 @@ floor_possible() { # setup; says why not and fails when the floor cannot run
         return 1
     fi
 }
-wait_listening() { # address, port, [namespace]: a responder accepts connections
-    local in=()
-    if [ -n "${3:-}" ]; then in=(ip netns exec "$3"); fi
-    for _ in $(seq 1 40); do
-        if "${in[@]}" bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; then return 0; fi
-        sleep 0.25
-    done
-    echo "responder on $1:$2 did not come up; see $OUT/responder.log" >&2
-    return 1
-}
-measure_floor() { # setup, connection string
-    local share
-    for share in ${RATE_SHARES//,/ }; do
-        sweep "floor-$1" "$2" "$HALF_RATIOS" --skip-setup --rate-from "$OUT" --rate-label "zookeeper-$1" \
-            --rate-share "$share"
-    done
-}
 if want floor-ensemble3 && floor_possible ensemble3; then
-    conn=""
+    conn="" ready=1
     for i in 1 2 3; do
-        "$BENCH" responder --listen "127.0.0.1:$((BASE_PORT + 10 + i))" --payload "$PAYLOAD" 2>>"$OUT/responder.log" &
-        PIDS+=($!)
+        start_responder 127.0.0.1 "$((BASE_PORT + 10 + i))" || ready=0
         conn+="${conn:+,}127.0.0.1:$((BASE_PORT + 10 + i))"
     done
-    ready=1
-    for i in 1 2 3; do wait_listening 127.0.0.1 "$((BASE_PORT + 10 + i))" || ready=0; done
     # A responder that did not start skips the floor; the servers' points are kept.
-    if [ "$ready" = 1 ]; then measure_floor ensemble3 "$conn"; fi
+    if [ "$ready" = 1 ]; then open_loop_points floor-ensemble3 "$conn"; fi
     stop_all
 fi
 
 # --- 6, 7. three-member ensembles in network namespaces -------------------------------------------
-netns_ensemble() { # kind (rk|zk), label
-    local why dir="$OUT/data/$1-netns3"
+# Whether the namespaces can be made here; says why not, and fails, where they cannot.
+netns_possible() { # label of what needs them
+    local why
     why="$(netns_unavailable_reason)"
     if [ -n "$why" ]; then
-        echo "==> skipping $2: $why"
-        return 0
+        echo "==> skipping $1: $why"
+        return 1
     fi
+}
+# The namespaces and their delay (outside any condition, so a failure stops the run).
+netns_rig_up() {
     NETNS_USED=1
     netns_up 3
     netns_delay "$NETNS_DELAY_US" "$NETNS_JITTER_US"
     netns_mode >"$OUT/netns-mode.txt"
+}
+netns_ensemble() { # kind (rk|zk), label
+    local dir="$OUT/data/$1-netns3"
+    netns_possible "$2" || return 0
+    netns_rig_up
     local extra=""
     if [ "$1" = rk ]; then extra="$RK_ENSEMBLE_CONFIG"; fi
     RK_NETNS_EXTRA_CONFIG="$extra" netns_ensemble_start "$1" "$dir"
@@ -328,36 +331,23 @@ netns_ensemble() { # kind (rk|zk), label
 }
 if want zookeeper-netns3; then netns_ensemble zk zookeeper-netns3; fi
 if want ringkeeper-netns3; then netns_ensemble rk ringkeeper-netns3; fi
-if want floor-netns3 && floor_possible netns3; then
-    why="$(netns_unavailable_reason)"
-    if [ -n "$why" ]; then
-        echo "==> skipping floor-netns3: $why"
-    else
-        NETNS_USED=1
-        netns_up 3
-        netns_delay "$NETNS_DELAY_US" "$NETNS_JITTER_US"
-        netns_mode >"$OUT/netns-mode.txt"
-        for i in 1 2 3; do
-            # Each member's namespace: a responder on the member's own address and client port,
-            # behind the same relay (or netem) a member would be.
-            ip netns exec "$(netns_name "m$i")" "$BENCH" responder --listen "$(netns_addr "m$i"):$NETNS_CLIENT_PORT" \
-                --payload "$PAYLOAD" 2>>"$OUT/responder.log" &
-            PIDS+=($!)
-        done
-        ready=1
-        for i in 1 2 3; do
-            wait_listening "$(netns_addr "m$i")" "$NETNS_CLIENT_PORT" "$(netns_name "m$i")" || ready=0
-        done
-        if [ "$ready" = 1 ]; then
-            SWEEP_IN=(ip netns exec "$(netns_name c)")
-            measure_floor netns3 "$(netns_conn)"
-            SWEEP_IN=()
-        fi
-        # The namespaces first: their relays are this shell's children too, and stop_all waits
-        # for every child.
-        netns_down
-        stop_all
+if want floor-netns3 && floor_possible netns3 && netns_possible floor-netns3; then
+    netns_rig_up
+    ready=1
+    for i in 1 2 3; do
+        # Each member's namespace: a responder on the member's own address and client port,
+        # behind the same relay (or netem) a member would be.
+        start_responder "$(netns_addr "m$i")" "$NETNS_CLIENT_PORT" "$(netns_name "m$i")" || ready=0
+    done
+    if [ "$ready" = 1 ]; then
+        SWEEP_IN=(ip netns exec "$(netns_name c)")
+        open_loop_points floor-netns3 "$(netns_conn)"
+        SWEEP_IN=()
     fi
+    # The namespaces first: their relays are this shell's children too, and stop_all waits
+    # for every child.
+    netns_down
+    stop_all
 fi
 fi
 
