@@ -900,11 +900,34 @@ impl Entry<'_> {
     }
 }
 
+/// Where this member's next snapshot falls, drawn afresh at each snapshot (`Config::snapshot_roll`)
+/// so the members of an ensemble do not all snapshot and roll their logs at the same zxid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotRoll {
+    /// Below snapCount / 2 (0 when that is 0).
+    txns: u64,
+    /// Below snapSizeLimitInKb's bytes / 2 (0 when that is 0).
+    bytes: u64,
+}
+
 impl Config {
-    /// A snapshot is due after `txns` txns of `bytes` bytes since the last one: snapCount, or
-    /// snapSizeLimitInKb (as ZooKeeper's SyncRequestProcessor, without its random roll).
-    pub fn snapshot_due(&self, txns: u64, bytes: u64) -> bool {
-        txns >= self.snap_count || (self.snap_size_limit_bytes > 0 && bytes >= self.snap_size_limit_bytes)
+    /// The roll for the next snapshot from two random words (the shell draws them; this stays
+    /// deterministic for tests): as ZooKeeper's SyncRequestProcessor, uniform below half of
+    /// snapCount and half of the size limit.
+    pub fn snapshot_roll(&self, random_txns: u64, random_bytes: u64) -> SnapshotRoll {
+        let below = |random: u64, n: u64| if n == 0 { 0 } else { random % n };
+        SnapshotRoll {
+            txns: below(random_txns, self.snap_count / 2),
+            bytes: below(random_bytes, self.snap_size_limit_bytes / 2),
+        }
+    }
+
+    /// A snapshot is due after `txns` txns of `bytes` bytes since the last one, as ZooKeeper
+    /// decides it: more than half of snapCount plus the roll (so somewhere in snapCount / 2 + 1
+    /// ..= snapCount), or more than half of snapSizeLimitInKb plus the roll.
+    pub fn snapshot_due(&self, txns: u64, bytes: u64, roll: SnapshotRoll) -> bool {
+        txns > self.snap_count / 2 + roll.txns
+            || (self.snap_size_limit_bytes > 0 && bytes > self.snap_size_limit_bytes / 2 + roll.bytes)
     }
 
     /// Parses zoo.cfg text. `origin` names the text in messages (usually the file name).
@@ -1774,14 +1797,42 @@ mod tests {
     fn issue13_snap_size_limit_in_kb_triggers_snapshots_by_bytes() {
         let c = quiet("dataDir=/d\n");
         assert_eq!(c.snap_size_limit_bytes, 4 << 30);
-        assert!(!c.snapshot_due(99_999, (4 << 30) - 1) && c.snapshot_due(100_000, 0) && c.snapshot_due(1, 4 << 30));
+        // The latest a snapshot comes: the largest rolls.
+        let late = c.snapshot_roll(49_999, (2 << 30) - 1);
+        assert_eq!(late, c.snapshot_roll(49_999 + 50_000, (2 << 30) - 1 + (2 << 30)), "rolls wrap below half");
+        assert!(!c.snapshot_due(99_999, (4 << 30) - 1, late) && c.snapshot_due(100_000, 0, late));
+        assert!(c.snapshot_due(1, 4 << 30, late));
         let c = quiet("dataDir=/d\nzookeeper.snapSizeLimitInKb=64\nsnapCount=1000000\n");
         assert_eq!(c.snap_size_limit_bytes, 64 * 1024);
-        assert!(!c.snapshot_due(10, 64 * 1024 - 1) && c.snapshot_due(10, 64 * 1024));
+        let late = c.snapshot_roll(32 * 1024 - 1, 32 * 1024 - 1);
+        assert!(!c.snapshot_due(10, 64 * 1024 - 1, late) && c.snapshot_due(10, 64 * 1024, late));
+        // The earliest: just over half the size.
+        let early = c.snapshot_roll(0, 32 * 1024);
+        assert!(!c.snapshot_due(10, 32 * 1024, early) && c.snapshot_due(10, 32 * 1024 + 1, early));
         // Zero or less: by snapCount only, as ZooKeeper.
         let c = quiet("dataDir=/d\nsnapSizeLimitInKb=-1\n");
         assert_eq!(c.snap_size_limit_bytes, 0);
-        assert!(!c.snapshot_due(1, u64::MAX));
+        assert!(!c.snapshot_due(1, u64::MAX, c.snapshot_roll(0, u64::MAX)));
+    }
+
+    /// snapCount's random roll, as ZooKeeper's: a snapshot after more than snapCount / 2 plus
+    /// a roll below snapCount / 2 txns, so in snapCount / 2 + 1 ..= snapCount, and members with
+    /// different rolls snapshot at different zxids. Small counts still snapshot.
+    #[test]
+    fn snapshots_fall_between_half_and_all_of_snap_count() {
+        let c = quiet("dataDir=/d\nsnapCount=1000\n");
+        let due_at = |random: u64| {
+            let roll = c.snapshot_roll(random, 0);
+            (1..=2_000).find(|&n| c.snapshot_due(n, 0, roll)).expect("due within 2,000 txns")
+        };
+        assert_eq!((due_at(0), due_at(499), due_at(500), due_at(u64::MAX)), (501, 1_000, 501, 501 + u64::MAX % 500));
+        let seen: std::collections::BTreeSet<u64> = (0..1_000).map(due_at).collect();
+        assert_eq!(seen, (501..=1_000).collect(), "every point of the range, nothing outside it");
+        for (count, due) in [("1", 1), ("2", 2), ("3", 2)] {
+            let c = quiet(&format!("dataDir=/d\nsnapCount={count}\n"));
+            let roll = c.snapshot_roll(u64::MAX, 0);
+            assert!(!c.snapshot_due(due - 1, 0, roll) && c.snapshot_due(due, 0, roll), "snapCount={count}");
+        }
     }
 
     #[test]

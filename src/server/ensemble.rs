@@ -52,8 +52,8 @@ use super::log_writer::SyncMode;
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::peer_net::{PeerIn, PeerNet, PeerTls};
 use super::pipeline::{
-    dated, doomed_nodes, new_passwd, open_log, random_session_secret, refuse_if_ahead, relay_inspection, start_ticker,
-    CoreSenders, Inbox, Snapshots, TICK_INTERVAL_MS_MAX,
+    dated, doomed_nodes, draw_snapshot_roll, new_passwd, open_log, random_session_secret, refuse_if_ahead,
+    relay_inspection, start_ticker, CoreSenders, Inbox, Snapshots, TICK_INTERVAL_MS_MAX,
 };
 use super::snap_stream::{Received, Routed, SnapReceiver, SnapSender, SNAP_PACE_MS};
 use super::stage_latency::Stage;
@@ -225,6 +225,8 @@ struct Member {
     delivered_since_snapshot: u64,
     /// Bytes of those txns (snapSizeLimitInKb).
     delivered_bytes_since_snapshot: u64,
+    /// Where the next snapshot falls: drawn at each snapshot, so the members' differ.
+    snapshot_roll: crate::config::SnapshotRoll,
     /// Leader: SNAPs streaming to followers, and the link messages waiting behind them.
     snap_out: SnapSender,
     /// Follower: a SNAP arriving from the leader, and those received whole until installed.
@@ -1621,6 +1623,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         scratch_changes: Vec::new(),
         delivered_since_snapshot: 0,
         delivered_bytes_since_snapshot: 0,
+        snapshot_roll: draw_snapshot_roll(&config),
         snap_out: SnapSender::default(),
         snap_in: SnapReceiver::new(config.data_dir.clone()),
         log_reads: Rc::default(),
@@ -1817,9 +1820,12 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         if !m.out.is_empty() || intake_waits || peers_wait {
             wake.signal(1);
         }
-        if config.snapshot_due(m.delivered_since_snapshot, m.delivered_bytes_since_snapshot) && snapshots.idle() {
+        if config.snapshot_due(m.delivered_since_snapshot, m.delivered_bytes_since_snapshot, m.snapshot_roll)
+            && snapshots.idle()
+        {
             m.delivered_since_snapshot = 0;
             m.delivered_bytes_since_snapshot = 0;
+            m.snapshot_roll = draw_snapshot_roll(&config);
             // The snapshot's roll needs the log writer: the append in flight lands first.
             if let Err(e) = settle_log(&mut m, &mut log).await {
                 result = Err(e);

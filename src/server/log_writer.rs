@@ -98,14 +98,43 @@ struct Segment {
 }
 
 impl Segment {
+    /// Clears what a failed write (a full disk) left past the end of the data first: the next
+    /// write would have covered it, but in a closed segment it would stay, a torn batch that is
+    /// no longer at the log's end, which recovery must take for damage.
     async fn close(mut self) -> io::Result<()> {
         if let Some(mut fill) = self.fill.take() {
             fill.stop().await;
         }
+        self.clear_failed_write().await?;
         if let Some(through) = self.through {
             through.close().await?;
         }
         Ok(self.file.close().await?)
+    }
+
+    /// Rewrites the range a failed write may have written (`dirty_end`): the block the data
+    /// ends in with its acknowledged bytes, zeroes after, up to the failed write's end or the
+    /// file's, whichever is first (blocks past the file's end were never written), then syncs.
+    /// Those blocks exist, so rewriting them takes no new space on a full disk.
+    async fn clear_failed_write(&mut self) -> io::Result<()> {
+        if self.dirty_end == 0 {
+            return Ok(());
+        }
+        let start = self.at.write_offset();
+        let file_end =
+            self.file.file_size().await.map_err(io::Error::from)? / LOG_BLOCK_BYTES as u64 * LOG_BLOCK_BYTES as u64;
+        let end = self.dirty_end.min(file_end);
+        if end > start {
+            let at = &self.at;
+            tracing::info!(
+                "clearing bytes {start}..{end} of {}, left by a write that failed (never acknowledged)",
+                self.path.display()
+            );
+            write_blocks(&self.file, start, (end - start) as usize, |done, buf| at.fill_cleared(done, buf)).await?;
+            self.file.fdatasync().await.map_err(io::Error::from)?;
+        }
+        self.dirty_end = 0;
+        Ok(())
     }
 }
 

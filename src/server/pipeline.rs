@@ -58,6 +58,16 @@ pub(super) fn random_session_secret() -> session::SessionSecret {
     secret
 }
 
+/// The roll of this member's next snapshot (`Config::snapshot_roll`), from the OS's random
+/// source (fail-stop, as `random_session_secret`).
+pub(super) fn draw_snapshot_roll(config: &Config) -> crate::config::SnapshotRoll {
+    let mut words = [0u8; 16];
+    getrandom::getrandom(&mut words).expect("the OS random source (getrandom) failed");
+    let (a, b) = words.split_at(8);
+    let word = |w: &[u8]| u64::from_le_bytes(w.try_into().expect("8 bytes"));
+    config.snapshot_roll(word(a), word(b))
+}
+
 /// The password a session is told: its MAC under the tree's key; without a key (only until
 /// the first txn of a start or a leadership lands) random bytes, which no resume matches.
 pub(super) fn new_passwd(tree: &DataTree, session_id: i64) -> [u8; session::SESSION_PASSWD_LEN] {
@@ -102,6 +112,8 @@ struct Pipeline {
     txns_since_snapshot: u64,
     /// Bytes of those txns (snapSizeLimitInKb).
     bytes_since_snapshot: u64,
+    /// Where the next snapshot falls (`draw_snapshot_roll`, drawn again at each snapshot).
+    snapshot_roll: crate::config::SnapshotRoll,
     collections: Collections,
     /// Messages for every client core, sent after the batch.
     control: Vec<ToClientCore>,
@@ -874,6 +886,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         encode_buf: BytesMut::with_capacity(64 * 1024),
         txns_since_snapshot: 0,
         bytes_since_snapshot: 0,
+        snapshot_roll: draw_snapshot_roll(&config),
         collections: Collections::new(config.client_cores),
         control: Vec::new(),
         stats: stats.clone(),
@@ -957,9 +970,10 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         if (!inbox.is_empty() || !p.rounds.is_empty()) && !p.batch_full() {
             wake.signal(1);
         }
-        if config.snapshot_due(p.txns_since_snapshot, p.bytes_since_snapshot) && snapshots.idle() {
+        if config.snapshot_due(p.txns_since_snapshot, p.bytes_since_snapshot, p.snapshot_roll) && snapshots.idle() {
             p.txns_since_snapshot = 0;
             p.bytes_since_snapshot = 0;
+            p.snapshot_roll = draw_snapshot_roll(&config);
             // The roll needs the writer: the append in flight lands first. The snapshot is of
             // what the log holds (txns prepped since are not durable yet, and a full disk could
             // still refuse them), and the new segment starts right after it.

@@ -366,11 +366,12 @@ impl AppendPoint {
         align_up((self.data_end_after(batch_len) - self.write_offset()) as usize)
     }
 
-    /// Logical byte at `pos` of the stream once `batch` is appended here (zero past its end).
-    fn logical_into(&self, batch: &EncodedBatch, from: u64, out: &mut [u8]) {
+    /// Logical byte at `pos` of the stream once `batch` is appended here (zero past its end;
+    /// with no batch, zero past the data).
+    fn logical_into(&self, batch: Option<&EncodedBatch>, from: u64, out: &mut [u8]) {
         let head_start = self.next - self.head.len() as u64;
         let end = from + out.len() as u64;
-        let batch_end = self.next + batch.len() as u64;
+        let batch_end = self.next + batch.map_or(0, |b| b.len()) as u64;
         // Head bytes.
         let (h0, h1) = (from.max(head_start), end.min(self.next));
         if h0 < h1 {
@@ -378,7 +379,7 @@ impl AppendPoint {
                 .copy_from_slice(&self.head[(h0 - head_start) as usize..(h1 - head_start) as usize]);
         }
         let (b0, b1) = (from.max(self.next), end.min(batch_end));
-        if b0 < b1 {
+        if let Some(batch) = batch.filter(|_| b0 < b1) {
             batch.write_to((b0 - self.next) as usize, &mut out[(b0 - from) as usize..(b1 - from) as usize]);
         }
         let z0 = from.max(batch_end).min(end);
@@ -389,8 +390,19 @@ impl AppendPoint {
     /// `write_offset()`); `done` and `out.len()` are multiples of `SECTOR_BYTES`. Sectors that
     /// hold no byte of the stream are zeroes; the others are sealed with their crc.
     pub fn fill(&self, batch: &EncodedBatch, done: usize, out: &mut [u8]) {
+        self.fill_sectors(Some(batch), done, out)
+    }
+
+    /// Fills `out` as `fill` would with no batch: the bytes already written in the block the
+    /// data ends in, zeroes after. Written over what a failed write left past the data, it
+    /// clears that write's sectors (the segment then ends cleanly at `next`).
+    pub fn fill_cleared(&self, done: usize, out: &mut [u8]) {
+        self.fill_sectors(None, done, out)
+    }
+
+    fn fill_sectors(&self, batch: Option<&EncodedBatch>, done: usize, out: &mut [u8]) {
         debug_assert!(done.is_multiple_of(SECTOR_BYTES) && out.len().is_multiple_of(SECTOR_BYTES));
-        let data_end = self.next + batch.len() as u64;
+        let data_end = self.next + batch.map_or(0, |b| b.len()) as u64;
         let first_sector = (self.write_offset() + done as u64) / SECTOR_BYTES as u64;
         for (k, sector) in out.chunks_mut(SECTOR_BYTES).enumerate() {
             let index = first_sector + k as u64;
@@ -410,7 +422,7 @@ impl AppendPoint {
         let next = self.next + batch.len() as u64;
         let head_start = Self::block_offset_for(next) / SECTOR_BYTES as u64 * SECTOR_PAYLOAD_BYTES as u64;
         let mut head = vec![0u8; (next - head_start) as usize];
-        self.logical_into(batch, head_start, &mut head);
+        self.logical_into(Some(batch), head_start, &mut head);
         AppendPoint { next, head }
     }
 }
@@ -960,6 +972,42 @@ mod tests {
         block[3] ^= 1;
         assert!(at.next_offset() > off as u64 / 512 * 508, "the tail block holds data");
         assert_eq!(AppendPoint::from_block(at.next_offset(), &block), Err(BadBatch::SectorChecksum));
+    }
+
+    /// A write that failed on a full disk after its first block leaves a batch header whose
+    /// body is missing. At the log's end that is a torn write, cut at start-up; in a segment
+    /// closed after it (a roll), damage. Clearing the failed write's range with `fill_cleared`
+    /// leaves the segment ending cleanly at the acknowledged data, wherever it is.
+    #[test]
+    fn clearing_a_failed_write_leaves_only_the_acknowledged_batches() {
+        for (before, failed_size) in [(vec![1..4], 30_000), (vec![1..2, 2..9], 5_000), (vec![1..2], 2_000)] {
+            let done: Vec<EncodedBatch> = before.iter().map(|r| batch_of(r.clone(), 300)).collect();
+            let (mut file, at) = written(&done, 0);
+            let next = done.last().map_or(1, |b| b.last_zxid() + 1);
+            let failed = batch_of(next..next + 3, failed_size);
+            let (off, len) = (at.write_offset() as usize, at.write_len(failed.len()));
+            assert!(len > LOG_BLOCK_BYTES, "the failed write spans blocks");
+            let mut torn = vec![0u8; len];
+            at.fill(&failed, 0, &mut torn);
+            // Only the first block made it (a short write), and the file grew to hold it.
+            file.resize(off + LOG_BLOCK_BYTES, 0);
+            file[off..off + LOG_BLOCK_BYTES].copy_from_slice(&torn[..LOG_BLOCK_BYTES]);
+            let last = scan(&file, true).unwrap();
+            assert!(last.torn.is_some(), "a torn write at the log's end");
+            assert!(matches!(scan(&file, false), Err(LogError::Corrupt { .. })), "damage in a closed segment");
+
+            let end = file.len();
+            at.fill_cleared(0, &mut file[off..end]);
+            for is_last in [true, false] {
+                let s = scan(&file, is_last).unwrap();
+                assert_eq!(s.torn, None);
+                assert_eq!(s.end_offset, at.next_offset());
+                assert_eq!(s.records.len(), done.iter().map(|b| b.record_count()).sum::<usize>());
+            }
+            // The next append goes on from the same point.
+            write_at(&mut file, &at, &failed);
+            assert_eq!(scan(&file, false).unwrap().records.len(), last.records.len() + 3);
+        }
     }
 
     #[test]
