@@ -21,7 +21,7 @@
    and after (an election changes the leader or the epoch), and the SNAP size the leader logged
    (ringkeeper) or the follower's snapshot file.
 Both servers: fsync on (forceSync=yes), snapCount 100000 (ZooKeeper snapshots at a random
-point between snapCount/2 and snapCount; ringkeeper at snapCount), tickTime 2000.
+point between snapCount/2 and snapCount; ringkeeper too since 2026-11-28, at snapCount before), tickTime 2000.
 A memory guard stops a server (and reports how far it got) when the RSS of the servers under
 test exceeds --rss-limit-mb (default: MemAvailable at start minus 6 GiB), since the machine
 is shared. Results: <out>/state.{md,csv,json}, server logs; --docs replaces the section
@@ -519,7 +519,7 @@ def render(meta, mem_rows, snap_rows):
           "`ringkeeper.spinBeforeParkUs=0`, `ringkeeper.ioMemoryBytes=1048576`). %s." % (
               meta["ringkeeper"], meta["zookeeper"]),
           "- Both: forceSync=yes, snapCount=100000 (ZooKeeper snapshots at a random point between 50,000 and "
-          "100,000 txns, ringkeeper every 100,000), tickTime 2000. Load: `ringkeeper-bench fill`, %s, "
+          "100,000 txns, ringkeeper likewise), tickTime 2000. Load: `ringkeeper-bench fill`, %s, "
           "8 connections x 250 creates in flight. Memory guard: %d MiB of server RSS." % (
               meta["load"], meta["rss_limit_mb"]),
           "- bytes/znode = (VmRSS after the load - VmRSS of the empty server) / znodes. Restart = kill -9, start, "

@@ -924,7 +924,8 @@ impl Config {
 
     /// A snapshot is due after `txns` txns of `bytes` bytes since the last one, as ZooKeeper
     /// decides it: more than half of snapCount plus the roll (so somewhere in snapCount / 2 + 1
-    /// ..= snapCount), or more than half of snapSizeLimitInKb plus the roll.
+    /// ..= snapCount, snapCount - 1 for an odd count), or more than half of snapSizeLimitInKb
+    /// plus the roll.
     pub fn snapshot_due(&self, txns: u64, bytes: u64, roll: SnapshotRoll) -> bool {
         txns > self.snap_count / 2 + roll.txns
             || (self.snap_size_limit_bytes > 0 && bytes > self.snap_size_limit_bytes / 2 + roll.bytes)
@@ -1816,7 +1817,8 @@ mod tests {
     }
 
     /// snapCount's random roll, as ZooKeeper's: a snapshot after more than snapCount / 2 plus
-    /// a roll below snapCount / 2 txns, so in snapCount / 2 + 1 ..= snapCount, and members with
+    /// a roll below snapCount / 2 txns, so in snapCount / 2 + 1 ..= snapCount (snapCount - 1
+    /// when odd), and members with
     /// different rolls snapshot at different zxids. Small counts still snapshot.
     #[test]
     fn snapshots_fall_between_half_and_all_of_snap_count() {

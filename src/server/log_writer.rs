@@ -98,14 +98,10 @@ struct Segment {
 }
 
 impl Segment {
-    /// Clears what a failed write (a full disk) left past the end of the data first: the next
-    /// write would have covered it, but in a closed segment it would stay, a torn batch that is
-    /// no longer at the log's end, which recovery must take for damage.
     async fn close(mut self) -> io::Result<()> {
         if let Some(mut fill) = self.fill.take() {
             fill.stop().await;
         }
-        self.clear_failed_write().await?;
         if let Some(through) = self.through {
             through.close().await?;
         }
@@ -115,7 +111,8 @@ impl Segment {
     /// Rewrites the range a failed write may have written (`dirty_end`): the block the data
     /// ends in with its acknowledged bytes, zeroes after, up to the failed write's end or the
     /// file's, whichever is first (blocks past the file's end were never written), then syncs.
-    /// Those blocks exist, so rewriting them takes no new space on a full disk.
+    /// On a file system that overwrites in place those blocks take no new space; elsewhere
+    /// (copy on write) this may fail on a full disk too, and the caller keeps the segment.
     async fn clear_failed_write(&mut self) -> io::Result<()> {
         if self.dirty_end == 0 {
             return Ok(());
@@ -125,6 +122,9 @@ impl Segment {
             self.file.file_size().await.map_err(io::Error::from)? / LOG_BLOCK_BYTES as u64 * LOG_BLOCK_BYTES as u64;
         let end = self.dirty_end.min(file_end);
         if end > start {
+            if let Some(fill) = self.fill.as_mut() {
+                fill.before_log_write(end).await;
+            }
             let at = &self.at;
             tracing::info!(
                 "clearing bytes {start}..{end} of {}, left by a write that failed (never acknowledged)",
@@ -443,9 +443,7 @@ impl TxnLogWriter {
     pub async fn restart_after_snapshot(&mut self, zxid: i64) -> io::Result<()> {
         self.truncate(zxid).await?;
         if self.next_zxid != zxid + 1 {
-            if let Some(seg) = self.segment.take() {
-                seg.close().await?;
-            }
+            self.close_segment().await?;
             self.next_zxid = zxid + 1;
         }
         Ok(())
@@ -633,9 +631,7 @@ impl TxnLogWriter {
         if self.failed {
             return Err(io::Error::other("the txn log writer failed earlier; restart to recover the log"));
         }
-        if let Some(seg) = self.segment.take() {
-            seg.close().await?;
-        }
+        self.close_segment().await?;
         self.failed = true;
         let tail = crate::storage::truncate::truncate_log(&self.log_dir, after).map_err(io::Error::other)?;
         self.segment = match &tail.segment {
@@ -653,17 +649,33 @@ impl TxnLogWriter {
         if self.segment.as_ref().is_some_and(|s| s.at.next_offset() == 0) {
             return Ok(());
         }
+        self.close_segment().await
+    }
+
+    /// Closes the current segment, first clearing what a failed write (a full disk) left past
+    /// the end of its data: the next write would have covered it, but in a closed segment it
+    /// would stay, a torn batch no longer at the log's end, which recovery must take for
+    /// damage. The clear runs while the segment is still current, so if it fails the segment
+    /// stays, and the next write covers the range.
+    async fn close_segment(&mut self) -> io::Result<()> {
+        if let Some(seg) = self.segment.as_mut() {
+            seg.clear_failed_write().await?;
+        }
         if let Some(seg) = self.segment.take() {
             seg.close().await?;
         }
         Ok(())
     }
 
-    /// Closes the current segment. A spare still being filled is stopped and left (the next
-    /// run replaces it).
+    /// Closes the current segment (cleared as `close_segment` does, unless an I/O error made
+    /// this writer stop writing). A spare still being filled is stopped and left (the next run
+    /// replaces it).
     pub async fn close(mut self) -> io::Result<()> {
         if let Some(mut spare) = self.spare.take() {
             spare.stop().await;
+        }
+        if !self.failed {
+            self.close_segment().await?;
         }
         if let Some(seg) = self.segment.take() {
             seg.close().await?;
@@ -844,6 +856,47 @@ pub(crate) mod tests {
     #[test]
     fn append_reopen_roll_and_recover_write_through() {
         append_reopen_roll_and_recover(SyncMode::WriteThrough);
+    }
+
+    /// A write that failed (a full disk) after its first block, then a roll before any write
+    /// covered it (a snapshot was due): the closed segment ends at the acknowledged data, so
+    /// recovery reads every acknowledged txn and the ones appended after in the next segment.
+    /// Without the clear it found a torn batch in a segment that is not the last, and refused.
+    #[test]
+    fn a_roll_after_a_failed_write_clears_its_blocks() {
+        let dir = std::env::temp_dir().join(format!("rk-logwriter-torn-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (data, logs) = (dir.join("data"), dir.join("log"));
+        std::fs::create_dir_all(&logs).unwrap();
+        let (d2, l2) = (data.clone(), logs.clone());
+        LocalExecutorBuilder::default()
+            .io_memory(4 << 20)
+            .spawn(move || async move {
+                let rec = recover(&d2, &l2).unwrap();
+                let mut w = TxnLogWriter::open(&l2, &rec.tail, 1, 0, SyncMode::Fdatasync).await.unwrap();
+                w.append(&[txn(1, 0), txn(2, 3_000)]).await.unwrap();
+                // What the failed append of txns 3 and 4 left: its first block, as a short write.
+                let batch = plan_batches(&[txn(3, 9_000), txn(4, 9_000)], 3, usize::MAX).unwrap().remove(0).finish();
+                let seg = w.segment.as_mut().unwrap();
+                let (start, len) = (seg.at.write_offset(), seg.at.write_len(batch.len()));
+                assert!(len > LOG_BLOCK_BYTES);
+                let at = &seg.at;
+                write_blocks(&seg.file, start, LOG_BLOCK_BYTES, |done, buf| at.fill(&batch, done, buf)).await.unwrap();
+                seg.dirty_end = start + len as u64;
+                w.roll().await.unwrap();
+                w.append(&[txn(3, 10)]).await.unwrap();
+                w.close().await.unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let rec = recover(&data, &logs).unwrap();
+        assert_eq!(rec.last_zxid, 3);
+        assert!(rec.warnings.iter().all(|w| !w.contains("torn")), "{:?}", rec.warnings);
+        let first = std::fs::read(logs.join(segment_name(1))).unwrap();
+        let scan = crate::storage::log::scan_segment(&first, false).unwrap();
+        assert_eq!((scan.records.len(), scan.torn), (2, None));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The current segment's fds: the plain one never O_DSYNC; the write-through one, opened by

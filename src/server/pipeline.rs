@@ -612,7 +612,7 @@ impl CoreSenders {
     }
 }
 
-/// Snapshots taken every snapCount txns: the log rolls, then a clone of the tree is written on
+/// Snapshots taken at a random point of each snapCount txns (`Config::snapshot_roll`): the log rolls, then a clone of the tree is written on
 /// the blocking pool (one at a time, `snapshot_writer`), and old files are purged there too
 /// when autopurge is due.
 pub(super) struct Snapshots {
@@ -653,7 +653,16 @@ impl Snapshots {
         tree: DataTree,
         now: i64,
     ) -> Result<(), String> {
-        log.roll().await.map_err(|e| format!("txn log roll failed: {e}"))?;
+        // A full disk that keeps the log from rolling (its failed write's blocks cannot be
+        // cleared) skips this snapshot; the writer refuses and retries writes as for any
+        // full-disk write.
+        if let Err(e) = log.roll().await {
+            if !is_disk_full(&e) {
+                return Err(format!("txn log roll failed: {e}"));
+            }
+            tracing::warn!("snapshot skipped: the txn log could not roll on a full disk ({e})");
+            return Ok(());
+        }
         let purge_due = config.autopurge_purge_interval_hours > 0
             && now - self.last_purge_ms >= config.autopurge_purge_interval_hours as i64 * 3_600_000;
         if purge_due {

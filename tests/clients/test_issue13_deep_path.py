@@ -54,7 +54,7 @@ def test_issue13_deep_path_counts_snapshot_recovery_and_deleteall(kind, make_ser
         leaf = create_chain(c, top, DEPTH)
         assert leaf == level(top, DEPTH)
     check_counts(s, top, present=True)
-    # Snapshots are written in the background every snapCount txns: wait for one that holds
+    # Snapshots are written in the background within every snapCount txns: wait for one that holds
     # most of the chain, so that recovery decodes the deep tree from it.
     wait_until(lambda: snapshot_zxids(s) and snapshot_zxids(s)[-1] >= DEPTH // 2, timeout=60,
                what="a snapshot holding most of the chain")
