@@ -612,9 +612,9 @@ impl CoreSenders {
     }
 }
 
-/// Snapshots taken at a random point of each snapCount txns (`Config::snapshot_roll`): the log rolls, then a clone of the tree is written on
-/// the blocking pool (one at a time, `snapshot_writer`), and old files are purged there too
-/// when autopurge is due.
+/// Snapshots taken at a random point of each snapCount txns (`Config::snapshot_roll`): the log
+/// rolls, then a clone of the tree is written on the blocking pool (one at a time,
+/// `snapshot_writer`), and old files are purged there too when autopurge is due.
 pub(super) struct Snapshots {
     running: Rc<Cell<bool>>,
     written: Rc<Cell<Option<i64>>>,
