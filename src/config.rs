@@ -1818,8 +1818,8 @@ mod tests {
 
     /// snapCount's random roll, as ZooKeeper's: a snapshot after more than snapCount / 2 plus
     /// a roll below snapCount / 2 txns, so in snapCount / 2 + 1 ..= snapCount (snapCount - 1
-    /// when odd), and members with
-    /// different rolls snapshot at different zxids. Small counts still snapshot.
+    /// when odd), and members with different rolls snapshot at different zxids. Small counts
+    /// still snapshot.
     #[test]
     fn snapshots_fall_between_half_and_all_of_snap_count() {
         let c = quiet("dataDir=/d\nsnapCount=1000\n");

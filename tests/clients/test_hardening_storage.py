@@ -134,6 +134,12 @@ def free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
+def wait_no_snapshot_tmp(s):
+    """A failed snapshot's .tmp is removed; one still being written may be there a moment."""
+    wait_until(lambda: not glob.glob(os.path.join(s.data_dir, "snapshot.*.tmp")), timeout=10,
+               what="no snapshot .tmp left behind")
+
+
 def test_hardening_8_a_full_disk_refuses_writes_keeps_reads_and_recovers(make_server, kazoo_factory, small_volume):
     from kazoo.exceptions import SystemZookeeperError
 
@@ -190,8 +196,7 @@ def test_hardening_8_a_full_disk_refuses_writes_keeps_reads_and_recovers(make_se
         assert zk.get("/full")[1].numChildren == len(acked)
         # A failed snapshot's .tmp is removed (one still being written may be there a moment:
         # snapshots fall at a random point of each snapCount, as ZooKeeper's).
-        wait_until(lambda: not glob.glob(os.path.join(s.data_dir, "snapshot.*.tmp")), timeout=10,
-                   what="no snapshot .tmp left behind")
+        wait_no_snapshot_tmp(s)
 
         # kill -9 and restart while full: it starts (no spare taking the last space), every
         # acknowledged write is there, and writes are still refused. The restart's sessions
@@ -224,8 +229,7 @@ def test_hardening_8_a_full_disk_refuses_writes_keeps_reads_and_recovers(make_se
 
         wait_until(write_more, timeout=60, interval=0.2, what="writes resume after space is freed")
         assert "the txn log takes writes again" in s.log_text()
-        wait_until(lambda: not glob.glob(os.path.join(s.data_dir, "snapshot.*.tmp")), timeout=10,
-                   what="no snapshot .tmp left behind")
+        wait_no_snapshot_tmp(s)
         s.restart()
         zk = kazoo_factory(s.hostport)
         assert sorted(int(c[1:]) for c in zk.get_children("/full")) == acked + more
