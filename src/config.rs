@@ -43,6 +43,9 @@ pub const GLOBAL_OUTSTANDING_LIMIT_DEFAULT: u32 = 1000;
 pub const SESSIONLESS_CNXN_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 pub const SESSIONLESS_CNXN_TIMEOUT_MS_MAX: u64 = i32::MAX as u64;
 pub const SNAP_COUNT_DEFAULT: u64 = 100_000;
+/// snapCount's least value: a smaller one (zero and negatives too) is raised to it with a
+/// warning, as ZooKeeper's `getSnapCount` does.
+pub const SNAP_COUNT_MIN: u64 = 2;
 /// commitLogCount: committed txns an ensemble member keeps in memory (ZooKeeper's default,
 /// and its minimum: a smaller value is raised to it).
 pub const COMMIT_LOG_COUNT_DEFAULT: u64 = 500;
@@ -1122,7 +1125,16 @@ impl Config {
                 }
                 "minSessionTimeout" => min_session = e.session_timeout()?.map(|v| (v, line)),
                 "maxSessionTimeout" => max_session = e.session_timeout()?.map(|v| (v, line)),
-                "snapCount" => snap_count = e.int(1, i64::MAX, " txns")? as u64,
+                "snapCount" => {
+                    let v = e.int(i64::MIN, i64::MAX, " txns")?;
+                    if v < SNAP_COUNT_MIN as i64 {
+                        warnings.push(format!(
+                            "{origin}: snapCount {v} at line {line} is below {SNAP_COUNT_MIN}; using \
+                             {SNAP_COUNT_MIN}, as ZooKeeper"
+                        ));
+                    }
+                    snap_count = v.max(SNAP_COUNT_MIN as i64) as u64;
+                }
                 "commitLogCount" => {
                     let v = e.int(i64::MIN, i64::MAX, " txns")?;
                     if v < COMMIT_LOG_COUNT_DEFAULT as i64 {
@@ -1830,11 +1842,28 @@ mod tests {
         assert_eq!((due_at(0), due_at(499), due_at(500), due_at(u64::MAX)), (501, 1_000, 501, 501 + u64::MAX % 500));
         let seen: std::collections::BTreeSet<u64> = (0..1_000).map(due_at).collect();
         assert_eq!(seen, (501..=1_000).collect(), "every point of the range, nothing outside it");
-        for (count, due) in [("1", 1), ("2", 2), ("3", 2)] {
+        for (count, due) in [("2", 2), ("3", 2)] {
             let c = quiet(&format!("dataDir=/d\nsnapCount={count}\n"));
             let roll = c.snapshot_roll(u64::MAX, 0);
             assert!(!c.snapshot_due(due - 1, 0, roll) && c.snapshot_due(due, 0, roll), "snapCount={count}");
         }
+    }
+
+    /// As ZooKeeper's `getSnapCount`: below 2 (zero and negatives too) is raised to 2 with a
+    /// warning naming the line, so a snapshot never follows every single txn; not an integer is
+    /// still refused (the rule for every key).
+    #[test]
+    fn snap_count_below_two_is_raised_to_two() {
+        for v in ["1", "0", "-5"] {
+            let (c, w) = ok(&format!("dataDir=/d\nsnapCount={v}\n"));
+            assert_eq!(c.snap_count, SNAP_COUNT_MIN, "snapCount={v}");
+            assert!(w.iter().any(|w| w.contains(&format!("snapCount {v} at line 2 is below 2; using 2"))), "{w:?}");
+            let roll = c.snapshot_roll(u64::MAX, 0);
+            assert!(!c.snapshot_due(1, 0, roll) && c.snapshot_due(2, 0, roll), "snapCount={v}");
+        }
+        let (c, w) = ok("dataDir=/d\nzookeeper.snapCount=2\n");
+        assert_eq!((c.snap_count, w.len()), (2, 0), "{w:?}");
+        assert!(parse("dataDir=/d\nsnapCount=many\n").is_err());
     }
 
     #[test]
@@ -2120,7 +2149,7 @@ sessionRequireClientSASLAuth=true
             ("minSessionTimeout", "0"),
             ("maxSessionTimeout", "-2"),
             ("maxSessionTimeout", "2147483648"),
-            ("snapCount", "0"),
+            ("snapCount", "x"),
             ("preAllocSize", "0"),
             ("preAllocSize", "99999999999"),
             ("autopurge.snapRetainCount", "x"),
