@@ -86,6 +86,9 @@ pub struct PointResult {
     /// Each connection's own p99, µs, for the connections of the load that completed
     /// requests inside the window (fairness: `fairness`).
     pub conn_p99_us: Vec<u64>,
+    /// CPU-seconds per second the hypervisor stole from this machine during the window (all
+    /// CPUs together; `host_cpu`), None where it could not be read.
+    pub host_steal_per_s: Option<f64>,
 }
 
 impl PointResult {
@@ -98,6 +101,7 @@ impl PointResult {
             seconds: 0.0,
             reconnects: 0,
             conn_p99_us: Vec::new(),
+            host_steal_per_s: None,
         }
     }
 
@@ -488,7 +492,13 @@ pub fn run_point(spec: &PointSpec, progress: &Arc<AtomicU64>) -> Result<PointRes
     let from_us = spec.warmup.as_micros() as u64;
     let window = Window { t0, from_us, to_us: from_us + spec.measure.as_micros() as u64 };
     let jobs = (0..spec.clients).map(|i| (i, JobSpec::Load)).collect();
-    run_jobs(spec, jobs, window, progress)
+    let steal = crate::host_cpu::StealSampler::start(t0 + spec.warmup, t0 + spec.warmup + spec.measure);
+    let mut result = run_jobs(spec, jobs, window, progress);
+    let host_steal_per_s = steal.finish();
+    if let Ok(r) = &mut result {
+        r.host_steal_per_s = host_steal_per_s;
+    }
+    result
 }
 
 #[cfg(test)]

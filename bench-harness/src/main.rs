@@ -7,6 +7,7 @@
 //! payloads, read share 0..100 % in steps of 10); every number printed or written comes from
 //! a measured point; a point whose errors exceed `--max-error-share` fails the run.
 
+mod host_cpu;
 mod load;
 mod relay;
 mod report;
@@ -265,7 +266,7 @@ fn run(a: RunArgs) -> Result<(), String> {
         );
         eprintln!(
             "{} read {:>5.1}%: {:>10.0} ops/s  p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms  \
-             conn p99 median {:.2} worst {:.2} ms ({:.2}x)  errors {}{}",
+             conn p99 median {:.2} worst {:.2} ms ({:.2}x)  host steal {} CPU-s/s  errors {}{}",
             a.label,
             pct,
             row.ops_per_s,
@@ -276,6 +277,7 @@ fn run(a: RunArgs) -> Result<(), String> {
             row.conn_p99_median_ms,
             row.conn_p99_worst_ms,
             row.conn_p99_spread,
+            row.host_steal_per_s.map_or("?".to_string(), |v| format!("{v:.3}")),
             row.errors,
             if result.errors.is_empty() { String::new() } else { format!(" {:?}", result.errors) }
         );

@@ -16,10 +16,17 @@ use std::sync::OnceLock;
 
 pub const CSV_HEADER: &str = "label,workload,read_pct,clients,outstanding,payload_bytes,seconds,ops_per_s,\
                               p50_ms,p90_ms,p99_ms,p999_ms,max_ms,errors,events_per_s,reconnects,target_rate,\
-                              conn_p99_median_ms,conn_p99_worst_ms,conn_p99_spread";
+                              conn_p99_median_ms,conn_p99_worst_ms,conn_p99_spread,host_steal_per_s";
 /// Columns of a results.csv written before the fairness columns (still read).
 const CSV_COLUMNS_OLD: usize = 17;
-const CSV_COLUMNS: usize = 20;
+/// Columns of one written before the steal column (still read).
+const CSV_COLUMNS_FAIRNESS: usize = 20;
+const CSV_COLUMNS: usize = 21;
+/// A window in which the hypervisor stole more than this many CPU-seconds per second (all
+/// CPUs together) measured the host as much as the server: the open-loop tables mark it, and
+/// count the factor again without such points. Steal comes in bursts (up to 1 s per second
+/// was seen on this rig), so a 10 s window over this mark lost a fifth of a second or more.
+pub const STEAL_PERTURBED_PER_S: f64 = 0.02;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -46,6 +53,9 @@ pub struct Row {
     pub conn_p99_median_ms: f64,
     pub conn_p99_worst_ms: f64,
     pub conn_p99_spread: f64,
+    /// CPU-seconds per second stolen from the machine during the window (`host_cpu`); None
+    /// where unknown (not measured, or a row written before the column).
+    pub host_steal_per_s: Option<f64>,
 }
 
 impl Row {
@@ -84,6 +94,7 @@ impl Row {
             conn_p99_median_ms: median_us as f64 / 1000.0,
             conn_p99_worst_ms: worst_us as f64 / 1000.0,
             conn_p99_spread: if median_us > 0 { worst_us as f64 / median_us as f64 } else { 0.0 },
+            host_steal_per_s: r.host_steal_per_s,
         }
     }
 
@@ -110,6 +121,7 @@ impl Row {
             ("conn_p99_median_ms", format!("{:.3}", self.conn_p99_median_ms), false),
             ("conn_p99_worst_ms", format!("{:.3}", self.conn_p99_worst_ms), false),
             ("conn_p99_spread", format!("{:.2}", self.conn_p99_spread), false),
+            ("host_steal_per_s", self.host_steal_per_s.map_or(String::new(), |v| format!("{v:.4}")), false),
         ]
     }
 
@@ -119,7 +131,7 @@ impl Row {
 
     pub fn parse_csv(line: &str) -> Option<Row> {
         let f: Vec<&str> = line.trim().split(',').collect();
-        if f.len() != CSV_COLUMNS && f.len() != CSV_COLUMNS_OLD {
+        if ![CSV_COLUMNS, CSV_COLUMNS_FAIRNESS, CSV_COLUMNS_OLD].contains(&f.len()) {
             return None;
         }
         let n = |i: usize| f[i].parse::<f64>().ok();
@@ -146,6 +158,8 @@ impl Row {
             conn_p99_median_ms: n_or_0(17)?,
             conn_p99_worst_ms: n_or_0(18)?,
             conn_p99_spread: n_or_0(19)?,
+            // Empty or missing: unknown.
+            host_steal_per_s: f.get(20).filter(|v| !v.is_empty()).map(|v| v.parse::<f64>()).transpose().ok()?,
         })
     }
 
@@ -155,6 +169,8 @@ impl Row {
         for (k, v, text) in self.fields() {
             let value = if text {
                 serde_json::Value::String(v)
+            } else if v.is_empty() {
+                serde_json::Value::Null // unknown
             } else {
                 // Numbers print as they do in the CSV (a non-number would be a bug: kept as text).
                 serde_json::from_str(&v).unwrap_or(serde_json::Value::String(v))
@@ -299,11 +315,17 @@ fn open_loop_summary(all: &[Row], workload: &str) -> String {
         let with_floor = rows.iter().any(|r| r.label == floor);
         let (floor_head, floor_rule) =
             if with_floor { (format!(" {floor} p50 / p99 ms |"), " ---: |") } else { (String::new(), "") };
+        let with_steal = rows.iter().any(|r| split_label(&r.label).1 == setup && r.host_steal_per_s.is_some());
+        let (steal_head, steal_rule) = if with_steal {
+            (" host steal ringkeeper / zookeeper, CPU-s/s |".to_string(), " ---: |")
+        } else {
+            (String::new(), "")
+        };
         let _ = writeln!(
             out,
             "### Latency at a fixed open-loop rate, {setup} ({workload})\n\n\
              | read % | share of {zk}'s saturation | rate ops/s | {rk} p50 / p99 ms | {zk} p50 / p99 ms |{floor_head} \
-             zookeeper / ringkeeper p50, p99 |\n| ---: | ---: | ---: | ---: | ---: |{floor_rule} ---: |"
+             zookeeper / ringkeeper p50, p99 |{steal_head}\n| ---: | ---: | ---: | ---: | ---: |{floor_rule} ---: |{steal_rule}"
         );
         let mut tally = OpenLoopTally::default();
         for point in points {
@@ -322,9 +344,19 @@ fn open_loop_summary(all: &[Row], workload: &str) -> String {
                 tally.count(a, b, f.copied());
             }
             let floor_cell = if with_floor { format!(" {} |", p(f)) } else { String::new() };
+            let steal_cell = if with_steal {
+                let one = |r: Option<&&Row>| match r.and_then(|r| r.host_steal_per_s) {
+                    None => "?".to_string(),
+                    Some(v) if v > STEAL_PERTURBED_PER_S => format!("**{v:.3}**"),
+                    Some(v) => format!("{v:.3}"),
+                };
+                format!(" {} / {} |", one(a), one(b))
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "| {} | {share} | {} | {} | {} |{floor_cell} {ratio_cell} |",
+                "| {} | {share} | {} | {} | {} |{floor_cell} {ratio_cell} |{steal_cell}",
                 point.0 as f64 / 10.0,
                 point.1,
                 p(a),
@@ -360,6 +392,14 @@ struct OpenLoopTally {
     /// ringkeeper's own p50 or p99 below the floor's: the floor is one window on a shared
     /// machine, a noisy bound.
     rk_below_floor: usize,
+    /// Points where either server's window had steal measured.
+    steal_known: usize,
+    /// Points where either server's window lost more than `STEAL_PERTURBED_PER_S` to steal.
+    perturbed: usize,
+    /// `both_met` among the points with both servers' steal measured and neither perturbed.
+    both_met_calm: usize,
+    /// Points with both servers' steal measured and neither perturbed.
+    calm: usize,
 }
 
 /// A row that measured something.
@@ -373,8 +413,17 @@ impl OpenLoopTally {
             return;
         }
         self.points += 1;
-        if rk.p50_ms * OPEN_LOOP_FACTOR <= zk.p50_ms && rk.p99_ms * OPEN_LOOP_FACTOR <= zk.p99_ms {
-            self.both_met += 1;
+        let met = rk.p50_ms * OPEN_LOOP_FACTOR <= zk.p50_ms && rk.p99_ms * OPEN_LOOP_FACTOR <= zk.p99_ms;
+        self.both_met += usize::from(met);
+        let steals = [rk.host_steal_per_s, zk.host_steal_per_s];
+        if steals.iter().any(Option::is_some) {
+            self.steal_known += 1;
+            if steals.iter().flatten().any(|v| *v > STEAL_PERTURBED_PER_S) {
+                self.perturbed += 1;
+            } else if steals.iter().all(Option::is_some) {
+                self.calm += 1;
+                self.both_met_calm += usize::from(met);
+            }
         }
         if let Some(f) = floor.filter(|f| measured(f)) {
             self.floored += 1;
@@ -399,6 +448,15 @@ impl OpenLoopTally {
                  replies, same load and network, one window) at {} of {} points: p50 at {}, p99 at {}. ringkeeper \
                  itself measured below the floor, in p50 or p99, at {} (the floor is a noisy bound).",
                 self.either_below_floor, self.floored, self.p50_below_floor, self.p99_below_floor, self.rk_below_floor
+            );
+        }
+        if self.steal_known > 0 {
+            let _ = write!(
+                s,
+                " The host stole more than {STEAL_PERTURBED_PER_S} CPU-s/s during either server's window (in bold) \
+                 at {} of {} points with steal measured; at the {} points where neither server's window lost that \
+                 much, both are at most 1/{OPEN_LOOP_FACTOR} of ZooKeeper's at {}.",
+                self.perturbed, self.steal_known, self.calm, self.both_met_calm
             );
         }
         s
@@ -638,6 +696,7 @@ mod tests {
             conn_p99_median_ms: 2.5,
             conn_p99_worst_ms: 4.0,
             conn_p99_spread: 1.6,
+            host_steal_per_s: None,
         }
     }
 
@@ -645,11 +704,18 @@ mod tests {
     fn fairness_columns_trail_the_old_ones_and_old_rows_still_parse() {
         let r = row("ringkeeper-standalone", 50.0, 10.0);
         let line = r.csv();
-        assert!(line.ends_with(",0,2.500,4.000,1.60"), "{line}");
+        assert!(line.ends_with(",0,2.500,4.000,1.60,"), "unknown steal is empty: {line}");
         let old: Vec<&str> = line.split(',').take(CSV_COLUMNS_OLD).collect();
         let parsed = Row::parse_csv(&old.join(",")).expect("a 17-column row parses");
         assert_eq!((parsed.p99_ms, parsed.conn_p99_spread, parsed.conn_p99_worst_ms), (3.0, 0.0, 0.0));
-        assert!(markdown(&[r]).contains("| 0 | 2.50 | 4.00 | 1.60 |"));
+        assert!(markdown(&[r.clone()]).contains("| 0 | 2.50 | 4.00 | 1.60 |"));
+        let fairness: Vec<&str> = line.split(',').take(CSV_COLUMNS_FAIRNESS).collect();
+        let parsed = Row::parse_csv(&fairness.join(",")).expect("a 20-column row parses");
+        assert_eq!((parsed.conn_p99_spread, parsed.host_steal_per_s), (1.6, None));
+        assert!(r.json().ends_with("\"conn_p99_spread\":1.6,\"host_steal_per_s\":null}"), "{}", r.json());
+        let robbed = Row { host_steal_per_s: Some(0.0312), ..r };
+        assert!(robbed.csv().ends_with(",1.60,0.0312"), "{}", robbed.csv());
+        assert_eq!(Row::parse_csv(&robbed.csv()), Some(robbed));
     }
 
     #[test]
@@ -706,6 +772,45 @@ mod tests {
         assert!(s.contains("| 50 | 50% | 5000 | 1.00 / 6.00 | 3.00 / 9.00 | 3.0×, 1.5× |"), "{s}");
         assert!(s.contains("both at most 1/2 of ZooKeeper's at 1 of 2 points."), "{s}");
         assert!(!s.contains("floor"), "no floor column without floor rows: {s}");
+        assert!(!s.contains("steal"), "no steal column without steal measured: {s}");
+    }
+
+    /// A point whose either window lost CPU to the hypervisor is marked, and the factor is
+    /// counted again over the points where both windows were measured calm.
+    #[test]
+    fn open_loop_points_with_host_steal_are_marked_and_counted_apart() {
+        let at = |label: &str, rate: f64, p50: f64, p99: f64, steal: Option<f64>| Row {
+            host_steal_per_s: steal,
+            ..open(label, 0.0, rate, p50, p99)
+        };
+        let rows = vec![
+            row("zookeeper-ensemble3", 0.0, 10_000.0),
+            // Met, calm.
+            at("zookeeper-ensemble3", 1000.0, 2.0, 8.0, Some(0.0)),
+            at("ringkeeper-ensemble3", 1000.0, 0.5, 2.0, Some(0.01)),
+            // Met, but ZooKeeper's window was robbed: not among the calm points.
+            at("zookeeper-ensemble3", 2000.0, 9.0, 90.0, Some(0.5)),
+            at("ringkeeper-ensemble3", 2000.0, 1.0, 6.0, Some(0.0)),
+            // Missed, calm.
+            at("zookeeper-ensemble3", 3000.0, 1.0, 6.0, Some(0.02)),
+            at("ringkeeper-ensemble3", 3000.0, 1.0, 6.0, Some(0.0)),
+            // ringkeeper's steal unknown (an older row): neither calm nor perturbed.
+            at("zookeeper-ensemble3", 4000.0, 4.0, 16.0, Some(0.0)),
+            at("ringkeeper-ensemble3", 4000.0, 1.0, 6.0, None),
+        ];
+        let s = summary(&rows, "get-set");
+        assert!(s.contains("zookeeper / ringkeeper p50, p99 | host steal ringkeeper / zookeeper, CPU-s/s |"), "{s}");
+        assert!(s.contains("| 9.0×, 15.0× | 0.000 / **0.500** |"), "{s}");
+        assert!(s.contains("| 1.0×, 1.0× | 0.000 / 0.020 |"), "{s}");
+        assert!(s.contains("| 4.0×, 2.7× | ? / 0.000 |"), "{s}");
+        assert!(s.contains("both at most 1/2 of ZooKeeper's at 3 of 4 points."), "{s}");
+        assert!(
+            s.contains(
+                "in bold) at 1 of 4 points with steal measured; at the 2 points where neither server's window \
+                        lost that much, both are at most 1/2 of ZooKeeper's at 1."
+            ),
+            "{s}"
+        );
     }
 
     #[test]

@@ -80,6 +80,8 @@ def test_short_sweep_against_the_ceiling_and_ringkeeper(server, kazoo_factory, r
         median, worst, spread = (float(r[k]) for k in ("conn_p99_median_ms", "conn_p99_worst_ms", "conn_p99_spread"))
         assert 0 < median <= worst <= float(r["max_ms"]) * 1.01 + 0.01, r
         assert abs(spread - worst / median) <= 0.01 * spread + 0.005, r
+        # The host's steal during the window (CPU-s/s over both CPUs), read from /proc/stat.
+        assert 0 <= float(r["host_steal_per_s"]) <= os.cpu_count(), r
     closed, paced = got[2], got[5]
     assert float(closed["target_rate"]) == 0
     assert abs(float(paced["target_rate"]) - 0.25 * float(closed["ops_per_s"])) <= 1, (closed, paced)
