@@ -435,7 +435,11 @@ fn main() -> ExitCode {
     match ringkeeper::server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ringkeeper: {e}");
+            // Not eprintln!: the reason a server stops is often a full disk, and stderr may be
+            // a file on it; eprintln! panics when its write fails (exit 70 with a torn line
+            // instead of this one, as the chaos rig saw). A write that fails is dropped.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr().lock(), "ringkeeper: {e}");
             ExitCode::from(1)
         }
     }

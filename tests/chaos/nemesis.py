@@ -374,6 +374,14 @@ class Nemesis:
                 fh.seek(log_start)
                 tail = fh.read()
             named = os.path.basename(path) in tail
+            if os.path.exists(os.path.join(self.member_dir(i), "ballast")) and "the disk is full" in tail:
+                # An overlapping `disk` fault holds this member's volume full: it cannot log
+                # what its leader sends to sync it, so it serves no one until there is room
+                # (as ZooKeeper's follower); its log says so. Left as it is: once the disk is
+                # healed it must sync and serve, which "members serve after healing" checks.
+                self.note(f"member {i} does not serve after the flip in {rel} while its disk is full (its log "
+                          f"says so); left to rejoin once the disk is healed")
+                return
             self.note(f"member {i} does not serve after the flip in {rel}; its log "
                       f"{'names' if named else 'does NOT name'} the file; wiping it to rejoin")
             if not named:

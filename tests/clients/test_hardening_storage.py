@@ -322,3 +322,24 @@ def test_hardening_8_a_server_whose_log_output_cannot_be_written_keeps_serving(m
         zk.stop()
         zk.close()
     assert exit_code_within(s.proc, 1.0) is None, f"the server exited with {s.proc.returncode}"
+
+
+def test_hardening_8_a_server_that_stops_with_its_output_unwritable_exits_with_its_reason_code(make_server):
+    """Found by the chaos rig (seed 15): a member that could not start on a full disk (it
+    could not write `rejoin.pending`) printed its reason with eprintln!, which panics when
+    stderr is a file on that full disk, so it exited 70 (a panic) with a torn line. The
+    reason is now written with its failure ignored: a server that stops on an error exits 1,
+    whatever its stderr. The error here: the client port is taken (refused at start)."""
+    a = make_server()
+    b = make_server(start=False)
+    b.port = a.port
+    b.write_config()
+    with open("/dev/full", "wb") as full:
+        b.proc = subprocess.Popen(b.command(), stdout=full, stderr=full, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
+    b.starts += 1
+    try:
+        rc = b.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a second server on a used port kept running")
+    assert rc == 1, f"exit status {rc} (70: a panic)"
