@@ -1053,9 +1053,12 @@ async fn persist(m: &mut Member, log: &mut LogSlot<Appends>, ops: Vec<PersistOp>
 }
 
 /// Reports a finished log append: each of its appends `Persisted`, or, when the disk was full,
-/// all of them back at the front of the queue (tried again on the next pass or tick: the
-/// member acknowledges none of it meanwhile, but keeps answering its peers and clients).
-fn land(m: &mut Member, appends: Appends, result: std::io::Result<()>) -> Result<(), String> {
+/// those the log took whole before it filled `Persisted` (the writer's batches before the one
+/// the disk refused are durable; `durable_next`, the writer's next zxid, is where they end) and
+/// the rest, less their records already logged, back at the front of the queue (tried again on
+/// the next pass or tick: the member acknowledges none of it meanwhile, but keeps answering its
+/// peers and clients).
+fn land(m: &mut Member, appends: Appends, result: std::io::Result<()>, durable_next: i64) -> Result<(), String> {
     match result {
         Ok(()) => {
             m.stats.count_log_batch(appends.iter().map(Vec::len).sum());
@@ -1076,7 +1079,14 @@ fn land(m: &mut Member, appends: Appends, result: std::io::Result<()>) -> Result
                     m.config.data_log_dir.display()
                 );
             }
-            for a in appends.into_iter().rev() {
+            let (logged, again) = split_logged(appends, durable_next);
+            if !logged.is_empty() {
+                m.stats.count_log_batch(logged.iter().map(Vec::len).sum());
+                for _ in 0..logged.len() {
+                    m.step(Input::Persisted);
+                }
+            }
+            for a in again.into_iter().rev() {
                 let op = PersistOp::Append(a);
                 m.persist_queue_bytes += persist_op_bytes(&op);
                 m.persist_queue.push_front(op);
@@ -1087,11 +1097,34 @@ fn land(m: &mut Member, appends: Appends, result: std::io::Result<()>) -> Result
     }
 }
 
+/// Splits an append's appends, in order, at `durable_next` (where the log's durable records end
+/// after the disk filled): those whose records are all below it (logged whole), and the rest
+/// with only their records from it on (the first may have been logged in part; the log takes
+/// them again from there). Each append stays one (one `Persisted` each, whichever way it went).
+fn split_logged(appends: Appends, durable_next: i64) -> (Appends, Appends) {
+    let mut logged = Vec::new();
+    let mut again: Appends = Vec::new();
+    for mut a in appends {
+        if again.is_empty() && a.iter().all(|t| t.zxid < durable_next) {
+            logged.push(a);
+        } else {
+            a.retain(|t| t.zxid >= durable_next);
+            again.push(a);
+        }
+    }
+    (logged, again)
+}
+
+/// The writer's next zxid once an append has landed (it is idle again).
+fn durable_next(log: &mut LogSlot<Appends>) -> i64 {
+    log.idle().expect("a landed append gives its writer back").next_zxid()
+}
+
 /// Waits for the log append in flight, if any, and reports it (before anything that needs the
 /// log writer itself: a snapshot's roll).
 async fn settle_log(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<(), String> {
     match log.settle().await {
-        Some((appends, result)) => land(m, appends, result),
+        Some((appends, result)) => land(m, appends, result, durable_next(log)),
         None => Ok(()),
     }
 }
@@ -1117,7 +1150,7 @@ async fn flush_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<()
 /// waits for the append before it, then runs here.
 async fn drain_persists(m: &mut Member, log: &mut LogSlot<Appends>) -> Result<(), String> {
     if let Some((appends, result)) = log.finished() {
-        land(m, appends, result)?;
+        land(m, appends, result, durable_next(log))?;
         if m.disk_full {
             // Tried again on a later pass (a tick at the latest), not at once in a loop.
             return Ok(());
@@ -1898,6 +1931,26 @@ mod tests {
             followed.insert(s.id, s.addrs.clone());
         }
         assert!(changed_lines(&followed, &after).is_empty());
+    }
+
+    /// After a full disk stopped an append of several appends part-way, the appends logged
+    /// whole are reported (in order), and the rest go back with only their unlogged records,
+    /// each still one append (one `Persisted` each in the end).
+    #[test]
+    fn a_part_logged_append_splits_where_the_durable_log_ends() {
+        let t = |zxid: i64| zab::Txn { zxid, data: Bytes::new() };
+        let zxids = |a: &Appends| a.iter().map(|v| v.iter().map(|t| t.zxid).collect()).collect::<Vec<Vec<i64>>>();
+        let appends = || vec![vec![t(5), t(6)], vec![t(7), t(8), t(9)], vec![], vec![t(10)]];
+        let (logged, again) = split_logged(appends(), 8);
+        assert_eq!(zxids(&logged), vec![vec![5, 6]]);
+        assert_eq!(zxids(&again), vec![vec![8, 9], vec![], vec![10]]);
+        let (logged, again) = split_logged(appends(), 5);
+        assert_eq!((logged.len(), zxids(&again)), (0, zxids(&appends())), "nothing logged: all again");
+        let (logged, again) = split_logged(appends(), 11);
+        assert_eq!((logged.len(), again.len()), (4, 0), "all logged (a disk full at the last roll)");
+        // An epoch's first zxid after a roll (the log takes that epoch next): all before it logged.
+        let (logged, again) = split_logged(vec![vec![t(9)], vec![t((2 << 32) | 1)]], (2 << 32) | 1);
+        assert_eq!((zxids(&logged), zxids(&again)), (vec![vec![9]], vec![vec![(2 << 32) | 1]]));
     }
 
     #[test]

@@ -233,6 +233,9 @@ pub struct TxnLogWriter {
     /// Where each batch's write + fdatasync time goes (`stage_latency::Stage::LogFsync`), once
     /// the server says (`time_batches_into`); this core is that histogram's only writer.
     batch_stats: Option<std::sync::Arc<super::stats::Stats>>,
+    /// Tests: batch writes left before the next one fails as a full disk would (None: never).
+    #[cfg(test)]
+    disk_full_after_writes: Option<u32>,
 }
 
 fn invalid(msg: String) -> io::Error {
@@ -279,6 +282,8 @@ impl TxnLogWriter {
             sync_total_us: 0,
             sync_max_us: 0,
             batch_stats: None,
+            #[cfg(test)]
+            disk_full_after_writes: None,
         };
         writer.prepare_spare();
         Ok(writer)
@@ -403,37 +408,36 @@ impl TxnLogWriter {
     /// and returns once it is durable (one fdatasync, or write-through writes; no sync with
     /// `SyncMode::Off`). A record that
     /// starts a later epoch (`zxid_follows`) starts a new segment, so a run of records may take
-    /// one batch per epoch. Records out of order are refused (InvalidInput) without touching
-    /// the disk; after an I/O error every later append fails too.
+    /// one batch per epoch (or per `batchBytesMax`). Records out of order are refused
+    /// (InvalidInput) without touching the disk; after an I/O error every later append fails
+    /// too. A full disk (`is_disk_full`) is not such an error: the batches written before it are
+    /// durable, the one it refused left nothing the next write does not cover, and the writer
+    /// goes on; `next_zxid` then says where the durable log ends, so a caller whose append
+    /// took several batches learns which of its records are logged, and appends the rest again.
     pub async fn append(&mut self, records: &[Bytes]) -> io::Result<()> {
         if self.failed {
             return Err(io::Error::other("the txn log writer failed earlier; restart to recover the log"));
         }
         let runs = plan_batches(records, self.next_zxid, self.batch_bytes_max)?;
-        for (i, run) in runs.into_iter().enumerate() {
+        for run in runs {
             let batch = run.finish();
-            if batch.first_zxid() != self.next_zxid {
-                // A new epoch: its txns start their own segment, named by its first zxid.
-                self.roll().await?;
-                self.next_zxid = batch.first_zxid();
-            }
             self.failed = true;
-            let written = self.write(&batch).await;
-            // A full disk leaves the log as it was (the next write covers the failed one's
-            // range): the writer stays usable, and a later append tries again.
-            // Only when nothing of this append is durable yet: a caller that sees a full disk
-            // takes the whole append as not logged, so a full disk after some of its batches
-            // were written is an ordinary failure (recovery reads the batches that made it).
-            if written.is_ok() || (i == 0 && written.as_ref().is_err_and(is_disk_full)) {
+            let written = async {
+                if batch.first_zxid() != self.next_zxid {
+                    // A new epoch: its txns start their own segment, named by its first zxid.
+                    self.roll().await?;
+                    self.next_zxid = batch.first_zxid();
+                }
+                self.write(&batch).await
+            }
+            .await;
+            // A full disk leaves the log as it was before this batch (a failed roll kept its
+            // segment or closed it cleared; the next write covers the failed one's range): the
+            // writer stays usable, and a later append tries again from `next_zxid`.
+            if written.is_ok() || written.as_ref().is_err_and(is_disk_full) {
                 self.failed = false;
             }
-            if let Err(e) = written {
-                return Err(if i == 0 {
-                    e
-                } else {
-                    io::Error::other(format!("{e} (after part of an append was written)"))
-                });
-            }
+            written?;
         }
         Ok(())
     }
@@ -450,6 +454,13 @@ impl TxnLogWriter {
     }
 
     async fn write(&mut self, batch: &EncodedBatch) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(left) = self.disk_full_after_writes.as_mut() {
+            if *left == 0 {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            *left -= 1;
+        }
         let len = batch.len();
         // A segment with no batch yet is named by the zxid it was made for; a crash may have
         // left one for a txn that never came (the first of an epoch nobody established). Its
@@ -897,6 +908,60 @@ pub(crate) mod tests {
         let scan = crate::storage::log::scan_segment(&first, false).unwrap();
         assert_eq!((scan.records.len(), scan.torn), (2, None));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A full disk in the middle of an append of several batches (over batchBytesMax, and
+    /// across an epoch's new segment): the batches before it are durable and `next_zxid` says
+    /// where they end, the writer goes on, and appending the rest from there logs every record
+    /// once, as recovery reads back.
+    #[test]
+    fn a_full_disk_after_some_batches_of_an_append_keeps_those_and_the_writer() {
+        let dir = crate::storage::files::tests::TempDir::new("logwriter-part-full");
+        let (data, logs) = (dir.0.join("data"), dir.0.join("log"));
+        std::fs::create_dir_all(&logs).unwrap();
+        let (d2, l2) = (data.clone(), logs.clone());
+        LocalExecutorBuilder::default()
+            .io_memory(4 << 20)
+            .spawn(move || async move {
+                let rec = recover(&d2, &l2).unwrap();
+                let mut w = TxnLogWriter::open(&l2, &rec.tail, 1, 0, SyncMode::Fdatasync).await.unwrap();
+                w.set_batch_bytes_max(3_000);
+                w.append(&[txn(1, 0)]).await.unwrap();
+                // Batches {2, 3}, {4, 5}, {6}: the disk fills at the second.
+                let all: Vec<Bytes> = (2..=6).map(|z| txn(z, 1_200)).collect();
+                w.disk_full_after_writes = Some(1);
+                let e = w.append(&all).await.unwrap_err();
+                assert!(is_disk_full(&e), "{e}");
+                assert_eq!(w.next_zxid(), 4, "the first batch is durable");
+                // The disk still full: nothing more, and still usable.
+                w.disk_full_after_writes = Some(0);
+                assert!(is_disk_full(&w.append(&all[2..]).await.unwrap_err()));
+                assert_eq!(w.next_zxid(), 4);
+                // Room again: the rest from where the log ends, then a new epoch, where the disk
+                // fills once more after its first batch.
+                w.disk_full_after_writes = None;
+                w.append(&all[2..]).await.unwrap();
+                let e2 = 2i64 << 32;
+                let epoch2: Vec<Bytes> = vec![txn(7, 1_200), txn(e2 | 1, 1_200), txn(e2 | 2, 1_200)];
+                w.disk_full_after_writes = Some(1);
+                assert!(is_disk_full(&w.append(&epoch2).await.unwrap_err()));
+                // Txn 7's batch is durable; the log rolled to the new epoch, whose first batch
+                // is not: the next record it takes is that epoch's first.
+                assert_eq!(w.next_zxid(), e2 | 1);
+                w.disk_full_after_writes = None;
+                w.append(&epoch2[1..]).await.unwrap();
+                assert_eq!(w.next_zxid(), e2 | 3);
+                w.close().await.unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let rec = recover(&data, &logs).unwrap();
+        assert_eq!(rec.last_zxid, (2i64 << 32) | 2);
+        assert!(rec.warnings.iter().all(|w| !w.contains("torn")), "{:?}", rec.warnings);
+        let zxids: Vec<i64> = rec.records.iter().map(|r| record_zxid(r).unwrap()).collect();
+        assert!(logs.join(segment_name((2i64 << 32) | 1)).exists(), "the new epoch's own segment");
+        assert_eq!(zxids, [1, 2, 3, 4, 5, 6, 7, (2i64 << 32) | 1, (2i64 << 32) | 2]);
     }
 
     /// The current segment's fds: the plain one never O_DSYNC; the write-through one, opened by

@@ -751,6 +751,21 @@ async fn land(
             Ok(())
         }
         Err(e) if is_disk_full(&e) => {
+            let logged_next = log.slot.idle().map(|w| w.next_zxid());
+            if logged_next != Some(log.durable.last_zxid() + 1) {
+                // The append took several batches (over ringkeeper.batchBytesMax) and the disk
+                // filled after some were durable: those writes can be neither refused (they are
+                // logged) nor answered (their commit batches' roots hold later, unlogged
+                // txns). Stopped, as ZooKeeper's server stops on any log failure; a restart
+                // recovers what was logged, and those clients see their connection lost.
+                tracing::error!(
+                    "txn log write failed: {e}, after part of an append was logged (up to zxid {:#x}); stopping: free \
+                     space in {} and restart",
+                    logged_next.unwrap_or(0) - 1,
+                    p.config.data_log_dir.display()
+                );
+                return Err(format!("txn log write failed after part of an append was logged: {e}"));
+            }
             if !std::mem::replace(&mut log.disk_full, true) {
                 tracing::error!(
                     "txn log write failed: {e}; refusing writes (ZSYSTEMERROR) while reads go on, and trying again \
