@@ -389,7 +389,7 @@ fn main() -> ExitCode {
         Some(p) => match Config::load(p) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("ringkeeper: {e}");
+                say(format_args!("ringkeeper: {e}"));
                 return ExitCode::from(2);
             }
         },
@@ -408,7 +408,7 @@ fn main() -> ExitCode {
         // `server::disk_poll` makes happen on purpose (a disk that does not poll).
         Ok(f) => f.add_directive("glommio::reactor=off".parse().expect("a fixed, valid directive")),
         Err(e) => {
-            eprintln!("ringkeeper: bad log level {e}");
+            say(format_args!("ringkeeper: bad log level {e}"));
             return ExitCode::from(2);
         }
     };
@@ -435,14 +435,19 @@ fn main() -> ExitCode {
     match ringkeeper::server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // Not eprintln!: the reason a server stops is often a full disk, and stderr may be
-            // a file on it; eprintln! panics when its write fails (exit 70 with a torn line
-            // instead of this one, as the chaos rig saw). A write that fails is dropped.
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr().lock(), "ringkeeper: {e}");
+            say(format_args!("ringkeeper: {e}"));
             ExitCode::from(1)
         }
     }
+}
+
+/// Writes a server's start-up refusal or stop reason to stderr, dropping a write that fails:
+/// not eprintln!, which panics when its write fails, and the reason a server stops is often a
+/// full disk holding the file stderr goes to (exit 70 with a torn line instead of this one,
+/// as the chaos rig saw).
+fn say(line: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 // jemalloc instead of glibc malloc: the one committed tree's nodes are allocated on the

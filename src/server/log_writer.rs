@@ -587,7 +587,10 @@ impl TxnLogWriter {
                     file
                 }
                 Err(e) => {
+                    // The renamed spare holds space and would block the next try's create_new:
+                    // removed (it holds no data yet).
                     spare.stop().await;
+                    let _ = remove_if_present(&path).await;
                     return Err(io::Error::from(e));
                 }
             },
@@ -626,6 +629,9 @@ impl TxnLogWriter {
                 if let Some(mut fill) = fill {
                     fill.stop().await;
                 }
+                // As above: no data in it yet, and left it would block the next try.
+                let _ = file.close().await;
+                let _ = remove_if_present(&path).await;
                 return Err(e);
             }
         };
@@ -1191,7 +1197,6 @@ pub(crate) mod tests {
         }
     }
 
-    /// A writer where recovery leaves the log in `logs`.
     /// Waits for a background fill to reach a state, polling; a test on a loaded machine gets
     /// `SETTLE_WAIT_S_MAX` seconds before it fails with `what`.
     async fn settle(what: &str, mut reached: impl FnMut() -> bool) {
@@ -1203,6 +1208,7 @@ pub(crate) mod tests {
         }
     }
 
+    /// A writer where recovery leaves the log in `logs`.
     async fn reopened(data: &Path, logs: &Path, prealloc: u64) -> TxnLogWriter {
         let rec = recover(data, logs).unwrap();
         TxnLogWriter::open(logs, &rec.tail, rec.last_zxid + 1, prealloc, SyncMode::FdatasyncAside).await.unwrap()

@@ -374,7 +374,8 @@ class Nemesis:
                 fh.seek(log_start)
                 tail = fh.read()
             named = os.path.basename(path) in tail
-            if os.path.exists(os.path.join(self.member_dir(i), "ballast")) and "the disk is full" in tail:
+            if (self.alive(i) and os.path.exists(os.path.join(self.member_dir(i), "ballast"))
+                    and "the disk is full" in tail):
                 # An overlapping `disk` fault holds this member's volume full: it cannot log
                 # what its leader sends to sync it, so it serves no one until there is room
                 # (as ZooKeeper's follower); its log says so. Left as it is: once the disk is
