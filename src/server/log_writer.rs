@@ -929,8 +929,7 @@ pub(crate) mod tests {
         LocalExecutorBuilder::default()
             .io_memory(4 << 20)
             .spawn(move || async move {
-                let rec = recover(&d2, &l2).unwrap();
-                let mut w = TxnLogWriter::open(&l2, &rec.tail, 1, 0, SyncMode::Fdatasync).await.unwrap();
+                let mut w = reopened(&d2, &l2, 0).await;
                 w.set_batch_bytes_max(3_000);
                 w.append(&[txn(1, 0)]).await.unwrap();
                 // Batches {2, 3}, {4, 5}, {6}: the disk fills at the second.
