@@ -708,7 +708,7 @@ mod tests {
         let old: Vec<&str> = line.split(',').take(CSV_COLUMNS_OLD).collect();
         let parsed = Row::parse_csv(&old.join(",")).expect("a 17-column row parses");
         assert_eq!((parsed.p99_ms, parsed.conn_p99_spread, parsed.conn_p99_worst_ms), (3.0, 0.0, 0.0));
-        assert!(markdown(&[r.clone()]).contains("| 0 | 2.50 | 4.00 | 1.60 |"));
+        assert!(markdown(std::slice::from_ref(&r)).contains("| 0 | 2.50 | 4.00 | 1.60 |"));
         let fairness: Vec<&str> = line.split(',').take(CSV_COLUMNS_FAIRNESS).collect();
         let parsed = Row::parse_csv(&fairness.join(",")).expect("a 20-column row parses");
         assert_eq!((parsed.conn_p99_spread, parsed.host_steal_per_s), (1.6, None));
