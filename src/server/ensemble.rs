@@ -1085,10 +1085,8 @@ fn land(m: &mut Member, appends: Appends, result: std::io::Result<()>, durable_n
             if txns > unlogged {
                 m.stats.count_log_batch(txns - unlogged);
             }
-            if !logged.is_empty() {
-                for _ in 0..logged.len() {
-                    m.step(Input::Persisted);
-                }
+            for _ in 0..logged.len() {
+                m.step(Input::Persisted);
             }
             for a in again.into_iter().rev() {
                 let op = PersistOp::Append(a);

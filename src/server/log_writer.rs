@@ -881,16 +881,14 @@ pub(crate) mod tests {
     /// Without the clear it found a torn batch in a segment that is not the last, and refused.
     #[test]
     fn a_roll_after_a_failed_write_clears_its_blocks() {
-        let dir = std::env::temp_dir().join(format!("rk-logwriter-torn-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let (data, logs) = (dir.join("data"), dir.join("log"));
+        let dir = crate::storage::files::tests::TempDir::new("logwriter-torn");
+        let (data, logs) = (dir.0.join("data"), dir.0.join("log"));
         std::fs::create_dir_all(&logs).unwrap();
         let (d2, l2) = (data.clone(), logs.clone());
         LocalExecutorBuilder::default()
             .io_memory(4 << 20)
             .spawn(move || async move {
-                let rec = recover(&d2, &l2).unwrap();
-                let mut w = TxnLogWriter::open(&l2, &rec.tail, 1, 0, SyncMode::Fdatasync).await.unwrap();
+                let mut w = reopened(&d2, &l2, 0).await;
                 w.append(&[txn(1, 0), txn(2, 3_000)]).await.unwrap();
                 // What the failed append of txns 3 and 4 left: its first block, as a short write.
                 let batch = plan_batches(&[txn(3, 9_000), txn(4, 9_000)], 3, usize::MAX).unwrap().remove(0).finish();
@@ -913,7 +911,6 @@ pub(crate) mod tests {
         let first = std::fs::read(logs.join(segment_name(1))).unwrap();
         let scan = crate::storage::log::scan_segment(&first, false).unwrap();
         assert_eq!((scan.records.len(), scan.torn), (2, None));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A full disk in the middle of an append of several batches (over batchBytesMax, and
