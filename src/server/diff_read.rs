@@ -6,12 +6,16 @@
 //! Rules: blocking std::fs, so it runs on glommio's blocking pool (`ensemble.rs`), never on an
 //! executor; it keeps at most the limit's worth of txns; a segment still being appended is read
 //! only as far as its valid batches go (the txns wanted are older than anything in flight);
-//! anything it cannot read whole is None, never a partial DIFF.
+//! anything it cannot read whole is None, never a partial DIFF, and never one with a hole: each
+//! txn must follow the one before it (the next counter of its epoch, or the first of a later
+//! epoch with no snapshot between them, since a SNAP installed past the log's end leaves the
+//! log with a hole at a snapshot point), and a segment damaged before the wanted end is read no
+//! further than its damage.
 
 use crate::storage::files::{list_segments, list_snapshots, segment_index_for};
 use crate::storage::log::scan_valid_prefix;
 use crate::txn::codec::record_zxid;
-use crate::zab::{Txn, Zxid};
+use crate::zab::{epoch_of, Txn, Zxid};
 use std::path::Path;
 
 /// What a log read came to.
@@ -36,9 +40,28 @@ pub fn diff_bytes_limit(data_dir: &Path, factor: f64) -> std::io::Result<Option<
     Ok(Some((size as f64 * factor) as u64))
 }
 
+/// Whether `next` can directly follow `prev` in a log whose snapshots are at `snapshots`: the
+/// next counter of the same epoch, or the first txn of a later epoch with no snapshot strictly
+/// between (a follower that installed a SNAP past its log's end logs on from the snapshot).
+fn follows(prev: Zxid, next: Zxid, snapshots: &[Zxid]) -> bool {
+    if next == prev + 1 {
+        return true;
+    }
+    let first_of_later_epoch = epoch_of(next) > epoch_of(prev) && next as u32 == 1;
+    first_of_later_epoch && !snapshots.iter().any(|s| prev < *s && *s < next)
+}
+
 /// Reads the txns after `after`, up to `upto`, from the segments in `log_dir`; with
 /// `check_after`, `after` itself must be there. Stops at `bytes_limit` bytes of records.
-pub fn read_diff(log_dir: &Path, after: Zxid, upto: Zxid, check_after: bool, bytes_limit: u64) -> DiffRead {
+/// `snapshots` are the zxids of the snapshots in the data directory (see `follows`).
+pub fn read_diff(
+    log_dir: &Path,
+    snapshots: &[Zxid],
+    after: Zxid,
+    upto: Zxid,
+    check_after: bool,
+    bytes_limit: u64,
+) -> DiffRead {
     let segments = match list_segments(log_dir) {
         Ok(s) => s,
         Err(e) => return DiffRead::Missing(format!("listing {}: {e}", log_dir.display())),
@@ -57,7 +80,7 @@ pub fn read_diff(log_dir: &Path, after: Zxid, upto: Zxid, check_after: bool, byt
             Ok(d) => d,
             Err(e) => return DiffRead::Missing(format!("reading {}: {e}", path.display())),
         };
-        let (scan, _) = scan_valid_prefix(&data, Some(*first));
+        let (scan, damage) = scan_valid_prefix(&data, Some(*first));
         for r in scan.records {
             let Some(z) = record_zxid(&r) else {
                 return DiffRead::Missing(format!("a short record in {}", path.display()));
@@ -71,14 +94,19 @@ pub fn read_diff(log_dir: &Path, after: Zxid, upto: Zxid, check_after: bool, byt
             if z > upto {
                 break;
             }
-            if out.last().is_some_and(|t: &Txn| t.zxid >= z) {
-                return DiffRead::Missing(format!("zxid {z:#x} out of order in {}", path.display()));
+            let prev = out.last().map_or(after, |t: &Txn| t.zxid);
+            if !follows(prev, z, snapshots) {
+                return DiffRead::Missing(format!("zxid {z:#x} does not follow {prev:#x} in {}", path.display()));
             }
             bytes += r.len() as u64;
             if bytes > bytes_limit {
                 return DiffRead::TooLarge { bytes, limit: bytes_limit };
             }
             out.push(Txn { zxid: z, data: r });
+        }
+        let reached = out.last().is_some_and(|t| t.zxid >= upto);
+        if let (Some((offset, why)), false) = (damage, reached) {
+            return DiffRead::Missing(format!("{} is damaged at offset {offset} ({why:?})", path.display()));
         }
     }
     if !found_after {
@@ -137,20 +165,79 @@ mod tests {
         let dir = TempDir::new("diff-read");
         write_segment(&dir.0, 1..=10);
         write_segment(&dir.0, 11..=20);
-        let DiffRead::Txns(t) = read_diff(&dir.0, 5, 15, true, u64::MAX) else { panic!("a whole read") };
+        let DiffRead::Txns(t) = read_diff(&dir.0, &[], 5, 15, true, u64::MAX) else { panic!("a whole read") };
         assert_eq!(t.iter().map(|t| t.zxid).collect::<Vec<_>>(), (6..=15).collect::<Vec<_>>());
         assert_eq!(t[0].data, record(6, 40));
         // `after` must be there when asked; a snapshot point need not be.
-        assert!(matches!(read_diff(&dir.0, 0, 3, true, u64::MAX), DiffRead::Missing(_)));
-        assert!(matches!(read_diff(&dir.0, 0, 3, false, u64::MAX), DiffRead::Txns(t) if t.len() == 3));
+        assert!(matches!(read_diff(&dir.0, &[], 0, 3, true, u64::MAX), DiffRead::Missing(_)));
+        assert!(matches!(read_diff(&dir.0, &[], 0, 3, false, u64::MAX), DiffRead::Txns(t) if t.len() == 3));
         // Not reaching `upto` is no DIFF.
-        assert!(matches!(read_diff(&dir.0, 5, 25, true, u64::MAX), DiffRead::Missing(_)));
+        assert!(matches!(read_diff(&dir.0, &[], 5, 25, true, u64::MAX), DiffRead::Missing(_)));
         // Over the byte limit: a SNAP instead.
-        assert!(matches!(read_diff(&dir.0, 5, 15, true, 100), DiffRead::TooLarge { limit: 100, .. }));
+        assert!(matches!(read_diff(&dir.0, &[], 5, 15, true, 100), DiffRead::TooLarge { limit: 100, .. }));
         // The limit: factor × the newest snapshot's size; negative disables; none: unlimited.
         assert_eq!(diff_bytes_limit(&dir.0, 0.33).unwrap(), Some(u64::MAX));
         std::fs::write(&dir.0.join(crate::storage::snapshot::snapshot_name(20)), vec![0u8; 1000]).unwrap();
         assert_eq!(diff_bytes_limit(&dir.0, 0.33).unwrap(), Some(330));
         assert_eq!(diff_bytes_limit(&dir.0, -1.0).unwrap(), None);
+    }
+
+    fn zxids(read: &DiffRead) -> Vec<Zxid> {
+        match read {
+            DiffRead::Txns(t) => t.iter().map(|t| t.zxid).collect(),
+            other => panic!("not a whole read: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_log_with_a_hole_where_a_snap_was_installed_gives_no_diff() {
+        use crate::zab::make_zxid as z;
+        // A follower's log ended at (1,5) when it installed its leader's SNAP at (1,9); it
+        // logged on from (1,10). Later, as leader, it must not DIFF across (1,5]..(1,10).
+        let dir = TempDir::new("diff-hole");
+        write_segment(&dir.0, z(1, 1)..=z(1, 5));
+        write_segment(&dir.0, z(1, 10)..=z(1, 20));
+        let read = read_diff(&dir.0, &[z(1, 9)], z(1, 3), z(1, 12), true, u64::MAX);
+        assert!(matches!(&read, DiffRead::Missing(why) if why.contains("does not follow")), "{read:?}");
+        // Either side of the hole alone is whole.
+        assert_eq!(
+            zxids(&read_diff(&dir.0, &[z(1, 9)], z(1, 1), z(1, 5), true, u64::MAX)),
+            vec![z(1, 2), z(1, 3), z(1, 4), z(1, 5)]
+        );
+        assert_eq!(zxids(&read_diff(&dir.0, &[z(1, 9)], z(1, 9), z(1, 11), false, u64::MAX)), vec![z(1, 10), z(1, 11)]);
+        // Starting from a snapshot point that is not in the log, the first txn must follow it.
+        assert!(matches!(read_diff(&dir.0, &[z(1, 8)], z(1, 8), z(1, 11), false, u64::MAX), DiffRead::Missing(_)));
+    }
+
+    #[test]
+    fn a_new_epoch_follows_the_last_one_unless_a_snapshot_lies_between() {
+        use crate::zab::make_zxid as z;
+        let dir = TempDir::new("diff-epochs");
+        write_segment(&dir.0, z(1, 1)..=z(1, 5));
+        write_segment(&dir.0, z(2, 1)..=z(2, 5));
+        let across = |snapshots: &[Zxid]| read_diff(&dir.0, snapshots, z(1, 3), z(2, 2), true, u64::MAX);
+        assert_eq!(zxids(&across(&[])), vec![z(1, 4), z(1, 5), z(2, 1), z(2, 2)]);
+        // A snapshot at the old epoch's end is no hole; one past what the log holds is.
+        assert_eq!(zxids(&across(&[z(1, 5)])).len(), 4);
+        assert!(matches!(across(&[z(1, 7)]), DiffRead::Missing(_)));
+    }
+
+    #[test]
+    fn a_segment_damaged_before_the_wanted_end_gives_no_diff() {
+        use crate::zab::make_zxid as z;
+        // The damage falls at the end of an epoch's last segment, where the next epoch's first
+        // txn would otherwise look like the one to follow.
+        let dir = TempDir::new("diff-damage");
+        write_segment(&dir.0, z(1, 1)..=z(1, 40));
+        write_segment(&dir.0, z(2, 1)..=z(2, 5));
+        let path = dir.0.join(segment_name(z(1, 1)));
+        let mut file = std::fs::read(&path).unwrap();
+        let data_end = file.len() - 4096;
+        file[data_end - 100] ^= 0x40;
+        std::fs::write(&path, file).unwrap();
+        let read = read_diff(&dir.0, &[], z(1, 3), z(2, 2), true, u64::MAX);
+        assert!(matches!(&read, DiffRead::Missing(why) if why.contains("damaged")), "{read:?}");
+        // What lies before the damage is still read whole.
+        assert_eq!(zxids(&read_diff(&dir.0, &[], z(1, 3), z(1, 6), true, u64::MAX)).len(), 3);
     }
 }

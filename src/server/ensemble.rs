@@ -892,7 +892,11 @@ impl Member {
                         Ok(None) => return diff_read::DiffRead::TooLarge { bytes: 0, limit: 0 },
                         Err(e) => return diff_read::DiffRead::Missing(format!("the newest snapshot's size: {e}")),
                     };
-                    diff_read::read_diff(&log_dir, after, upto, check_after, limit)
+                    let snapshots = match crate::storage::files::list_snapshots(&data_dir) {
+                        Ok(s) => s.into_iter().map(|(z, _)| z).collect::<Vec<_>>(),
+                        Err(e) => return diff_read::DiffRead::Missing(format!("listing the snapshots: {e}")),
+                    };
+                    diff_read::read_diff(&log_dir, &snapshots, after, upto, check_after, limit)
                 })
                 .await;
             let txns = match read {

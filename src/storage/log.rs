@@ -834,7 +834,7 @@ pub fn scan_segment_file(
             if valid_batch_after(&st, off + BATCH_ALIGN_BYTES) {
                 return Err(corrupt(file_offset_of(off as u64), BadBatch::HoleBeforeData));
             }
-            if st.logical[off..].iter().all(|b| *b == 0) {
+            if st.logical.get(off..).is_none_or(|rest| rest.iter().all(|b| *b == 0)) {
                 return Ok(scan);
             }
             BadBatch::DataAfterEnd
@@ -1228,6 +1228,22 @@ mod tests {
         assert_eq!(stop, Some(((damaged_at / 512 * 512) as u64, BadBatch::SectorChecksum)));
         let (whole, stop) = scan_valid_prefix(&segment(&[1..3], 0), Some(1));
         assert_eq!((whole.records.len(), stop), (2, None));
+    }
+
+    #[test]
+    fn a_segment_cut_after_a_batch_that_ends_in_its_last_sector_padding_scans() {
+        // A one-record batch whose body ends exactly at the first sector's payload end: its
+        // 8-byte alignment padding is in the second sector. A file cut after the first sector
+        // (an external truncation) leaves the next batch offset past the logical stream's end.
+        let size = (0..600)
+            .find(|n| BATCH_HEADER_BYTES + RECORD_PREFIX_BYTES + rec_sized(1, *n).len() == SECTOR_PAYLOAD_BYTES);
+        let size = size.expect("a record size that ends the batch at the sector's payload end");
+        let file = sectorize(&encode_batch(&[rec_sized(1, size)]));
+        let cut = &file[..SECTOR_BYTES];
+        let s = scan(cut, true).expect("one whole batch");
+        assert_eq!(s.records.len(), 1);
+        let (prefix, stop) = scan_valid_prefix(cut, Some(1));
+        assert_eq!((prefix.records.len(), stop), (1, None));
     }
 
     proptest::proptest! {
