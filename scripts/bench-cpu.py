@@ -17,6 +17,10 @@ servers (Apache with its Netty connection factory, which its TLS needs).
 SASL=1: every connection authenticates with SASL DIGEST-MD5 (ringkeeper-bench --sasl, a JAAS
 Server section given to both servers: the zoo.cfg key for ringkeeper, the JVM property for
 Apache) and the bench's znodes are `sasl:bench` alone, so every request is checked against it.
+RATE=N: an open loop at N ops/s (ringkeeper-bench --rate) instead of the closed loop. Both
+builds then serve the same operations per second, so batch sizes, which move CPU per operation
+most at saturation, move less; it is for comparing two builds (docs/benchmarks.md gives the
+scatter seen), not servers: it is higher than at saturation, where batches are largest.
 ZK_FACTORY=netty|nio (Apache only): its connection factory. TLS needs Netty (the default with
 TLS=1); a plain run takes NIO (ZooKeeper's default) unless ZK_FACTORY=netty, so that Apache's
 plain figure can be measured on the same connection layer as its TLS one.
@@ -107,7 +111,8 @@ try:
     for r in ratios:
         for _ in range(repeat):
             out = tempfile.mkdtemp(prefix='cpubo')
-            p = subprocess.Popen(common + ['--skip-setup', '--ratios', r, '--warmup-s', str(W), '--measure-s', str(M), '--out', out, '--label', 'x-y'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            rate = ['--rate', os.environ['RATE']] if os.environ.get('RATE') else []
+            p = subprocess.Popen(common + ['--skip-setup', '--ratios', r, *rate, '--warmup-s', str(W), '--measure-s', str(M), '--out', out, '--label', 'x-y'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             t0 = time.monotonic()
             time.sleep(W + 0.4); a = ticks(); ta = time.monotonic()
             time.sleep(M - 0.8); b = ticks(); tb = time.monotonic()
@@ -115,7 +120,7 @@ try:
             rows = list(csv.DictReader(open(f"{out}/results.csv")))
             ops = float(rows[-1]['ops_per_s'])
             us = (b - a) / tck / (tb - ta) / ops * 1e6
-            print(f"{'tls ' if tls else ''}{f'zk-{zk_factory} ' if bin_ == 'zookeeper' else ''}{'sasl ' if sasl else ''}cores={cores} read={r}% ops/s={ops:.0f} server_cpu={(b-a)/tck/(tb-ta):.2f} cpu_us/op={us:.2f}", flush=True)
+            print(f"{'rate=' + os.environ['RATE'] + ' ' if os.environ.get('RATE') else ''}{'tls ' if tls else ''}{f'zk-{zk_factory} ' if bin_ == 'zookeeper' else ''}{'sasl ' if sasl else ''}cores={cores} read={r}% ops/s={ops:.0f} server_cpu={(b-a)/tck/(tb-ta):.2f} cpu_us/op={us:.2f}", flush=True)
             shutil.rmtree(out)
 finally:
     srv.terminate(); srv.wait(); shutil.rmtree(d)

@@ -177,7 +177,7 @@ mod tests {
         assert!(matches!(read_diff(&dir.0, &[], 5, 15, true, 100), DiffRead::TooLarge { limit: 100, .. }));
         // The limit: factor × the newest snapshot's size; negative disables; none: unlimited.
         assert_eq!(diff_bytes_limit(&dir.0, 0.33).unwrap(), Some(u64::MAX));
-        std::fs::write(&dir.0.join(crate::storage::snapshot::snapshot_name(20)), vec![0u8; 1000]).unwrap();
+        std::fs::write(dir.0.join(crate::storage::snapshot::snapshot_name(20)), vec![0u8; 1000]).unwrap();
         assert_eq!(diff_bytes_limit(&dir.0, 0.33).unwrap(), Some(330));
         assert_eq!(diff_bytes_limit(&dir.0, -1.0).unwrap(), None);
     }

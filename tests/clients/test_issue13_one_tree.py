@@ -195,8 +195,9 @@ def test_issue13_ordering_through_a_follower_with_two_cores(ensemble):  # noqa: 
 def test_issue13_an_error_owed_between_two_pipelined_writes_keeps_its_place(make_server):
     """setData, a request the decoder refuses without closing (deleteContainer from a client:
     BadArguments), setData, getData — sent at once: the error reply is owed between the two
-    writes' replies, so the second write needs a commit batch of its own (an answer owed on the
-    core waits behind the first). Every reply arrives, in order, and the connection stays."""
+    writes' replies. It shows nothing of the tree, so the second write may share the first's
+    commit batch, and the error is answered in its place between them. Every reply arrives, in
+    order, and the connection stays."""
     s = make_server(ringkeeper__clientCores=2)
     c = rawzk.RawConn(s.hostport, io_timeout=10)
     try:
@@ -216,3 +217,75 @@ def test_issue13_an_error_owed_between_two_pipelined_writes_keeps_its_place(make
             assert r.buffer() == b"b"
     finally:
         c.close()
+
+
+def _pipelined_reads_between_writes_of_other_nodes(hostport):
+    """On each connection, 200 times over, all sent before the first reply: set A; get A; set B;
+    get C; set C; get B. A write that cannot change a waiting read may share its commit batch
+    with the write the read waits behind (`server::fence`): set B with get A waiting, set A with
+    get B waiting. Each read must still show exactly the writes sent before it."""
+    conns = [_kazoo(hostport) for _ in range(OBSERVERS)]
+    try:
+        bursts = []
+        for j, zk in enumerate(conns):
+            a, b, c = (f"/m{j}/{n}" for n in "abc")
+            for p in (a, b, c):
+                zk.create(p, b"-", makepath=True)
+            ops = []
+            for i in range(PIPELINED):
+                ops.append((zk.set_async(a, b"%d" % i), None))
+                ops.append((zk.get_async(a), b"%d" % i))
+                ops.append((zk.set_async(b, b"%d" % i), None))
+                ops.append((zk.get_async(c), b"%d" % (i - 1) if i else b"-"))
+                ops.append((zk.set_async(c, b"%d" % i), None))
+                ops.append((zk.get_async(b), b"%d" % i))
+            bursts.append(ops)
+        for j, ops in enumerate(bursts):
+            for k, (result, expected) in enumerate(ops):
+                got = result.get(timeout=30)
+                if expected is not None:
+                    assert got[0] == expected, (j, k, got[0], expected)
+    finally:
+        for zk in conns:
+            zk.stop()
+            zk.close()
+
+
+def _next_sequential_name_unseen_before_its_create(hostport):
+    """create(/s/n-, sequential) then exists(the name the next create will take), pipelined 200
+    deep on each connection: a create may make any sibling, so the next create needs a batch of
+    its own (`server::fence`) and every exists finds nothing."""
+    conns = [_kazoo(hostport) for _ in range(OBSERVERS)]
+    try:
+        bursts = []
+        for j, zk in enumerate(conns):
+            parent = f"/s{j}"
+            zk.create(parent, b"")
+            ops = []
+            for i in range(PIPELINED):
+                ops.append(zk.create_async(f"{parent}/n-", b"", sequence=True))
+                ops.append(zk.exists_async(f"{parent}/n-{i + 1:010d}"))
+            bursts.append((parent, ops))
+        for parent, ops in bursts:
+            for i in range(PIPELINED):
+                assert ops[2 * i].get(timeout=30) == f"{parent}/n-{i:010d}"
+                assert ops[2 * i + 1].get(timeout=30) is None, (parent, i)
+    finally:
+        for zk in conns:
+            zk.stop()
+            zk.close()
+
+
+def test_issue17_pipelined_reads_between_writes_of_other_nodes_see_exactly_theirs(make_server):
+    s = make_server(ringkeeper__clientCores=2)
+    _pipelined_reads_between_writes_of_other_nodes(s.hostport)
+    _next_sequential_name_unseen_before_its_create(s.hostport)
+
+
+@pytest.mark.ringkeeper_only
+def test_issue17_unfenced_writes_through_a_follower(ensemble):  # noqa: F811
+    e = ensemble(3, client_cores=2)
+    leader = e.wait_serving([1, 2, 3], timeout=90)
+    follower = next(i for i in (1, 2, 3) if i != leader)
+    _pipelined_reads_between_writes_of_other_nodes(e.hostport(follower))
+    _next_sequential_name_unseen_before_its_create(e.hostport(follower))
