@@ -165,8 +165,6 @@ pub struct Conn {
     /// Requests waiting for their turn: changed only through `enqueue` / `dequeue_if` /
     /// `forget_pending`, which keep this core's count of requests in process.
     pending: RefCell<VecDeque<Pending>>,
-    /// The reads waiting since this connection's last fenced write (`fence`).
-    fences: RefCell<super::fence::Fences>,
     pub out: RefCell<OutQueue>,
     /// When the replies in `out` were queued, oldest first: (time, replies queued then);
     /// at most `REPLY_STAMPS_MAX` entries.
@@ -201,7 +199,6 @@ impl Conn {
             auth: RefCell::new(ip_id),
             sasl: RefCell::new(None),
             pending: RefCell::new(VecDeque::new()),
-            fences: RefCell::new(super::fence::Fences::default()),
             out: RefCell::new(OutQueue::default()),
             reply_stamps: RefCell::new(VecDeque::new()),
             writer_wake: Semaphore::new(0),
@@ -218,6 +215,15 @@ impl Conn {
     pub fn enqueue(&self, p: Pending) {
         self.pending.borrow_mut().push_back(p);
         stats::add(&self.core_stats().outstanding, 1);
+    }
+
+    /// A request answered on this core (a read, or an error owed in order) waits behind the
+    /// last request still at the pipeline core (a connect, write or sync): a write sent now
+    /// needs a commit batch of its own (`ToPipeline::Write::fence`), since what waits is
+    /// answered after the batch's replies.
+    fn answer_waits_behind_a_commit(&self) -> bool {
+        // Only the last one decides: an answer is queued only behind a request at the pipeline.
+        matches!(self.pending.borrow().back(), Some(Pending::Local { .. } | Pending::Error { .. }))
     }
 
     /// Takes the head of the queue if `take` wants it.
@@ -618,9 +624,7 @@ impl Core {
         let req = match WriteOp::from_request(req) {
             Err(req) => req,
             Ok(op) => {
-                // A read waiting behind the requests at the pipeline core that this write could
-                // change needs a commit batch of its own for the write (`fence`).
-                let fence = conn.fences.borrow_mut().fence(&op);
+                let fence = conn.answer_waits_behind_a_commit();
                 let read_at = conn.read_at.get();
                 let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
                 conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
@@ -638,13 +642,11 @@ impl Core {
         let at = conn.read_at.get();
         if conn.pending.borrow().is_empty() {
             let op = req.opcode();
-            conn.fences.borrow_mut().watch_asked(&req);
             self.answer_local(conn, xid, req, &auth);
             let now = conn.answered(op, xid, self.last_zxid(), at);
             self.read_answered(op, at, now);
             conn.writer_wake.signal(1);
         } else {
-            conn.fences.borrow_mut().read_waits(&req);
             conn.enqueue(Pending::Local { xid, req, auth, at });
         }
     }
@@ -773,13 +775,6 @@ impl Core {
     /// Answers what can be answered at the head of `conn`'s queue; nothing once the
     /// connection is closing (after closeSession or a closing error, ZooKeeper answers no more).
     fn drain(&self, conn: &Rc<Conn>) {
-        self.answer_waiting(conn);
-        conn.reader_wake.signal(1);
-    }
-
-    /// Answers the reads and errors at the head of `conn`'s queue, from the root this core
-    /// holds now.
-    fn answer_waiting(&self, conn: &Rc<Conn>) {
         while !conn.closing.get() {
             let next = conn.dequeue_if(|p| matches!(p, Pending::Local { .. } | Pending::Error { .. }));
             match next {
@@ -793,6 +788,7 @@ impl Core {
                 _ => break,
             }
         }
+        conn.reader_wake.signal(1);
     }
 
     /// Takes the head of `conn`'s queue for an answer from the pipeline core. None when the
@@ -806,13 +802,6 @@ impl Core {
         xid: i32,
         is_it: impl FnOnce(&Pending) -> bool,
     ) -> Option<Pending> {
-        if conn.closing.get() {
-            return None;
-        }
-        // A batch holds two items of one connection with reads waiting between them only
-        // when the later write cannot change what they show (`fence`): they are answered
-        // here, from the batch's root, in their place.
-        self.answer_waiting(conn);
         if conn.closing.get() {
             return None;
         }

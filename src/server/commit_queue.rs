@@ -6,11 +6,10 @@
 //! Rules: a client core queues every watch event of a batch first, then the replies in order,
 //! and answers the reads waiting behind them last, from the batch's root. So a read never sees
 //! a change whose watch event is not queued ahead of it, and a batch never holds two items for
-//! one connection with a read of that connection waiting between them that the second could
-//! change (the read would see its session's later write): the second item seals the batch
-//! first, with the root as of before it. A write says whether it must
-//! (`ToPipeline::Write::fence`, decided by the client core: `server::fence`; reads between
-//! two items of a batch are answered in their place); other items always seal on a repeat. Roots are O(1) clones; what one costs is the copy-on-write
+//! one connection with a read of that connection waiting between them (such a read would see
+//! its session's later write): the second item seals the batch first, with the root as of
+//! before it. A write says whether a read waits before it (`ToPipeline::Write::fence`); other
+//! items always seal on a repeat. Roots are O(1) clones; what one costs is the copy-on-write
 //! of the nodes the next txn touches, so batches are sealed only where a read needs it.
 
 use super::messages::{Commit, CommitBatch, ToPipeline};

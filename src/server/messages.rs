@@ -30,9 +30,8 @@ pub enum ToPipeline {
     },
     /// A write of the session bound to `conn`, with the connection's ids at the time it was sent.
     /// `fence`: a read of this connection waits between its previous write (or sync, or
-    /// connect) still in process and this one, and this write could change what it shows
-    /// (`fence`), so the two replies must not share a commit batch (the read is answered from
-    /// the batch's root: `commit_queue`). `read_at`: when the
+    /// connect) still in process and this one, so the two replies must not share a commit
+    /// batch (the read is answered from the batch's root: `commit_queue`). `read_at`: when the
     /// client core's socket read completed it (the pipeline times `stage_latency::Stage::CoreToPipeline` from it).
     Write { conn: ConnRef, xid: i32, op: WriteOp, auth: Arc<[Id]>, fence: bool, read_at: Instant },
     /// A sync: answered once everything ordered before it is applied on the origin core.

@@ -21,7 +21,6 @@ pub mod connection;
 pub mod diff_read;
 pub mod disk_poll;
 pub mod ensemble;
-pub mod fence;
 pub mod four_letter;
 pub mod inspect;
 pub mod log_spare;

@@ -195,9 +195,8 @@ def test_issue13_ordering_through_a_follower_with_two_cores(ensemble):  # noqa: 
 def test_issue13_an_error_owed_between_two_pipelined_writes_keeps_its_place(make_server):
     """setData, a request the decoder refuses without closing (deleteContainer from a client:
     BadArguments), setData, getData — sent at once: the error reply is owed between the two
-    writes' replies. It shows nothing of the tree, so the second write may share the first's
-    commit batch, and the error is answered in its place between them. Every reply arrives, in
-    order, and the connection stays."""
+    writes' replies, so the second write needs a commit batch of its own (an answer owed on the
+    core waits behind the first). Every reply arrives, in order, and the connection stays."""
     s = make_server(ringkeeper__clientCores=2)
     c = rawzk.RawConn(s.hostport, io_timeout=10)
     try:
@@ -221,9 +220,9 @@ def test_issue13_an_error_owed_between_two_pipelined_writes_keeps_its_place(make
 
 def _pipelined_reads_between_writes_of_other_nodes(hostport):
     """On each connection, 200 times over, all sent before the first reply: set A; get A; set B;
-    get C; set C; get B. A write that cannot change a waiting read may share its commit batch
-    with the write the read waits behind (`server::fence`): set B with get A waiting, set A with
-    get B waiting. Each read must still show exactly the writes sent before it."""
+    get C; set C; get B. Each read waits behind a write of its connection and must show exactly
+    the writes sent before it, whichever of its connection's writes (of its own node or of
+    another) the pipeline commits with it."""
     conns = [_kazoo(hostport) for _ in range(OBSERVERS)]
     try:
         bursts = []
@@ -253,8 +252,8 @@ def _pipelined_reads_between_writes_of_other_nodes(hostport):
 
 def _next_sequential_name_unseen_before_its_create(hostport):
     """create(/s/n-, sequential) then exists(the name the next create will take), pipelined 200
-    deep on each connection: a create may make any sibling, so the next create needs a batch of
-    its own (`server::fence`) and every exists finds nothing."""
+    deep on each connection: the exists waits behind a create of its connection and must not
+    show the node the next create makes, so every exists finds nothing."""
     conns = [_kazoo(hostport) for _ in range(OBSERVERS)]
     try:
         bursts = []
