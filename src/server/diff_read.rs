@@ -12,11 +12,11 @@
 //! log with a hole at a snapshot point), and a segment damaged before the wanted end is read no
 //! further than its damage.
 
-use crate::storage::files::{list_segments, list_snapshots, segment_index_for};
+use crate::storage::files::{list_segments, segment_index_for};
 use crate::storage::log::scan_valid_prefix;
 use crate::txn::codec::record_zxid;
 use crate::zab::{epoch_of, Txn, Zxid};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What a log read came to.
 #[derive(Debug, PartialEq, Eq)]
@@ -30,13 +30,14 @@ pub enum DiffRead {
 }
 
 /// The byte limit for a DIFF read from disk: `factor` × the newest snapshot's size; None when
-/// reading is disabled (negative factor); u64::MAX with no snapshot.
-pub fn diff_bytes_limit(data_dir: &Path, factor: f64) -> std::io::Result<Option<u64>> {
+/// reading is disabled (negative factor); u64::MAX with no snapshot. `snapshots`: the data
+/// directory's, oldest first (`list_snapshots`).
+pub fn diff_bytes_limit(snapshots: &[(Zxid, PathBuf)], factor: f64) -> std::io::Result<Option<u64>> {
     if factor < 0.0 {
         return Ok(None);
     }
-    let Some((_, newest)) = list_snapshots(data_dir)?.pop() else { return Ok(Some(u64::MAX)) };
-    let size = std::fs::metadata(&newest)?.len();
+    let Some((_, newest)) = snapshots.last() else { return Ok(Some(u64::MAX)) };
+    let size = std::fs::metadata(newest)?.len();
     Ok(Some((size as f64 * factor) as u64))
 }
 
@@ -121,6 +122,7 @@ pub fn read_diff(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::files::list_snapshots;
     use crate::storage::files::tests::TempDir;
     use crate::storage::log::{encode_batch, sectorize, segment_name};
     use bytes::Bytes;
@@ -176,10 +178,10 @@ mod tests {
         // Over the byte limit: a SNAP instead.
         assert!(matches!(read_diff(&dir.0, &[], 5, 15, true, 100), DiffRead::TooLarge { limit: 100, .. }));
         // The limit: factor × the newest snapshot's size; negative disables; none: unlimited.
-        assert_eq!(diff_bytes_limit(&dir.0, 0.33).unwrap(), Some(u64::MAX));
+        assert_eq!(diff_bytes_limit(&list_snapshots(&dir.0).unwrap(), 0.33).unwrap(), Some(u64::MAX));
         std::fs::write(dir.0.join(crate::storage::snapshot::snapshot_name(20)), vec![0u8; 1000]).unwrap();
-        assert_eq!(diff_bytes_limit(&dir.0, 0.33).unwrap(), Some(330));
-        assert_eq!(diff_bytes_limit(&dir.0, -1.0).unwrap(), None);
+        assert_eq!(diff_bytes_limit(&list_snapshots(&dir.0).unwrap(), 0.33).unwrap(), Some(330));
+        assert_eq!(diff_bytes_limit(&list_snapshots(&dir.0).unwrap(), -1.0).unwrap(), None);
     }
 
     fn zxids(read: &DiffRead) -> Vec<Zxid> {

@@ -887,16 +887,17 @@ impl Member {
         glommio::spawn_local(async move {
             let read = glommio::executor()
                 .spawn_blocking(move || {
-                    let limit = match diff_read::diff_bytes_limit(&data_dir, factor) {
+                    let snapshots = match crate::storage::files::list_snapshots(&data_dir) {
+                        Ok(s) => s,
+                        Err(e) => return diff_read::DiffRead::Missing(format!("listing the snapshots: {e}")),
+                    };
+                    let limit = match diff_read::diff_bytes_limit(&snapshots, factor) {
                         Ok(Some(l)) => l,
                         Ok(None) => return diff_read::DiffRead::TooLarge { bytes: 0, limit: 0 },
                         Err(e) => return diff_read::DiffRead::Missing(format!("the newest snapshot's size: {e}")),
                     };
-                    let snapshots = match crate::storage::files::list_snapshots(&data_dir) {
-                        Ok(s) => s.into_iter().map(|(z, _)| z).collect::<Vec<_>>(),
-                        Err(e) => return diff_read::DiffRead::Missing(format!("listing the snapshots: {e}")),
-                    };
-                    diff_read::read_diff(&log_dir, &snapshots, after, upto, check_after, limit)
+                    let zxids: Vec<Zxid> = snapshots.iter().map(|(z, _)| *z).collect();
+                    diff_read::read_diff(&log_dir, &zxids, after, upto, check_after, limit)
                 })
                 .await;
             let txns = match read {
