@@ -368,8 +368,19 @@ def reconfig_outcome(zk, done, joining=None, leaving=None):
         def read():
             zk.sync("/zookeeper/config")
             return zk.get("/zookeeper/config")
-        return wait_until(lambda: (lambda r: done(r[0].decode()) and r)(read()), timeout=60.0, interval=0.3,
-                          what="the reconfig to show in /zookeeper/config")
+        return wait_until(lambda: (lambda r: r and done(r[0].decode()) and r)(while_connected(read)), timeout=60.0,
+                          interval=0.3, what="the reconfig to show in /zookeeper/config")
+
+
+def while_connected(read):
+    """read(), or None while the connection is lost: during a reconfiguration Apache may close
+    a member's client connections more than once (a new leader, a member's role changed), and
+    kazoo reconnects on its own; a poll tries again later."""
+    from kazoo.exceptions import ConnectionLoss
+    try:
+        return read()
+    except ConnectionLoss:
+        return None
 
 
 def has_lines(lines):
@@ -381,8 +392,8 @@ def has_lines(lines):
 def same_config_everywhere(cluster, ids, kazoo_factory, text):
     for i in ids:
         zk = kazoo(kazoo_factory, cluster.hostport(i))
-        wait_until(lambda: (zk.sync("/zookeeper/config"), config_of(zk)[0])[1] == text, timeout=30.0,
-                   interval=0.2, what=f"member {i} to show the new config")
+        wait_until(lambda: while_connected(lambda: (zk.sync("/zookeeper/config"), config_of(zk)[0])[1]) == text,
+                   timeout=30.0, interval=0.2, what=f"member {i} to show the new config")
 
 
 def test_grow_shrink_observer_and_leader_removal_under_writes(kind, dynamic_trio, kazoo_factory):
