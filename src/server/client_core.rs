@@ -11,6 +11,7 @@
 use super::audit::{self, users_of, AuditedWrite};
 use super::conn_limits::{ConnLimits, ConnPermit};
 use super::connection;
+use super::fence::Fences;
 use super::inspect::{ConnInfo, ConnStats, CoreReport, Inspect, Inspected, INSPECTIONS_PER_CORE_MAX};
 use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::out_queue::OutQueue;
@@ -165,6 +166,8 @@ pub struct Conn {
     /// Requests waiting for their turn: changed only through `enqueue` / `dequeue_if` /
     /// `forget_pending`, which keep this core's count of requests in process.
     pending: RefCell<VecDeque<Pending>>,
+    /// The reads waiting since this connection's last request sent to the pipeline core.
+    fences: RefCell<Fences>,
     pub out: RefCell<OutQueue>,
     /// When the replies in `out` were queued, oldest first: (time, replies queued then);
     /// at most `REPLY_STAMPS_MAX` entries.
@@ -199,6 +202,7 @@ impl Conn {
             auth: RefCell::new(ip_id),
             sasl: RefCell::new(None),
             pending: RefCell::new(VecDeque::new()),
+            fences: RefCell::new(Fences::default()),
             out: RefCell::new(OutQueue::default()),
             reply_stamps: RefCell::new(VecDeque::new()),
             writer_wake: Semaphore::new(0),
@@ -219,8 +223,7 @@ impl Conn {
 
     /// A request answered on this core (a read, or an error owed in order) waits behind the
     /// last request still at the pipeline core (a connect, write or sync): a write sent now
-    /// needs a commit batch of its own (`ToPipeline::Write::fence`), since what waits is
-    /// answered after the batch's replies.
+    /// needs a seal or a guard (`ToPipeline::Write::fence`, `server::fence`).
     fn answer_waits_behind_a_commit(&self) -> bool {
         // Only the last one decides: an answer is queued only behind a request at the pipeline.
         matches!(self.pending.borrow().back(), Some(Pending::Local { .. } | Pending::Error { .. }))
@@ -397,6 +400,9 @@ pub struct Core {
     next_inspection: Cell<u64>,
     /// `INSPECTIONS_PER_CORE_MAX` permits.
     inspection_slots: Semaphore,
+    /// While a commit batch is taken: the zxid of its last txn before the item in hand, the
+    /// header zxid of a read answered in its place there (`fence`).
+    position_zxid: Cell<Option<i64>>,
 }
 
 impl Core {
@@ -575,6 +581,12 @@ impl Core {
         self.tree.borrow().last_zxid()
     }
 
+    /// The zxid a read or an owed error answered now carries: the last txn before the item
+    /// of the batch in hand, or the root's.
+    fn answer_zxid(&self) -> i64 {
+        self.position_zxid.get().unwrap_or_else(|| self.last_zxid())
+    }
+
     /// A request arrived on `conn` (after the handshake). Decides where it goes. Its timings
     /// start at `conn.read_at`, when the socket read that completed it returned.
     pub fn on_request(&self, conn: &Rc<Conn>, xid: i32, req: Request) {
@@ -624,7 +636,7 @@ impl Core {
         let req = match WriteOp::from_request(req) {
             Err(req) => req,
             Ok(op) => {
-                let fence = conn.answer_waits_behind_a_commit();
+                let fence = conn.fences.borrow_mut().fence(&op, conn.answer_waits_behind_a_commit());
                 let read_at = conn.read_at.get();
                 let audit = if audit::enabled() { AuditedWrite::of(&op) } else { None };
                 conn.enqueue(Pending::Write { xid, opcode, at: read_at, audit });
@@ -634,6 +646,7 @@ impl Core {
             }
         };
         if let Request::Sync { path } = &req {
+            conn.fences.borrow_mut().sent();
             conn.enqueue(Pending::Sync { xid, at: conn.read_at.get() });
             self.send(ToPipeline::Sync { conn: self.conn_ref(conn), xid, path: path.clone() });
             return;
@@ -642,11 +655,13 @@ impl Core {
         let at = conn.read_at.get();
         if conn.pending.borrow().is_empty() {
             let op = req.opcode();
+            conn.fences.borrow_mut().watch_asked(&req);
             self.answer_local(conn, xid, req, &auth);
             let now = conn.answered(op, xid, self.last_zxid(), at);
             self.read_answered(op, at, now);
             conn.writer_wake.signal(1);
         } else {
+            conn.fences.borrow_mut().read_waits(&req);
             conn.enqueue(Pending::Local { xid, req, auth, at });
         }
     }
@@ -764,31 +779,36 @@ impl Core {
 
     fn answer_error(&self, conn: &Rc<Conn>, xid: i32, err: ErrorCode, close: bool) {
         // A request ZooKeeper refuses outright (unknown opcode) is answered with zxid -1.
-        let zxid = if close { -1 } else { self.last_zxid() };
+        let zxid = if close { -1 } else { self.answer_zxid() };
         conn.reply(ReplyHeader { xid, zxid, err: err.code() }, &Response::None);
         if close {
             conn.close();
         }
     }
 
-    /// Answers what can be answered at the head of `conn`'s queue.
     /// Answers what can be answered at the head of `conn`'s queue; nothing once the
     /// connection is closing (after closeSession or a closing error, ZooKeeper answers no more).
     fn drain(&self, conn: &Rc<Conn>) {
+        self.answer_waiting(conn);
+        conn.reader_wake.signal(1);
+    }
+
+    /// Answers the reads and owed errors at the head of `conn`'s queue, from the root this core
+    /// holds, with `answer_zxid` in their headers.
+    fn answer_waiting(&self, conn: &Rc<Conn>) {
         while !conn.closing.get() {
             let next = conn.dequeue_if(|p| matches!(p, Pending::Local { .. } | Pending::Error { .. }));
             match next {
                 Some(Pending::Local { xid, req, auth, at }) => {
                     let op = req.opcode();
                     self.answer_local(conn, xid, req, &auth);
-                    let now = conn.answered(op, xid, self.last_zxid(), at);
+                    let now = conn.answered(op, xid, self.answer_zxid(), at);
                     self.read_answered(op, at, now);
                 }
                 Some(Pending::Error { xid, err, close }) => self.answer_error(conn, xid, err, close),
                 _ => break,
             }
         }
-        conn.reader_wake.signal(1);
     }
 
     /// Takes the head of `conn`'s queue for an answer from the pipeline core. None when the
@@ -802,6 +822,12 @@ impl Core {
         xid: i32,
         is_it: impl FnOnce(&Pending) -> bool,
     ) -> Option<Pending> {
+        if conn.closing.get() {
+            return None;
+        }
+        // A batch holds two items of one connection with reads waiting between them only
+        // under their guard (`fence`): they are answered here, in their place.
+        self.answer_waiting(conn);
         if conn.closing.get() {
             return None;
         }
@@ -819,7 +845,7 @@ impl Core {
 
     /// Answers a request from this core's replica and watch index.
     fn answer_local(&self, conn: &Rc<Conn>, xid: i32, req: Request, auth: &Arc<[Id]>) {
-        let zxid = self.last_zxid();
+        let zxid = self.answer_zxid();
         let ok = |body: Response| conn.reply(ReplyHeader { xid, zxid, err: 0 }, &body);
         let err = |e: ErrorCode| conn.reply(ReplyHeader { xid, zxid, err: e.code() }, &Response::None);
         match req {
@@ -950,6 +976,7 @@ impl Core {
     /// every event a read could show is queued ahead of it; a batch answers each connection at
     /// most once, so no read overtakes a later reply of its session: `commit_queue`).
     fn take_batch(&self, batch: &CommitBatch, sent: Instant) {
+        self.position_zxid.set(Some(self.last_zxid()));
         *self.tree.borrow_mut() = batch.root.clone();
         let taken = Instant::now();
         let mut notes: Vec<Notification> = Vec::new();
@@ -981,6 +1008,7 @@ impl Core {
                             }
                         }
                     }
+                    self.position_zxid.set(Some(txn.header.zxid));
                 }
                 Commit::Connected { conn, session_id, timeout_ms, passwd } => {
                     let Some(c) = self.my_conn(conn) else {
@@ -1075,6 +1103,7 @@ impl Core {
                 }
             }
         }
+        self.position_zxid.set(None);
         for c in &answered {
             self.drain(c);
             self.mark_dirty(c);
@@ -1342,6 +1371,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
         inspections: RefCell::new(HashMap::new()),
         next_inspection: Cell::new(0),
         inspection_slots: Semaphore::new(INSPECTIONS_PER_CORE_MAX as u64),
+        position_zxid: Cell::new(None),
         tls,
     });
     // The statistics describe the recovered tree from the start, not only after a half tick.

@@ -46,6 +46,7 @@ mod read_only;
 use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
 use super::diff_read;
+use super::fence::Fence;
 use super::inspect::Collections;
 use super::log_task::LogSlot;
 use super::log_writer::SyncMode;
@@ -133,9 +134,9 @@ enum CoreMsg {
 
 /// A request waiting for its txn to be delivered here.
 type Origin = (ConnRef, i32);
-/// A request waiting for its txn, and whether a read of its connection waits before it
-/// (`ToPipeline::Write::fence`).
-type Awaited = (Origin, bool);
+/// A request waiting for its txn, and what the reads of its connection waiting before it
+/// need of the commit batches (`ToPipeline::Write::fence`).
+type Awaited = (Origin, Fence);
 
 struct Member {
     config: Arc<Config>,
@@ -855,9 +856,9 @@ impl Member {
                 ),
             }
         }
-        let (origin, fence) = self.answers.remove(&t.zxid).map_or((None, false), |(o, f)| (Some(o), f));
+        let (origin, fence) = self.answers.remove(&t.zxid).map_or((None, Fence::Free), |(o, f)| (Some(o), f));
         let answered = origin.is_some();
-        self.commits.apply(&mut self.committed, txn, origin, fence);
+        self.commits.apply(&mut self.committed, txn, origin, &fence);
         if created {
             if let Some((conn, timeout_ms)) = self.connecting.remove(&s) {
                 self.session_conns.insert(s, conn);

@@ -5,6 +5,7 @@
 //! `Rc`; a batch goes to every client core as one `Arc`, and each core picks out what concerns
 //! its own connections; items of a batch are in the order the pipeline decided them.
 
+use super::fence::Fence;
 use super::inspect::{CoreReport, Inspect, Inspected};
 use crate::proto::Id;
 use crate::session::{ConnRef, SESSION_PASSWD_LEN};
@@ -29,11 +30,11 @@ pub enum ToPipeline {
         read_only: Option<bool>,
     },
     /// A write of the session bound to `conn`, with the connection's ids at the time it was sent.
-    /// `fence`: a read of this connection waits between its previous write (or sync, or
-    /// connect) still in process and this one, so the two replies must not share a commit
-    /// batch (the read is answered from the batch's root: `commit_queue`). `read_at`: when the
+    /// `fence`: what the reads of this connection waiting between its previous request still
+    /// in process (a write, sync or connect) and this one need of the commit batches (they are
+    /// answered from a batch's root: `commit_queue`, `fence`). `read_at`: when the
     /// client core's socket read completed it (the pipeline times `stage_latency::Stage::CoreToPipeline` from it).
-    Write { conn: ConnRef, xid: i32, op: WriteOp, auth: Arc<[Id]>, fence: bool, read_at: Instant },
+    Write { conn: ConnRef, xid: i32, op: WriteOp, auth: Arc<[Id]>, fence: Fence, read_at: Instant },
     /// A sync: answered once everything ordered before it is applied on the origin core.
     Sync { conn: ConnRef, xid: i32, path: String },
     /// Sessions that sent something since the last report.

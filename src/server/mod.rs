@@ -21,6 +21,7 @@ pub mod connection;
 pub mod diff_read;
 pub mod disk_poll;
 pub mod ensemble;
+pub mod fence;
 pub mod four_letter;
 pub mod inspect;
 pub mod log_spare;

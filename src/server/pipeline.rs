@@ -17,6 +17,7 @@
 
 use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
+use super::fence::Fence;
 use super::inspect::{Collections, Inspect, SessionSets};
 use super::log_task::LogSlot;
 use super::log_writer::{is_disk_full, SyncMode, TxnLogWriter};
@@ -141,7 +142,7 @@ impl Pipeline {
     }
 
     /// Orders one txn: encode for the log, apply to the tree, queue for fan-out.
-    fn commit_txn(&mut self, header: TxnHeader, op: TxnOp, origin: Option<(ConnRef, i32)>, fence: bool) {
+    fn commit_txn(&mut self, header: TxnHeader, op: TxnOp, origin: Option<(ConnRef, i32)>, fence: &Fence) {
         let txn = Txn { header, op };
         codec::encode(&txn, &mut self.encode_buf);
         let record = self.encode_buf.split().freeze();
@@ -206,7 +207,7 @@ impl Pipeline {
                     self.sessions.attach(id, conn);
                     self.conn_sessions.insert(conn, id);
                     let header = self.next_header(id, 0, now.wall_ms);
-                    self.commit_txn(header, TxnOp::CreateSession { timeout_ms }, None, false);
+                    self.commit_txn(header, TxnOp::CreateSession { timeout_ms }, None, &Fence::Free);
                     self.answer(Commit::Connected {
                         conn,
                         session_id: id,
@@ -262,7 +263,7 @@ impl Pipeline {
                     self.conn_sessions.remove(&conn);
                 }
                 let header = self.next_header(session_id, xid, now.wall_ms);
-                self.commit_txn(header, txn_op, Some((conn, xid)), fence);
+                self.commit_txn(header, txn_op, Some((conn, xid)), &fence);
                 self.preps += 1;
             }
             ToPipeline::Sync { conn, xid, path } => {
@@ -315,7 +316,7 @@ impl Pipeline {
     fn ensure_session_secret(&mut self, now: Now) {
         if self.tree.session_secret().is_none() {
             let header = self.next_header(0, 0, now.wall_ms);
-            self.commit_txn(header, TxnOp::SessionSecret { secret: random_session_secret() }, None, false);
+            self.commit_txn(header, TxnOp::SessionSecret { secret: random_session_secret() }, None, &Fence::Free);
         }
     }
 
@@ -329,7 +330,7 @@ impl Pipeline {
                 self.answer(Commit::Close { conn });
             }
             let header = self.next_header(id, 0, now.wall_ms);
-            self.commit_txn(header, TxnOp::CloseSession, None, false);
+            self.commit_txn(header, TxnOp::CloseSession, None, &Fence::Free);
         }
     }
 
@@ -405,7 +406,7 @@ impl Pipeline {
             if matches!(op, TxnOp::Delete { .. }) {
                 tracing::debug!("reaping {p}");
                 let header = self.next_header(0, 0, now.wall_ms);
-                self.commit_txn(header, op, None, false);
+                self.commit_txn(header, op, None, &Fence::Free);
             }
         }
     }
@@ -848,7 +849,7 @@ async fn restore(p: &mut Pipeline, log: &mut LogState, senders: &CoreSenders, no
         p.answer(Commit::Close { conn });
     }
     let header = p.next_header(0, 0, now.wall_ms);
-    p.commit_txn(header, TxnOp::Restore, None, false);
+    p.commit_txn(header, TxnOp::Restore, None, &Fence::Free);
     p.txns_since_snapshot = 0;
     p.bytes_since_snapshot = 0;
     flush(p, log, senders, now).await?;

@@ -275,10 +275,52 @@ def _next_sequential_name_unseen_before_its_create(hostport):
             zk.close()
 
 
+def _reads_between_writes_see_nothing_after_the_next_write(hostport, rounds=4, triples=50):
+    """On each connection, `triples` at a time before the first reply: set /t<j>/a; get /hot;
+    set /t<j>/b, while other sessions rewrite /hot without pause. ZooKeeper answers the read
+    after the first set and before the second, so its reply header's zxid is at least the first
+    set's and below the second's, and the /hot it shows was last changed at or before that
+    zxid: never a write of another session ordered after its own connection's next write,
+    whichever commit batch the three share."""
+    conns = [rawzk.RawConn(hostport, io_timeout=30) for _ in range(OBSERVERS)]
+    try:
+        conns[0].create("/hot", b"0")
+        for j, c in enumerate(conns):
+            c.create(f"/t{j}", b"")
+            for n in "ab":
+                c.create(f"/t{j}/{n}", b"")
+        with _Writers(hostport, ["/hot"] * 8):
+            for rnd in range(rounds):
+                sent = []
+                for j, c in enumerate(conns):
+                    xids = []
+                    for i in range(triples):
+                        xids.append((
+                            c.send_request(rawzk.OP_SETDATA, rawzk.Writer().ustring(f"/t{j}/a").buffer(b"%d" % i).int(-1).bytes()),
+                            c.send_request(rawzk.OP_GETDATA, rawzk.encode_path_watch("/hot", False)),
+                            c.send_request(rawzk.OP_SETDATA, rawzk.Writer().ustring(f"/t{j}/b").buffer(b"%d" % i).int(-1).bytes()),
+                        ))
+                    sent.append(xids)
+                for c, xids in zip(conns, sent):
+                    for i, (xa, xr, xb) in enumerate(xids):
+                        ha, _ = c.read_reply(xa)
+                        hr, r = c.read_reply(xr)
+                        r.buffer()
+                        mzxid = r.stat().mzxid
+                        hb, _ = c.read_reply(xb)
+                        assert (ha.err, hr.err, hb.err) == (0, 0, 0), (rnd, i, ha, hr, hb)
+                        assert ha.zxid <= hr.zxid < hb.zxid, (rnd, i, hex(ha.zxid), hex(hr.zxid), hex(hb.zxid))
+                        assert mzxid <= hr.zxid, (rnd, i, hex(mzxid), hex(hr.zxid), hex(hb.zxid))
+    finally:
+        for c in conns:
+            c.close()
+
+
 def test_issue17_pipelined_reads_between_writes_of_other_nodes_see_exactly_theirs(make_server):
     s = make_server(ringkeeper__clientCores=2)
     _pipelined_reads_between_writes_of_other_nodes(s.hostport)
     _next_sequential_name_unseen_before_its_create(s.hostport)
+    _reads_between_writes_see_nothing_after_the_next_write(s.hostport)
 
 
 @pytest.mark.ringkeeper_only
@@ -288,3 +330,4 @@ def test_issue17_unfenced_writes_through_a_follower(ensemble):  # noqa: F811
     follower = next(i for i in (1, 2, 3) if i != leader)
     _pipelined_reads_between_writes_of_other_nodes(e.hostport(follower))
     _next_sequential_name_unseen_before_its_create(e.hostport(follower))
+    _reads_between_writes_see_nothing_after_the_next_write(e.hostport(follower))
