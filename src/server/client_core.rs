@@ -581,8 +581,8 @@ impl Core {
         self.tree.borrow().last_zxid()
     }
 
-    /// The zxid a read or an owed error answered now carries: the last txn before the item
-    /// of the batch in hand, or the root's.
+    /// The zxid a reply without a txn of its own carries (a read, an owed error, a sync, a
+    /// refused write): the last txn before the item of the batch in hand, or the root's.
     fn answer_zxid(&self) -> i64 {
         self.position_zxid.get().unwrap_or_else(|| self.last_zxid())
     }
@@ -1031,7 +1031,7 @@ impl Core {
                     c.counters.borrow_mut().answered(
                         OpCode::CreateSession,
                         0,
-                        self.last_zxid(),
+                        self.answer_zxid(),
                         self.stats.uptime_ms(),
                         0,
                     );
@@ -1068,9 +1068,9 @@ impl Core {
                     ) else {
                         continue;
                     };
-                    c.answered_at(OpCode::Sync, *xid, self.last_zxid(), at, taken);
+                    c.answered_at(OpCode::Sync, *xid, self.answer_zxid(), at, taken);
                     c.reply(
-                        ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: 0 },
+                        ReplyHeader { xid: *xid, zxid: self.answer_zxid(), err: 0 },
                         &Response::Sync { path: path.clone() },
                     );
                     answered.push(c);
@@ -1091,12 +1091,12 @@ impl Core {
                     if let Pending::Write { audit: Some(w), .. } = pending {
                         audit::record(w.events(None, c.session_id.get(), c.peer, users_of(&c.auth.borrow())));
                     }
-                    c.reply(ReplyHeader { xid: *xid, zxid: self.last_zxid(), err: *err }, &Response::None);
+                    c.reply(ReplyHeader { xid: *xid, zxid: self.answer_zxid(), err: *err }, &Response::None);
                     answered.push(c);
                 }
                 Commit::Local { conn, xid, result } => {
                     if let Some(c) = self.my_conn(conn) {
-                        if self.reply_write(&c, *xid, self.last_zxid(), result.clone(), taken) {
+                        if self.reply_write(&c, *xid, self.answer_zxid(), result.clone(), taken) {
                             answered.push(c);
                         }
                     }

@@ -858,7 +858,11 @@ impl Member {
         }
         let (origin, fence) = self.answers.remove(&t.zxid).map_or((None, Fence::Free), |(o, f)| (Some(o), f));
         let answered = origin.is_some();
+        // A sync answered by what is committed goes ahead of this txn: a session's write
+        // pipelined after its sync may be this one, and its reply follows the sync's.
+        self.release_syncs();
         self.commits.apply(&mut self.committed, txn, origin, &fence);
+        self.release_syncs();
         if created {
             if let Some((conn, timeout_ms)) = self.connecting.remove(&s) {
                 self.session_conns.insert(s, conn);
@@ -927,6 +931,8 @@ impl Member {
         .detach();
     }
 
+    /// Answers the syncs whose zxid is committed, in order (after each delivered txn, and at
+    /// the end of each pass).
     fn release_syncs(&mut self) {
         let at = self.committed.last_zxid();
         while self.syncs.front().is_some_and(|(z, ..)| *z <= at) {

@@ -275,30 +275,32 @@ def _next_sequential_name_unseen_before_its_create(hostport):
             zk.close()
 
 
-def _reads_between_writes_see_nothing_after_the_next_write(hostport, rounds=4, triples=50):
-    """On each connection, `triples` at a time before the first reply: set /t<j>/a; get /hot;
-    set /t<j>/b, while other sessions rewrite /hot without pause. ZooKeeper answers the read
-    after the first set and before the second, so its reply header's zxid is at least the first
-    set's and below the second's, and the /hot it shows was last changed at or before that
-    zxid: never a write of another session ordered after its own connection's next write,
-    whichever commit batch the three share."""
+def _reads_between_writes_see_nothing_after_the_next_write(hostport, rounds=4, triples=50, first="set"):
+    """On each connection, `triples` at a time before the first reply: set /t-<j>/a (or, with
+    `first="sync"`, sync /); get /hot; set /t-<j>/b, while other sessions rewrite /hot without
+    pause. ZooKeeper answers the read after the first request and before the second set, so
+    its reply header's zxid is at least the first's and below the second set's, and the /hot it
+    shows was last changed at or before that zxid: never a write of another session ordered
+    after its own connection's next write, whichever commit batch the three share."""
+    hot, base = f"/hot-{first}", f"/t-{first}-"
     conns = [rawzk.RawConn(hostport, io_timeout=30) for _ in range(OBSERVERS)]
     try:
-        conns[0].create("/hot", b"0")
+        conns[0].create(hot, b"0")
         for j, c in enumerate(conns):
-            c.create(f"/t{j}", b"")
+            c.create(f"{base}{j}", b"")
             for n in "ab":
-                c.create(f"/t{j}/{n}", b"")
-        with _Writers(hostport, ["/hot"] * 8):
+                c.create(f"{base}{j}/{n}", b"")
+        with _Writers(hostport, [hot] * 8):
             for rnd in range(rounds):
                 sent = []
                 for j, c in enumerate(conns):
                     xids = []
                     for i in range(triples):
                         xids.append((
-                            c.send_request(rawzk.OP_SETDATA, rawzk.Writer().ustring(f"/t{j}/a").buffer(b"%d" % i).int(-1).bytes()),
-                            c.send_request(rawzk.OP_GETDATA, rawzk.encode_path_watch("/hot", False)),
-                            c.send_request(rawzk.OP_SETDATA, rawzk.Writer().ustring(f"/t{j}/b").buffer(b"%d" % i).int(-1).bytes()),
+                            c.send_request(rawzk.OP_SYNC, rawzk.Writer().ustring("/").bytes()) if first == "sync" else
+                            c.send_request(rawzk.OP_SETDATA, rawzk.Writer().ustring(f"{base}{j}/a").buffer(b"%d" % i).int(-1).bytes()),
+                            c.send_request(rawzk.OP_GETDATA, rawzk.encode_path_watch(hot, False)),
+                            c.send_request(rawzk.OP_SETDATA, rawzk.Writer().ustring(f"{base}{j}/b").buffer(b"%d" % i).int(-1).bytes()),
                         ))
                     sent.append(xids)
                 for c, xids in zip(conns, sent):
@@ -321,6 +323,7 @@ def test_issue17_pipelined_reads_between_writes_of_other_nodes_see_exactly_their
     _pipelined_reads_between_writes_of_other_nodes(s.hostport)
     _next_sequential_name_unseen_before_its_create(s.hostport)
     _reads_between_writes_see_nothing_after_the_next_write(s.hostport)
+    _reads_between_writes_see_nothing_after_the_next_write(s.hostport, first="sync")
 
 
 @pytest.mark.ringkeeper_only
@@ -331,3 +334,4 @@ def test_issue17_unfenced_writes_through_a_follower(ensemble):  # noqa: F811
     _pipelined_reads_between_writes_of_other_nodes(e.hostport(follower))
     _next_sequential_name_unseen_before_its_create(e.hostport(follower))
     _reads_between_writes_see_nothing_after_the_next_write(e.hostport(follower))
+    _reads_between_writes_see_nothing_after_the_next_write(e.hostport(follower), first="sync")
