@@ -134,6 +134,17 @@ enum CoreMsg {
 
 /// A request waiting for its txn to be delivered here.
 type Origin = (ConnRef, i32);
+
+/// One connection's requests in flight, counted, and the answers made at intake (a write
+/// refused here, a local session's close) that must wait for the replies of the requests sent
+/// before them: the client core answers a connection's requests only in its order.
+#[derive(Debug, Default)]
+struct InOrder {
+    issued: u64,
+    answered: u64,
+    /// Each answer with the count of requests issued before it.
+    parked: VecDeque<(u64, Commit)>,
+}
 /// A request waiting for its txn, and what the reads of its connection waiting before it
 /// need of the commit batches (`ToPipeline::Write::fence`).
 type Awaited = (Origin, Fence);
@@ -198,6 +209,9 @@ struct Member {
     sync_tokens: HashMap<u64, (ConnRef, i32, String)>,
     /// Syncs answered once the committed tree reaches the zxid.
     syncs: VecDeque<(Zxid, ConnRef, i32, String)>,
+    /// Connections with requests in flight (answered at delivery or when a sync is released,
+    /// in the connection's order), and the answers made at intake that wait behind them.
+    in_order: HashMap<ConnRef, InOrder>,
     /// Sessions local clients touched since the last forward to the leader.
     touched: HashSet<i64>,
     next_token: u64,
@@ -419,6 +433,7 @@ impl Member {
                 if self.leading() {
                     if let Some(zxid) = self.prep_write(self.me, session_id, xid, &auth, op, now) {
                         self.answers.insert(zxid, ((conn, xid), fence));
+                        self.in_flight(conn);
                         self.stats.pipeline_stages.get(Stage::Prep).record_since(taken);
                     }
                 } else {
@@ -433,13 +448,17 @@ impl Member {
                             "a write of session {session_id:#x} is too large to forward ({} bytes)",
                             data.len()
                         );
-                        self.answer(Commit::Rejected { conn, xid, err: ErrorCode::MarshallingError.code() });
+                        self.answer_in_order(
+                            conn,
+                            Commit::Rejected { conn, xid, err: ErrorCode::MarshallingError.code() },
+                        );
                         return;
                     }
                     let len = self.forward_encoded(data);
                     // Timed from this pass's clock read (no read of its own per forwarded write).
                     self.forwarded.insert(request, (((conn, xid), fence), len, now.at));
                     self.forwarded_bytes += len;
+                    self.in_flight(conn);
                 }
             }
             ToPipeline::Sync { conn, xid, path } => {
@@ -447,10 +466,12 @@ impl Member {
                 if self.leading() {
                     self.sessions.touch(s, now.mono_ms);
                     self.syncs.push_back((self.peer.last_zxid(), conn, xid, path));
+                    self.in_flight(conn);
                 } else {
                     self.touched.insert(s);
                     let token = self.token();
                     self.sync_tokens.insert(token, (conn, xid, path));
+                    self.in_flight(conn);
                     self.forward_encoded(forward::encode_forward(&Forward::Sync { token }));
                 }
             }
@@ -476,15 +497,54 @@ impl Member {
 
     /// The connection is gone: nothing waits for it any more (its session lives on).
     fn forget_conn(&mut self, conn: ConnRef) {
+        self.forget_session_of(conn);
+        self.sync_tokens.retain(|_, (c, ..)| *c != conn);
+        self.in_order.remove(&conn);
+    }
+
+    /// Unbinds `conn` from its session. Its writes in flight stay where they are: their txns
+    /// still come, and answer whoever still waits on the connection (a local session closed
+    /// here is answered after them: `answer_in_order`).
+    pub(super) fn forget_session_of(&mut self, conn: ConnRef) {
         if let Some(s) = self.conn_sessions.remove(&conn) {
             if self.session_conns.get(&s) == Some(&conn) {
                 self.session_conns.remove(&s);
             }
         }
-        // Its writes in flight stay where they are: their txns still come, and answer nobody.
         self.connecting.retain(|_, (c, _)| *c != conn);
         self.revalidating.retain(|_, (c, ..)| *c != conn);
-        self.sync_tokens.retain(|_, (c, ..)| *c != conn);
+    }
+
+    /// A request of `conn` went in flight: its answer comes at delivery or a sync's release.
+    fn in_flight(&mut self, conn: ConnRef) {
+        self.in_order.entry(conn).or_default().issued += 1;
+    }
+
+    /// The next request of `conn` in flight was answered: the answers parked behind it follow.
+    fn answered_in_order(&mut self, conn: ConnRef) {
+        let Some(o) = self.in_order.get_mut(&conn) else { return };
+        o.answered += 1;
+        let mut ready = Vec::new();
+        while o.parked.front().is_some_and(|(before, _)| *before <= o.answered) {
+            ready.extend(o.parked.pop_front().map(|(_, item)| item));
+        }
+        if o.answered >= o.issued && o.parked.is_empty() {
+            self.in_order.remove(&conn);
+        }
+        for item in ready {
+            self.answer(item);
+        }
+    }
+
+    /// An answer made at intake: queued now, or behind the requests of `conn` still in flight.
+    pub(super) fn answer_in_order(&mut self, conn: ConnRef, item: Commit) {
+        match self.in_order.get_mut(&conn) {
+            Some(o) if o.issued > o.answered => {
+                let before = o.issued;
+                o.parked.push_back((before, item));
+            }
+            _ => self.answer(item),
+        }
     }
 
     /// A resume was judged: attach the session to `conn`, or refuse it.
@@ -862,6 +922,9 @@ impl Member {
         // pipelined after its sync may be this one, and its reply follows the sync's.
         self.release_syncs();
         self.commits.apply(&mut self.committed, txn, origin, &fence);
+        if let Some((conn, _)) = origin {
+            self.answered_in_order(conn);
+        }
         self.release_syncs();
         if created {
             if let Some((conn, timeout_ms)) = self.connecting.remove(&s) {
@@ -938,6 +1001,7 @@ impl Member {
         while self.syncs.front().is_some_and(|(z, ..)| *z <= at) {
             if let Some((_, conn, xid, path)) = self.syncs.pop_front() {
                 self.answer(Commit::SyncDone { conn, xid, path });
+                self.answered_in_order(conn);
             }
         }
     }
@@ -984,6 +1048,7 @@ impl Member {
             self.answers.clear();
             self.sync_tokens.clear();
             self.syncs.clear();
+            self.in_order.clear();
             self.touched.clear();
             self.drop_local_sessions();
             self.prep = None;
@@ -1654,6 +1719,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
         proposed_at: VecDeque::new(),
         sync_tokens: HashMap::new(),
         syncs: VecDeque::new(),
+        in_order: HashMap::new(),
         touched: HashSet::new(),
         next_token: 0,
         serving: None,

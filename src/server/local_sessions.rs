@@ -84,7 +84,7 @@ impl Member {
             return true;
         }
         if !self.config.local_sessions_upgrading_enabled {
-            self.answer(Commit::Rejected { conn, xid, err: ErrorCode::EphemeralOnLocalSession.code() });
+            self.answer_in_order(conn, Commit::Rejected { conn, xid, err: ErrorCode::EphemeralOnLocalSession.code() });
             return false;
         }
         let Some(timeout_ms) = self.local.upgrade(session_id) else { return true };
@@ -99,8 +99,8 @@ impl Member {
 
     /// A closeSession answered on this member (a local or read-only session): no txn.
     pub(super) fn closed_locally(&mut self, conn: ConnRef, xid: i32) {
-        self.forget_conn(conn);
-        self.answer(Commit::Local { conn, xid, result: OpResult::SessionClosed });
+        self.answer_in_order(conn, Commit::Local { conn, xid, result: OpResult::SessionClosed });
+        self.forget_session_of(conn);
     }
 
     /// Touches from the client cores: this member's local sessions are touched here; the

@@ -217,3 +217,14 @@ def test_without_upgrading_an_ephemeral_is_refused(trio_factory):
         c.call(rawzk.OP_CREATE, rawzk.encode_create("/kept", b""))
         _, r = c.call(rawzk.OP_GETDATA, rawzk.encode_path_watch("/kept"))
         assert c.call_err(rawzk.OP_EXISTS, rawzk.encode_path_watch("/refused")) != 0
+        # Pipelined behind writes still in flight (forwarded to the leader), the refusal
+        # keeps its place among the replies, and the session lives on.
+        for i in range(20):
+            xs = [c.send_request(rawzk.OP_CREATE, rawzk.encode_create(f"/p{i}a", b"")),
+                  c.send_request(rawzk.OP_CREATE, rawzk.encode_create(f"/refused{i}", b"e", flags=1)),
+                  c.send_request(rawzk.OP_CREATE, rawzk.encode_create(f"/p{i}b", b""))]
+            assert [c.read_reply(x)[0].err for x in xs] == [0, EPHEMERAL_ON_LOCAL_SESSION, 0], i
+        # A local session's close, pipelined behind a write in flight: the write's reply first.
+        xs = [c.send_request(rawzk.OP_CREATE, rawzk.encode_create("/last", b"")),
+              c.send_request(rawzk.OP_CLOSESESSION)]
+        assert [c.read_reply(x)[0].err for x in xs] == [0, 0]
