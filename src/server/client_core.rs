@@ -972,9 +972,10 @@ impl Core {
 
     /// Takes one committed batch: its root becomes the tree reads are answered from, every
     /// txn's watch events are queued, the replies of this core's requests follow in order, and
-    /// only then are the requests waiting behind those replies answered (from the new root, so
-    /// every event a read could show is queued ahead of it; a batch answers each connection at
-    /// most once, so no read overtakes a later reply of its session: `commit_queue`).
+    /// the requests waiting behind those replies are answered from the new root (so every
+    /// event a read could show is queued ahead of it): after the connection's last reply of
+    /// the batch, or, where the batch answers a connection again after them (only under their
+    /// guard: `fence`, `commit_queue`), in their place, with the zxid of the last txn before.
     fn take_batch(&self, batch: &CommitBatch, sent: Instant) {
         self.position_zxid.set(Some(self.last_zxid()));
         *self.tree.borrow_mut() = batch.root.clone();

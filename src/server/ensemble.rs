@@ -135,6 +135,10 @@ enum CoreMsg {
 /// A request waiting for its txn to be delivered here.
 type Origin = (ConnRef, i32);
 
+/// A request waiting for its txn, and what the reads of its connection waiting before it
+/// need of the commit batches (`ToPipeline::Write::fence`).
+type Awaited = (Origin, Fence);
+
 /// One connection's requests in flight, counted, and the answers made at intake (a write
 /// refused here, a local session's close) that must wait for the replies of the requests sent
 /// before them: the client core answers a connection's requests only in its order.
@@ -145,9 +149,6 @@ struct InOrder {
     /// Each answer with the count of requests issued before it.
     parked: VecDeque<(u64, Commit)>,
 }
-/// A request waiting for its txn, and what the reads of its connection waiting before it
-/// need of the commit batches (`ToPipeline::Write::fence`).
-type Awaited = (Origin, Fence);
 
 struct Member {
     config: Arc<Config>,
