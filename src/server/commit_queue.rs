@@ -295,7 +295,6 @@ impl Rounds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::Acl;
     use crate::txn::{apply::OpResult, TxnHeader, TxnOp};
     use bytes::Bytes;
 
@@ -313,17 +312,7 @@ mod tests {
     #[test]
     fn issue13_a_fenced_write_seals_the_batch_with_the_root_as_of_before_it() {
         let mut tree = DataTree::new();
-        let acl: Vec<Acl> = crate::tree::acl::open_acl_unsafe();
-        let create = Txn {
-            header: TxnHeader { zxid: 1, session_id: 1, cxid: 1, time_ms: 5 },
-            op: TxnOp::Create {
-                path: "/x".into(),
-                data: Some(Bytes::from_static(b"0")),
-                acl,
-                ephemeral_owner: 0,
-                response_type: 1,
-            },
-        };
+        let create = create(&tree, "/x", 1);
         let mut q = CommitQueue::new();
         q.apply(&mut tree, create, Some((conn(1), 1)), &Fence::Free);
         let t = set(&tree, "/x", b"1", 2);
