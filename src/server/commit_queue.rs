@@ -221,6 +221,64 @@ impl CommitQueue {
     }
 }
 
+/// Splits sealed batches at the log's end when an append was only partly logged (the disk
+/// filled between its log batches): the batches, or the front of one, whose txns are all below
+/// `next_zxid` (the first zxid the log does not hold), and every item from the first txn at or
+/// above it on, in order. `before` is the tree as of the last txn before the first batch. A
+/// batch cut in two gets its root again by applying its logged txns to the root before it, as
+/// recovery would; the items between its last logged txn and its first unlogged one (syncs,
+/// refusals, closes) stay in front, where they were ordered. The error is a batch that does
+/// not follow from `before` (an impossible state: the caller stops).
+pub fn split_logged(
+    batches: Vec<CommitBatch>,
+    before: &DataTree,
+    next_zxid: i64,
+) -> Result<(Vec<CommitBatch>, Vec<Commit>), String> {
+    let mut logged = Vec::with_capacity(batches.len());
+    let mut unlogged = Vec::new();
+    let mut root = before.clone();
+    for b in batches {
+        if !unlogged.is_empty() {
+            unlogged.extend(b.items);
+            continue;
+        }
+        if b.last_zxid < next_zxid {
+            root = b.root.clone();
+            logged.push(b);
+            continue;
+        }
+        let mut front = Vec::new();
+        let mut changes = Vec::new();
+        let mut items = b.items.into_iter();
+        for item in items.by_ref() {
+            if let Commit::Txn { txn, .. } = &item {
+                if txn.header.zxid >= next_zxid {
+                    unlogged.push(item);
+                    break;
+                }
+                if txn.header.zxid <= root.last_zxid() {
+                    return Err(format!(
+                        "txn {:#x} of a batch follows a tree already at {:#x}",
+                        txn.header.zxid,
+                        root.last_zxid()
+                    ));
+                }
+                apply::apply(&mut root, txn, &mut changes);
+                changes.clear();
+            }
+            front.push(item);
+        }
+        unlogged.extend(items);
+        if unlogged.is_empty() {
+            return Err(format!("a batch ends at {:#x} beyond the log's end, with no txn past it", b.last_zxid));
+        }
+        if !front.is_empty() {
+            logged.push(CommitBatch { items: front, last_zxid: root.last_zxid(), root: root.clone() });
+        }
+    }
+    Ok((logged, unlogged))
+}
+
 /// Requests taken in by rounds, so that the fenced writes of many connections share one
 /// commit batch root per round instead of one each (a root costs the next txn a copy-on-write
 /// of the tree's path). A fenced write of a connection already taken in this round is held,
@@ -307,6 +365,78 @@ mod tests {
             header: TxnHeader { zxid: tree.last_zxid() + 1, session_id: session, cxid: 1, time_ms: 5 },
             op: TxnOp::SetData { path: path.into(), data: Some(Bytes::from_static(data)) },
         }
+    }
+
+    /// Batches of an append the disk filled part-way through: the logged front is answered
+    /// with roots as of its own last txn (a cut batch's root made again from the one before),
+    /// the rest is everything from the first unlogged txn on, in order.
+    #[test]
+    fn issue17_an_append_logged_in_part_splits_at_the_logs_end() {
+        let data = |root: &DataTree, p: &str| root.get(p).and_then(|n| n.data.clone());
+        // The tree before the append, the tree after it, and its batches: [set /a (4), set /b
+        // (5)], then [set /c (6), a close, set /a (7), a sync, set /b (8)].
+        let append = || {
+            let mut tree = DataTree::new();
+            let mut q = CommitQueue::new();
+            for p in ["/a", "/b", "/c"] {
+                let t = create(&tree, p, 9);
+                q.apply(&mut tree, t, None, &Fence::Free);
+            }
+            let _ = q.take(&tree);
+            let before = tree.clone();
+            for (p, d, c) in [("/a", b"4", 1), ("/b", b"5", 2)] {
+                let t = set(&tree, p, d, c as i64);
+                q.apply(&mut tree, t, Some((conn(c), 1)), &Fence::Free);
+            }
+            let t = set(&tree, "/c", b"6", 1);
+            q.apply(&mut tree, t, Some((conn(1), 2)), &Fence::Seal);
+            q.push(Commit::Close { conn: conn(3) }, &tree);
+            let t = set(&tree, "/a", b"7", 4);
+            q.apply(&mut tree, t, Some((conn(4), 1)), &Fence::Free);
+            q.push(Commit::SyncDone { conn: conn(6), xid: 1, path: "/".into() }, &tree);
+            let t = set(&tree, "/b", b"8", 5);
+            q.apply(&mut tree, t, Some((conn(5), 1)), &Fence::Free);
+            let batches = q.take(&tree);
+            (before, tree, batches)
+        };
+        let (before, after, batches) = append();
+        assert_eq!(shape(&batches), vec![(2, 5), (5, 8)]);
+        let again = || append().2;
+        let zxids = |items: &[Commit]| {
+            items
+                .iter()
+                .map(|c| match c {
+                    Commit::Txn { txn, .. } => txn.header.zxid,
+                    _ => 0,
+                })
+                .collect::<Vec<_>>()
+        };
+
+        // Logged up to 7: the second batch is cut before set /b (8); the sync before it stays in
+        // front, and the cut batch's root is as of 7.
+        let (logged, refused) = split_logged(again(), &before, 8).unwrap();
+        assert_eq!(shape(&logged), vec![(2, 5), (4, 7)]);
+        assert_eq!(zxids(&logged[1].items), vec![6, 0, 7, 0]);
+        assert_eq!(zxids(&refused), vec![8]);
+        let root = &logged[1].root;
+        assert_eq!(root.last_zxid(), 7);
+        assert_eq!(data(root, "/a"), Some(Bytes::from_static(b"7")));
+        assert_eq!(data(root, "/b"), Some(Bytes::from_static(b"5")));
+        assert_eq!(data(root, "/c"), Some(Bytes::from_static(b"6")));
+        assert_eq!(root.get("/b").map(|n| n.stat().version), Some(1));
+        // At a batch's end: the whole first batch, nothing of the second.
+        let (logged, refused) = split_logged(again(), &before, 6).unwrap();
+        assert_eq!(shape(&logged), vec![(2, 5)]);
+        assert_eq!(zxids(&refused), vec![6, 0, 7, 0, 8]);
+        // Nothing logged, and everything logged.
+        let (logged, refused) = split_logged(again(), &before, 4).unwrap();
+        assert!(logged.is_empty());
+        assert_eq!(zxids(&refused), vec![4, 5, 6, 0, 7, 0, 8]);
+        let (logged, refused) = split_logged(again(), &before, 9).unwrap();
+        assert_eq!(shape(&logged), vec![(2, 5), (5, 8)]);
+        assert!(refused.is_empty());
+        // A cut batch that does not follow from the tree given is an impossible state.
+        assert!(split_logged(again(), &after, 5).is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! the wall clock's (`clock::Now`).
 
 use super::clock::Now;
-use super::commit_queue::{CommitQueue, Rounds};
+use super::commit_queue::{self, CommitQueue, Rounds};
 use super::fence::Fence;
 use super::inspect::{Collections, Inspect, SessionSets};
 use super::log_task::LogSlot;
@@ -334,20 +334,22 @@ impl Pipeline {
         }
     }
 
-    /// The log could not take the batch (the disk is full): nothing of it is durable, so
-    /// nothing of it happened, nor anything prepped on top of it since (`refused` is the
-    /// batch the log refused; what this pipeline holds now came after it). The prep tree goes back to `durable` (the tree as of the last
-    /// logged txn; zxids with it), the sessions the batch created or closed are put back as
-    /// they were, each write gets `ZSYSTEMERROR` (ZooKeeper has no code for a full disk), a
-    /// connection whose new session was not logged is closed (its client reconnects), and the
-    /// items that did not depend on the log (syncs, refusals, closes) go out as they are.
-    fn undo_unlogged(&mut self, refused: Landing, durable: &DataTree, now_mono_ms: i64) {
+    /// The log could not take the end of an append (the disk is full): none of it is durable,
+    /// so none of it happened, nor anything prepped on top of it since (`refused` is the items
+    /// from the append's first unlogged txn on, in order, and `refused_bytes` their records'
+    /// bytes; what this pipeline holds now came after them). The prep tree goes back to
+    /// `durable` (the tree as of the last logged txn; zxids with it), the sessions the refused
+    /// txns created or closed are put back as they were, each write gets `ZSYSTEMERROR`
+    /// (ZooKeeper has no code for a full disk), a connection whose new session was not logged
+    /// is closed (its client reconnects), and the items that did not depend on the log (syncs,
+    /// refusals, closes) go out as they are.
+    fn undo_unlogged(&mut self, refused: Vec<Commit>, refused_bytes: usize, durable: &DataTree, now_mono_ms: i64) {
         let err = ErrorCode::SystemError.code();
         let mut created = Vec::new();
         let mut kept = Vec::new();
-        let unlogged_bytes = (self.record_bytes + refused.record_bytes) as u64;
+        let unlogged_bytes = (self.record_bytes + refused_bytes) as u64;
         self.bytes_since_snapshot = self.bytes_since_snapshot.saturating_sub(unlogged_bytes);
-        let mut unlogged: Vec<Commit> = refused.batches.into_iter().flat_map(|b| b.items).collect();
+        let mut unlogged = refused;
         unlogged.extend(self.commits.take_items());
         for item in unlogged {
             match item {
@@ -718,7 +720,6 @@ struct Landing {
     /// disk rolls back to, once it is durable.
     tree: DataTree,
     txns: usize,
-    record_bytes: usize,
 }
 
 /// What the loop keeps about the log between passes.
@@ -752,20 +753,28 @@ async fn land(
             Ok(())
         }
         Err(e) if is_disk_full(&e) => {
-            let logged_next = log.slot.idle().map(|w| w.next_zxid());
-            if logged_next != Some(log.durable.last_zxid() + 1) {
-                // The append took several batches (over ringkeeper.batchBytesMax) and the disk
-                // filled after some were durable: those writes can be neither refused (they are
-                // logged) nor answered (their commit batches' roots hold later, unlogged
-                // txns). Stopped, as ZooKeeper's server stops on any log failure; a restart
-                // recovers what was logged, and those clients see their connection lost.
-                tracing::error!(
-                    "txn log write failed: {e}, after part of an append was logged (up to zxid {:#x}); stopping: free \
-                     space in {} and restart",
-                    logged_next.unwrap_or(0) - 1,
-                    p.config.data_log_dir.display()
+            // What the log holds ends before `next_zxid`: an append of several log batches
+            // (over ringkeeper.batchBytesMax, or across an epoch) may have logged some before
+            // the disk filled. Those are answered as logged; the rest is undone and refused.
+            let Some(next_zxid) = log.slot.idle().map(|w| w.next_zxid()) else {
+                return Err(format!("txn log write failed: {e}, and the writer is gone"));
+            };
+            let txns = landing.txns;
+            let (logged, refused) = commit_queue::split_logged(landing.batches, &log.durable, next_zxid)
+                .map_err(|why| format!("txn log write failed: {e}; its batches do not follow the log: {why}"))?;
+            let refused_bytes = unlogged_record_bytes(&refused);
+            if let Some(last) = logged.last() {
+                tracing::warn!(
+                    "txn log write failed: {e}, after part of an append was logged (up to zxid {:#x}): that part is \
+                     answered, the rest refused",
+                    last.last_zxid
                 );
-                return Err(format!("txn log write failed after part of an append was logged: {e}"));
+                let logged_txns = txns - refused.iter().filter(|c| matches!(c, Commit::Txn { .. })).count();
+                if logged_txns > 0 {
+                    p.stats.count_log_batch(logged_txns);
+                }
+                log.durable = last.root.clone();
+                senders.send_batches(logged).await;
             }
             if !std::mem::replace(&mut log.disk_full, true) {
                 tracing::error!(
@@ -774,7 +783,7 @@ async fn land(
                     p.config.data_log_dir.display()
                 );
             }
-            p.undo_unlogged(landing, &log.durable, now.mono_ms);
+            p.undo_unlogged(refused, refused_bytes, &log.durable, now.mono_ms);
             Ok(())
         }
         Err(e) => {
@@ -784,15 +793,26 @@ async fn land(
     }
 }
 
+/// The log record bytes of the txns among `items` (each encoded again: only a full disk's
+/// undo needs the figure, for the snapshot's byte count).
+fn unlogged_record_bytes(items: &[Commit]) -> usize {
+    let mut buf = BytesMut::new();
+    let mut bytes = 0;
+    for item in items {
+        if let Commit::Txn { txn, .. } = item {
+            buf.clear();
+            codec::encode(txn, &mut buf);
+            bytes += storage::log::RECORD_PREFIX_BYTES + buf.len();
+        }
+    }
+    bytes
+}
+
 /// Starts appending what is prepped (the log slot must be idle), with the commit batches and
 /// tree that go out once it is durable.
 fn start_append(p: &mut Pipeline, log: &mut LogState) {
-    let landing = Landing {
-        batches: p.commits.take(&p.tree),
-        tree: p.tree.clone(),
-        txns: p.records.len(),
-        record_bytes: std::mem::take(&mut p.record_bytes),
-    };
+    let landing = Landing { batches: p.commits.take(&p.tree), tree: p.tree.clone(), txns: p.records.len() };
+    p.record_bytes = 0;
     log.slot.start(std::mem::take(&mut p.records), landing);
 }
 
