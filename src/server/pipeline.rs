@@ -763,14 +763,17 @@ async fn land(
             let (logged, refused) = commit_queue::split_logged(landing.batches, &log.durable, next_zxid)
                 .map_err(|why| format!("txn log write failed: {e}; its batches do not follow the log: {why}"))?;
             let refused_bytes = unlogged_record_bytes(&refused);
+            // The front may hold batches without a txn (syncs, refusals, closes), with roots
+            // as of the log's end before this append.
             if let Some(last) = logged.last() {
-                tracing::warn!(
-                    "txn log write failed: {e}, after part of an append was logged (up to zxid {:#x}): that part is \
-                     answered, the rest refused",
-                    last.last_zxid
-                );
-                let logged_txns = txns - refused.iter().filter(|c| matches!(c, Commit::Txn { .. })).count();
+                let logged_txns =
+                    txns.saturating_sub(refused.iter().filter(|c| matches!(c, Commit::Txn { .. })).count());
                 if logged_txns > 0 {
+                    tracing::warn!(
+                        "txn log write failed: {e}, after part of an append was logged (up to zxid {:#x}): that part \
+                         is answered, the rest refused",
+                        last.last_zxid
+                    );
                     p.stats.count_log_batch(logged_txns);
                 }
                 log.durable = last.root.clone();
