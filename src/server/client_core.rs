@@ -765,6 +765,7 @@ impl Core {
             self.answer_error(conn, xid, err, close);
             conn.writer_wake.signal(1);
         } else {
+            conn.fences.borrow_mut().error_waits();
             conn.enqueue(Pending::Error { xid, err, close });
         }
     }

@@ -20,6 +20,10 @@
 //! - A connection that has ever asked for a watch always seals when an answer (a read, an
 //!   owed error) waits before its write: a batch queues its watch events ahead of its replies,
 //!   so an event of W2 would reach that connection before a read it sent earlier.
+//! - A ping waiting needs neither: it shows nothing of the tree. Its reply keeps its place
+//!   among the replies, with the zxid of that place; only a watch event of W2 may come ahead
+//!   of it, and no client orders a ping's reply against events (Java, C and kazoo handle xid
+//!   -2 apart).
 //! - W2 seals where the client core already sees it may change a read waiting before it (so
 //!   that the pipeline's rounds give it the next round: `commit_queue::Rounds`); a sequential
 //!   create's name is not known here, so a create there counts as changing every sibling. The
@@ -113,15 +117,25 @@ pub struct Fences {
 }
 
 impl Fences {
-    /// `req` is queued on the connection behind a request at the pipeline core.
+    /// `req` is queued on the connection behind a request at the pipeline core. A ping reads
+    /// nothing: it needs neither a guard nor a seal.
     pub fn read_waits(&mut self, req: &Request) {
         self.watched |= asks_for_a_watch(req);
+        if matches!(req, Request::Ping) {
+            return;
+        }
         match one_node(req) {
             Some(path) if self.reads.len() < READS_WAITING_MAX => {
                 self.reads.push(Read { node: key(path), parent: parent(path).map_or(0, key) })
             }
             _ => self.any = true,
         }
+    }
+
+    /// An error owed in order is queued on the connection behind a request at the pipeline
+    /// core: the next write seals.
+    pub fn error_waits(&mut self) {
+        self.any = true;
     }
 
     /// The connection asked for a watch in a read answered at once.
@@ -139,10 +153,10 @@ impl Fences {
     /// What `op`, sent now, asks of the commit queue; `answer_waits`: a read or an owed error
     /// of the connection is queued right before it.
     pub fn fence(&mut self, op: &WriteOp, answer_waits: bool) -> Fence {
-        let fence = if !answer_waits {
+        let fence = if !answer_waits || (self.reads.is_empty() && !self.any) {
+            // Nothing waits, or only pings (they show nothing of the tree).
             Fence::Free
-        } else if self.watched || self.any || self.reads.is_empty() || !self.outside(op) {
-            // No read counted with an answer waiting: only owed errors wait (rare; sealed for).
+        } else if self.watched || self.any || !self.outside(op) {
             Fence::Seal
         } else {
             Fence::Guard(self.reads.iter().map(|r| r.node).collect())
@@ -243,8 +257,10 @@ mod tests {
         assert_eq!(fence_after(&[Request::GetAllChildrenNumber { path: "/b".into() }], &set("/a")), Fence::Seal);
         assert_eq!(fence_after(&[get("/b")], &WriteOp::CloseSession), Fence::Seal);
         assert_eq!(fence_after(&[get("/b")], &WriteOp::Multi(vec![WriteOp::CloseSession])), Fence::Seal);
-        // An owed error waits (no read counted).
-        assert_eq!(Fences::default().fence(&set("/a"), true), Fence::Seal);
+        // An owed error waits.
+        let mut f = Fences::default();
+        f.error_waits();
+        assert_eq!(f.fence(&set("/a"), true), Fence::Seal);
         // Past the limit.
         let many: Vec<Request> = (0..=READS_WAITING_MAX).map(|i| get(&format!("/r{i}"))).collect();
         assert_eq!(fence_after(&many, &set("/a")), Fence::Seal);
@@ -261,6 +277,24 @@ mod tests {
         f.read_waits(&get("/c"));
         f.sent();
         assert_eq!(f.fence(&set("/c"), false), Fence::Free);
+    }
+
+    #[test]
+    fn issue17_pings_waiting_need_no_seal_nor_guard() {
+        let mut f = Fences::default();
+        f.read_waits(&Request::Ping);
+        assert_eq!(f.fence(&set("/a"), true), Fence::Free);
+        // With a read: the read's guard alone; with an owed error: a seal.
+        f.read_waits(&Request::Ping);
+        f.read_waits(&get("/b"));
+        assert_eq!(f.fence(&set("/a"), true), guard(&["/b"]));
+        f.error_waits();
+        f.read_waits(&Request::Ping);
+        assert_eq!(f.fence(&set("/a"), true), Fence::Seal);
+        // A connection that asked for a watch too: a ping reply is ordered against no event.
+        f.watch_asked(&Request::Exists { path: "/w".into(), watch: true });
+        f.read_waits(&Request::Ping);
+        assert_eq!(f.fence(&set("/a"), true), Fence::Free);
     }
 
     #[test]
