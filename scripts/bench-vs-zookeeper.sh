@@ -36,7 +36,10 @@
 # open-loop points, the latency of that network and harness alone, after zookeeper-<setup>), BENCH_BASE_PORT
 # (27181; the run uses a few ports above it), BENCH_NETNS_DELAY_US (100), BENCH_NETNS_JITTER_US
 # (0), RK_NETNS_PREFIX (rkbench: the namespaces' names), RK_ENSEMBLE_CONFIG (lines added to
-# every ringkeeper ensemble member's zoo.cfg, e.g. ringkeeper.clientCoreOnPipeline=true). --quick: 4 ratios, 1 s warm-up, 2 s
+# every ringkeeper ensemble member's zoo.cfg, e.g. ringkeeper.clientCoreOnPipeline=true),
+# BENCH_ENSEMBLE_MEMBER (leader or follower: an ensemble's load goes to that member alone, the
+# first in member order that srvr names so, e.g. for lone writes with BENCH_CLIENTS=1
+# BENCH_OUTSTANDING=1; empty: spread over all members). --quick: 4 ratios, 1 s warm-up, 2 s
 # windows.
 set -euo pipefail
 
@@ -69,6 +72,11 @@ if [ "$QUICK" = 1 ]; then
     WARMUP=1; MEASURE=2; RATIOS=${BENCH_RATIOS:-0,50,90,100}; HALF_RATIOS=${BENCH_HALF_RATIOS-0,90}
 fi
 THREADS=${BENCH_THREADS:-1}
+ENSEMBLE_MEMBER=${BENCH_ENSEMBLE_MEMBER:-}
+case "$ENSEMBLE_MEMBER" in
+    "" | leader | follower) ;;
+    *) echo "BENCH_ENSEMBLE_MEMBER must be leader or follower (or empty), not $ENSEMBLE_MEMBER" >&2; exit 2 ;;
+esac
 ZK_HEAP=${ZK_HEAP:-2g}
 ONLY=${BENCH_ONLY:-ceiling,ringkeeper-standalone,zookeeper-standalone,ringkeeper-ensemble3,zookeeper-ensemble3,floor-ensemble3,ringkeeper-netns3,zookeeper-netns3,floor-netns3}
 BASE_PORT=${BENCH_BASE_PORT:-27181}
@@ -262,6 +270,16 @@ ensemble() { # kind (rk|zk)
     done
     for i in 1 2 3; do wait_mode "$((BASE_PORT + 10 + i))" "leader|follower"; done
     ENSEMBLE_CONN="$conn"
+    if [ -n "$ENSEMBLE_MEMBER" ]; then
+        ENSEMBLE_CONN=""
+        for i in 1 2 3; do
+            if srvr "$((BASE_PORT + 10 + i))" | grep -q "Mode: $ENSEMBLE_MEMBER"; then
+                ENSEMBLE_CONN="127.0.0.1:$((BASE_PORT + 10 + i))"
+                break
+            fi
+        done
+        [ -n "$ENSEMBLE_CONN" ] || { echo "no member of $1-ensemble3 is a $ENSEMBLE_MEMBER" >&2; exit 1; }
+    fi
 }
 if want zookeeper-ensemble3; then
     ensemble zk
@@ -323,7 +341,19 @@ netns_ensemble() { # kind (rk|zk), label
     if [ "$1" = rk ]; then extra="$RK_ENSEMBLE_CONFIG"; fi
     RK_NETNS_EXTRA_CONFIG="$extra" netns_ensemble_start "$1" "$dir"
     SWEEP_IN=(ip netns exec "$(netns_name c)")
-    measure "$2" "$(netns_conn)"
+    local conn i
+    conn="$(netns_conn)"
+    if [ -n "$ENSEMBLE_MEMBER" ]; then
+        conn=""
+        for i in 1 2 3; do
+            if netns_srvr "$i" | grep -q "Mode: $ENSEMBLE_MEMBER"; then
+                conn="$(netns_addr "m$i"):$NETNS_CLIENT_PORT"
+                break
+            fi
+        done
+        [ -n "$conn" ] || { echo "no member of $2 is a $ENSEMBLE_MEMBER" >&2; exit 1; }
+    fi
+    measure "$2" "$conn"
     SWEEP_IN=()
     netns_ensemble_stop "$dir"
     for i in 1 2 3; do cp "$dir/$i/server.log" "$OUT/$1-netns3-$i.log"; done
@@ -368,8 +398,9 @@ config below); Apache ZooKeeper $ZK_VERSION (Debian), $JAVA_VERSION, heap -Xms/-
   since they share this host's CPUs (as \`scripts/ensemble.sh\` runs them)${RK_ENSEMBLE_CONFIG:+, and with \`$(echo "$RK_ENSEMBLE_CONFIG" | paste -sd' ')\`}.
 - Log disk: $(cat "$OUT/fsync.txt")
 - Load: ringkeeper-bench, $CLIENTS clients × $OUTSTANDING outstanding, $PAYLOAD-byte getData/setData on \
-$ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connections spread over an \
-ensemble's members; $THREADS load executor(s)${BENCH_PIN:+ pinned to CPU $BENCH_PIN}.
+$ZNODES znodes, warm-up ${WARMUP} s and ${MEASURE} s measured per point; connections \
+$(if [ -n "$ENSEMBLE_MEMBER" ]; then echo "to an ensemble's $ENSEMBLE_MEMBER alone"; else echo "spread over an ensemble's members"; fi); \
+$THREADS load executor(s)${BENCH_PIN:+ pinned to CPU $BENCH_PIN}.
 - Command: \`scripts/bench-vs-zookeeper.sh$QUICK_FLAG\`; raw rows in results.csv.
 $(if grep -q '^ceiling-' "$OUT/results.csv" 2>/dev/null; then echo "- ceiling-standalone is the harness against a canned-reply \
 responder: what the harness and loopback can do."; fi)

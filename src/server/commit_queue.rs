@@ -3,9 +3,11 @@
 //! after its last item, each txn's result (what the origin's reply is made of) and its change
 //! list (what fires watches). Client cores answer reads from the root of the last batch they
 //! took, and apply nothing.
-//! Rules: a client core queues every watch event of a batch first, then the replies in order,
-//! and answers the reads waiting behind them last, from the batch's root. So a read never sees
-//! a change whose watch event is not queued ahead of it. A batch holds two items for one
+//! Rules: a client core takes a batch's items in order, each txn's watch events before its
+//! reply; a read waiting behind a reply is answered from the batch's root once all the items
+//! are taken, or, where its connection has a later reply in the batch, in its place before
+//! that reply (below). So a read never sees a change whose watch event is not queued ahead of
+//! it. A batch holds two items for one
 //! connection with a read of that connection waiting between them only under that read's
 //! guard (`server::fence`): from the later item on, the batch is sealed before any item, of
 //! any session, that changes a node a guarded read reads, so the root shows the read nothing
