@@ -221,9 +221,9 @@ impl Conn {
         stats::add(&self.core_stats().outstanding, 1);
     }
 
-    /// A request answered on this core (a read, or an error owed in order) waits behind the
-    /// last request still at the pipeline core (a connect, write or sync): a write sent now
-    /// needs a seal or a guard (`ToPipeline::Write::fence`, `server::fence`).
+    /// A request answered on this core (a read, a ping, or an error owed in order) waits
+    /// behind the last request still at the pipeline core (a connect, write or sync): a write
+    /// sent now may need a seal or a guard (`ToPipeline::Write::fence`, `server::fence`).
     fn answer_waits_behind_a_commit(&self) -> bool {
         // Only the last one decides: an answer is queued only behind a request at the pipeline.
         matches!(self.pending.borrow().back(), Some(Pending::Local { .. } | Pending::Error { .. }))
@@ -827,7 +827,7 @@ impl Core {
             return None;
         }
         // A batch holds two items of one connection with reads waiting between them only
-        // under their guard (`fence`): they are answered here, in their place.
+        // under their guard, or pings alone (`fence`): they are answered here, in their place.
         self.answer_waiting(conn);
         if conn.closing.get() {
             return None;
@@ -976,7 +976,8 @@ impl Core {
     /// the requests waiting behind those replies are answered from the new root (so every
     /// event a read could show is queued ahead of it): after the connection's last reply of
     /// the batch, or, where the batch answers a connection again after them (only under their
-    /// guard: `fence`, `commit_queue`), in their place, with the zxid of the last txn before.
+    /// guard, or pings alone: `fence`, `commit_queue`), in their place, with the zxid of the
+    /// last txn before.
     fn take_batch(&self, batch: &CommitBatch, sent: Instant) {
         self.position_zxid.set(Some(self.last_zxid()));
         *self.tree.borrow_mut() = batch.root.clone();

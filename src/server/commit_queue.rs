@@ -9,7 +9,7 @@
 //! that reply (below). So a read never sees a change whose watch event is not queued ahead of
 //! it. A batch holds two items for one
 //! connection with a read of that connection waiting between them only under that read's
-//! guard (`server::fence`): from the later item on, the batch is sealed before any item, of
+//! guard (`server::fence`; a ping waiting there needs none): from the later item on, the batch is sealed before any item, of
 //! any session, that changes a node a guarded read reads, so the root shows the read nothing
 //! ordered after its session's later item; the client core answers it in its place. A write
 //! says what its waiting reads need (`ToPipeline::Write::fence`): a seal on a repeat, a guard,

@@ -50,7 +50,8 @@ const SYSTEM_PREFIX: &str = "/zookeeper";
 /// What a write asks of the commit queue about the reads of its connection waiting before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fence {
-    /// No answer of the connection waits before it.
+    /// No answer of the connection waits before it, or only pings (they show nothing of the
+    /// tree, and are answered in their place, `Fences::fence`).
     Free,
     /// Seal the open batch before this write if it holds an item of the same connection.
     Seal,
@@ -150,8 +151,8 @@ impl Fences {
         self.any = false;
     }
 
-    /// What `op`, sent now, asks of the commit queue; `answer_waits`: a read or an owed error
-    /// of the connection is queued right before it.
+    /// What `op`, sent now, asks of the commit queue; `answer_waits`: a read, a ping or an
+    /// owed error of the connection is queued right before it.
     pub fn fence(&mut self, op: &WriteOp, answer_waits: bool) -> Fence {
         let fence = if !answer_waits || (self.reads.is_empty() && !self.any) {
             // Nothing waits, or only pings (they show nothing of the tree).
