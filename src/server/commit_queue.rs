@@ -7,15 +7,15 @@
 //! reply; a read waiting behind a reply is answered from the batch's root once all the items
 //! are taken, or, where its connection has a later reply in the batch, in its place before
 //! that reply (below). So a read never sees a change whose watch event is not queued ahead of
-//! it. A batch holds two items for one
-//! connection with a read of that connection waiting between them only under that read's
-//! guard (`server::fence`; a ping waiting there needs none): from the later item on, the batch is sealed before any item, of
-//! any session, that changes a node a guarded read reads, so the root shows the read nothing
-//! ordered after its session's later item; the client core answers it in its place. A write
-//! says what its waiting reads need (`ToPipeline::Write::fence`): a seal on a repeat, a guard,
-//! or nothing; other items always seal on a repeat. Roots are O(1) clones; what one costs is
-//! the copy-on-write of the nodes the next txn touches, so batches are sealed only where a
-//! read needs it.
+//! it. A batch holds two items for one connection with a read of that connection waiting
+//! between them only under that read's guard (`server::fence`; a ping waiting there needs
+//! none): from the later item on, the batch is sealed before any item, of any session, that
+//! changes a node a guarded read reads, so the root shows the read nothing ordered after its
+//! session's later item; the client core answers it in its place. A write says what its
+//! waiting reads need (`ToPipeline::Write::fence`): a seal on a repeat, a guard, or nothing;
+//! other items always seal on a repeat. Roots are O(1) clones; what one costs is the
+//! copy-on-write of the nodes the next txn touches, so batches are sealed only where a read
+//! needs it.
 
 use super::fence::{self, Fence};
 use super::messages::{Commit, CommitBatch, ToPipeline};

@@ -247,7 +247,7 @@ def test_issue17_a_full_disk_part_way_through_an_append_answers_the_logged_part(
     ZSYSTEMERROR, and the server goes on (the build before stopped there). Rounds of pipelined
     creates run until that case has happened: the log's first segment is preallocated, so the
     disk fills after about 15 rounds; from then on each round frees a little space first, and
-    the case came within 0-9 rounds in 10 runs. Every acknowledged create is there after
+    the case came within 0-9 rounds in 13 runs. Every acknowledged create is there after
     kill -9 and restart, no refused one is."""
     import rawzk
     from rawzk import RawConn
