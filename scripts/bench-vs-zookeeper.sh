@@ -115,6 +115,16 @@ cleanup() {
 trap cleanup EXIT
 
 srvr() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && printf srvr >&3 && cat <&3" 2>/dev/null || true; }
+loopback_srvr() { srvr "$((BASE_PORT + 10 + $1))"; } # member I of a loopback ensemble
+# The first of members 1..3 whose srvr (asked by `$1 I`) names mode BENCH_ENSEMBLE_MEMBER.
+member_in_mode() {
+    local i
+    for i in 1 2 3; do
+        if "$1" "$i" | grep -q "Mode: $ENSEMBLE_MEMBER"; then echo "$i"; return 0; fi
+    done
+    echo "no member of the ensemble is a $ENSEMBLE_MEMBER" >&2
+    return 1
+}
 wait_mode() { # port, pattern
     for _ in $(seq 1 240); do
         if srvr "$1" | grep -qE "Mode: ($2)"; then return 0; fi
@@ -271,14 +281,8 @@ ensemble() { # kind (rk|zk)
     for i in 1 2 3; do wait_mode "$((BASE_PORT + 10 + i))" "leader|follower"; done
     ENSEMBLE_CONN="$conn"
     if [ -n "$ENSEMBLE_MEMBER" ]; then
-        ENSEMBLE_CONN=""
-        for i in 1 2 3; do
-            if srvr "$((BASE_PORT + 10 + i))" | grep -q "Mode: $ENSEMBLE_MEMBER"; then
-                ENSEMBLE_CONN="127.0.0.1:$((BASE_PORT + 10 + i))"
-                break
-            fi
-        done
-        [ -n "$ENSEMBLE_CONN" ] || { echo "no member of $1-ensemble3 is a $ENSEMBLE_MEMBER" >&2; exit 1; }
+        i="$(member_in_mode loopback_srvr)" || exit 1
+        ENSEMBLE_CONN="127.0.0.1:$((BASE_PORT + 10 + i))"
     fi
 }
 if want zookeeper-ensemble3; then
@@ -344,14 +348,8 @@ netns_ensemble() { # kind (rk|zk), label
     local conn i
     conn="$(netns_conn)"
     if [ -n "$ENSEMBLE_MEMBER" ]; then
-        conn=""
-        for i in 1 2 3; do
-            if netns_srvr "$i" | grep -q "Mode: $ENSEMBLE_MEMBER"; then
-                conn="$(netns_addr "m$i"):$NETNS_CLIENT_PORT"
-                break
-            fi
-        done
-        [ -n "$conn" ] || { echo "no member of $2 is a $ENSEMBLE_MEMBER" >&2; exit 1; }
+        i="$(member_in_mode netns_srvr)" || exit 1
+        conn="$(netns_addr "m$i"):$NETNS_CLIENT_PORT"
     fi
     measure "$2" "$conn"
     SWEEP_IN=()
