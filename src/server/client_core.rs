@@ -29,12 +29,12 @@ use crate::sasl::gssapi::{GssError, ServerStep as GssStep};
 use crate::sasl::{Mechanism, ServerExchange};
 use crate::session::ConnRef;
 
+use super::core_link;
 use crate::tree::watches::{Notification, WatchError, WatchIndex};
 use crate::tree::{acl, DataTree};
 use crate::txn::apply::{Change, OpResult};
 use crate::txn::WriteOp;
 use glommio::channels::local_channel::{self, LocalSender};
-use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -1295,6 +1295,9 @@ fn write_response(opcode: OpCode, result: OpResult) -> (i32, Response) {
     }
 }
 
+/// A client core's ends of its two channels: to the pipeline core, and from it.
+pub type CoreEnds = (core_link::Tx<Vec<ToPipeline>>, core_link::Rx<ToClientCore>);
+
 pub struct CoreParams {
     pub id: u16,
     pub stats: Arc<Stats>,
@@ -1302,8 +1305,6 @@ pub struct CoreParams {
     pub config: Arc<Config>,
     /// The committed tree at start-up (built once, by the caller, for every core).
     pub tree: DataTree,
-    pub to_pipeline: SharedSender<Vec<ToPipeline>>,
-    pub from_pipeline: SharedReceiver<ToClientCore>,
     /// Core 0: the admin server's questions (`admin::Inspector`).
     pub admin_asks: Option<super::admin::InspectorEnd>,
     /// TLS on the client port (secureClientPort and/or portUnification), shared by the cores.
@@ -1350,8 +1351,8 @@ fn accept_at(core: &Rc<Core>, addr: SocketAddr, kind: connection::Listening) -> 
     }))
 }
 
-pub async fn run(params: CoreParams) -> Result<(), String> {
-    let CoreParams { id, stats, conn_limits, config, tree, to_pipeline, from_pipeline, admin_asks, tls } = params;
+pub async fn run(params: CoreParams, (to_pipeline, from_pipeline): CoreEnds) -> Result<(), String> {
+    let CoreParams { id, stats, conn_limits, config, tree, admin_asks, tls } = params;
     let core = Rc::new(Core {
         id,
         config: config.clone(),
@@ -1381,7 +1382,7 @@ pub async fn run(params: CoreParams) -> Result<(), String> {
     core.publish_gauges();
     let connected = Rc::new(Cell::new(false));
     super::startup::warn_while_waiting(format!("client core {id}: connecting to the pipeline core"), connected.clone());
-    let to_pipeline: ConnectedSender<Vec<ToPipeline>> = to_pipeline.connect().await;
+    let to_pipeline = to_pipeline.connect().await;
     let from_pipeline = from_pipeline.connect().await;
     connected.set(true);
 

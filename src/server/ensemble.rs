@@ -45,6 +45,7 @@ mod read_only;
 
 use super::clock::Now;
 use super::commit_queue::{CommitQueue, Rounds};
+use super::core_link;
 use super::diff_read;
 use super::fence::Fence;
 use super::inspect::Collections;
@@ -72,7 +73,6 @@ use crate::zab::message::{LeaderMsg, Message};
 use crate::zab::peer::{Input, Output, Peer, PersistOp, Role};
 use crate::zab::{self, Sid, ZabConfig, Zxid};
 use bytes::{Bytes, BytesMut};
-use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -121,8 +121,10 @@ pub struct EnsembleParams {
     /// built once at start-up.
     pub tree: DataTree,
     pub my_id: Sid,
-    pub from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
-    pub to_cores: Vec<SharedSender<ToClientCore>>,
+    pub from_cores: Vec<core_link::Rx<Vec<ToPipeline>>>,
+    pub to_cores: Vec<core_link::Tx<ToClientCore>>,
+    /// Set while the txn log has an append in flight (read by a client core on this thread).
+    pub log_writing: core_link::LogWriting,
     pub shutdown: Arc<AtomicBool>,
 }
 
@@ -1577,7 +1579,17 @@ fn reconfig_membership(record: &[u8]) -> Option<(Vec<Sid>, Vec<Sid>)> {
 
 /// Runs the pipeline core of an ensemble member until shutdown.
 pub async fn run(params: EnsembleParams) -> Result<(), String> {
-    let EnsembleParams { config, stats, recovered, tree: committed, my_id, from_cores, to_cores, shutdown } = params;
+    let EnsembleParams {
+        config,
+        stats,
+        recovered,
+        tree: committed,
+        my_id,
+        from_cores,
+        to_cores,
+        log_writing,
+        shutdown,
+    } = params;
     let mut voters = Vec::new();
     let mut observers = Vec::new();
     let mut peers = BTreeMap::new();
@@ -1689,6 +1701,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
 
     let wake = Rc::new(Semaphore::new(0));
     let mut log: LogSlot<Appends> = LogSlot::new(log_writer, wake.clone());
+    log.share_writing(log_writing);
     let mut m = Member {
         config: config.clone(),
         me: my_id,

@@ -15,7 +15,7 @@ use super::log_writer::SyncMode;
 use super::log_writer::TxnLogWriter;
 use bytes::Bytes;
 use glommio::sync::Semaphore;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::rc::Rc;
 
@@ -33,6 +33,8 @@ pub struct LogSlot<B> {
     done: Rc<Semaphore>,
     /// Wakes the caller's loop when an append finishes.
     wake: Rc<Semaphore>,
+    /// Set from an append's start until its I/O has completed (`core_link::local`).
+    writing: Rc<Cell<bool>>,
 }
 
 impl<B> LogSlot<B> {
@@ -43,7 +45,15 @@ impl<B> LogSlot<B> {
             landed: Rc::new(RefCell::new(None)),
             done: Rc::new(Semaphore::new(0)),
             wake,
+            writing: Rc::new(Cell::new(false)),
         }
+    }
+
+    /// Shares the flag that is set while an append's I/O is in flight (a client core on this
+    /// thread reads it: `core_link::local`).
+    pub fn share_writing(&mut self, flag: Rc<Cell<bool>>) {
+        flag.set(self.writing.get());
+        self.writing = flag;
     }
 
     /// The writer, when no append is in flight.
@@ -62,8 +72,11 @@ impl<B> LogSlot<B> {
         let mut writer = self.writer.take().expect("an idle log slot holds its writer");
         self.flight = Some(batch);
         let (landed, done, wake) = (self.landed.clone(), self.done.clone(), self.wake.clone());
+        let writing = self.writing.clone();
+        writing.set(true);
         glommio::spawn_local(async move {
             let result = writer.append(&records).await;
+            writing.set(false);
             *landed.borrow_mut() = Some((writer, result));
             done.signal(1);
             wake.signal(1);

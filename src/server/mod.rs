@@ -18,6 +18,7 @@ pub mod commit_queue;
 pub mod conn_io;
 pub mod conn_limits;
 pub mod connection;
+pub mod core_link;
 pub mod diff_read;
 pub mod disk_poll;
 pub mod ensemble;
@@ -41,7 +42,6 @@ pub mod stats;
 
 use crate::config::Config;
 use crate::storage;
-use glommio::channels::shared_channel;
 use glommio::{LocalExecutorBuilder, Placement, PoolPlacement};
 use messages::{ToClientCore, ToPipeline};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -247,12 +247,14 @@ pub fn run(mut config: Config) -> Result<(), String> {
     );
     let conn_limits = conn_limits::ConnLimits::new(total_max, config.max_client_cnxns);
     let depth = config.channel_depth.max(1);
-    let mut from_cores = Vec::with_capacity(cores);
-    let mut to_cores = Vec::with_capacity(cores);
-    let mut core_ends = Vec::with_capacity(cores);
-    for _ in 0..cores {
-        let (up_tx, up_rx) = shared_channel::new_bounded::<Vec<ToPipeline>>(depth);
-        let (down_tx, down_rx) = shared_channel::new_bounded::<ToClientCore>(depth);
+    // Channels between threads; a client core on the pipeline's thread gets local ones there.
+    let threads = if config.client_core_on_pipeline { 0 } else { cores };
+    let mut from_cores = Vec::with_capacity(threads);
+    let mut to_cores = Vec::with_capacity(threads);
+    let mut core_ends = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let (up_tx, up_rx) = core_link::shared::<Vec<ToPipeline>>(depth);
+        let (down_tx, down_rx) = core_link::shared::<ToClientCore>(depth);
         from_cores.push(up_rx);
         to_cores.push(down_tx);
         core_ends.push((up_tx, down_rx));
@@ -284,25 +286,19 @@ pub fn run(mut config: Config) -> Result<(), String> {
             ),
         }
     }
-    let core_params = |i: usize, (up_tx, down_rx), admin_asks| client_core::CoreParams {
+    let core_params = |i: usize, admin_asks| client_core::CoreParams {
         id: i as u16,
         stats: stats.clone(),
         conn_limits: conn_limits.clone(),
         config: config.clone(),
         tree: tree.clone(),
-        to_pipeline: up_tx,
-        from_pipeline: down_rx,
         admin_asks,
         tls: tls.clone(),
     };
     // With clientCoreOnPipeline the one client core is a task on the pipeline's executor: its
-    // channels to the pipeline then never wake another thread.
-    let mut core_ends = core_ends.into_iter().enumerate();
-    let on_pipeline = if config.client_core_on_pipeline {
-        core_ends.next().map(|(i, ends)| core_params(i, ends, inspector_end.take()))
-    } else {
-        None
-    };
+    // channels to the pipeline are local ones (`core_link`), which never wake another thread
+    // and wake the receiving task at once.
+    let on_pipeline = config.client_core_on_pipeline.then(|| core_params(0, inspector_end.take()));
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
     let (cfg, rec, stop, st, pipeline_tree) =
         (config.clone(), recovered.clone(), shutdown.clone(), stats.clone(), tree.clone());
@@ -311,7 +307,18 @@ pub fn run(mut config: Config) -> Result<(), String> {
     let pipeline = builder("rk-pipeline".into(), pipeline_cpu)
         .blocking_thread_pool_placement(PoolPlacement::Unbound(offcore::BLOCKING_THREADS))
         .spawn(move || async move {
-            let client_core = on_pipeline.map(|params| glommio::spawn_local(serve_client_core(params, stop.clone())));
+            let (mut from_cores, mut to_cores): (Vec<_>, Vec<_>) = (
+                from_cores.into_iter().map(core_link::Rx::Thread).collect(),
+                to_cores.into_iter().map(core_link::Tx::Thread).collect(),
+            );
+            let log_writing = core_link::LogWriting::default();
+            let client_core = on_pipeline.map(|params| {
+                let (up_tx, up_rx) = core_link::local::<Vec<ToPipeline>>(depth, &log_writing);
+                let (down_tx, down_rx) = core_link::local::<ToClientCore>(depth, &log_writing);
+                from_cores.push(up_rx);
+                to_cores.push(down_tx);
+                glommio::spawn_local(serve_client_core(params, (up_tx, down_rx), stop.clone()))
+            });
             let r = match my_id {
                 None => {
                     let params = pipeline::PipelineParams {
@@ -320,6 +327,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
                         tree: pipeline_tree,
                         from_cores,
                         to_cores,
+                        log_writing,
                         shutdown: stop.clone(),
                         stats: st,
                     };
@@ -334,6 +342,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
                         my_id,
                         from_cores,
                         to_cores,
+                        log_writing,
                         shutdown: stop.clone(),
                     };
                     ensemble::run(params).await
@@ -351,14 +360,16 @@ pub fn run(mut config: Config) -> Result<(), String> {
         .map_err(|e| format!("cannot start the pipeline core on CPU {pipeline_cpu}: {e}"))?;
 
     let mut handles = Vec::with_capacity(cores);
-    for (i, ends) in core_ends {
+    for (i, (up_tx, down_rx)) in core_ends.into_iter().enumerate() {
         let cpu = match &config.client_cpus {
             Some(list) => list[i],
             None => (pipeline_cpu + 1 + i) % num_cpus(),
         };
-        let params = core_params(i, ends, if i == 0 { inspector_end.take() } else { None });
+        let params = core_params(i, if i == 0 { inspector_end.take() } else { None });
         let stop = shutdown.clone();
-        let h = builder(format!("rk-client-{i}"), cpu).spawn(move || serve_client_core(params, stop)).map_err(|e| {
+        let serve =
+            move || serve_client_core(params, (core_link::Tx::Thread(up_tx), core_link::Rx::Thread(down_rx)), stop);
+        let h = builder(format!("rk-client-{i}"), cpu).spawn(serve).map_err(|e| {
             shutdown.store(true, Ordering::Relaxed);
             format!("cannot start client core {i} on CPU {cpu}: {e}")
         });
@@ -416,8 +427,12 @@ pub fn run(mut config: Config) -> Result<(), String> {
 }
 
 /// Runs a client core; its error stops the whole server.
-async fn serve_client_core(params: client_core::CoreParams, stop: Arc<AtomicBool>) -> Result<(), String> {
-    let r = client_core::run(params).await;
+async fn serve_client_core(
+    params: client_core::CoreParams,
+    ends: client_core::CoreEnds,
+    stop: Arc<AtomicBool>,
+) -> Result<(), String> {
+    let r = client_core::run(params, ends).await;
     if r.is_err() {
         stop.store(true, Ordering::Relaxed);
     }

@@ -17,6 +17,7 @@
 
 use super::clock::Now;
 use super::commit_queue::{self, CommitQueue, Rounds};
+use super::core_link;
 use super::fence::Fence;
 use super::inspect::{Collections, Inspect, SessionSets};
 use super::log_task::LogSlot;
@@ -33,7 +34,6 @@ use crate::tree::{DataTree, NodeKind};
 use crate::txn::prep::{prep, PrepContext};
 use crate::txn::{codec, Txn, TxnHeader, TxnOp, WriteOp};
 use bytes::{Bytes, BytesMut};
-use glommio::channels::shared_channel::{ConnectedSender, SharedReceiver, SharedSender};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -92,8 +92,10 @@ pub struct PipelineParams {
     pub recovered: Arc<storage::recovery::Recovered>,
     /// The tree `recovered` describes, built once at start-up.
     pub tree: DataTree,
-    pub from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
-    pub to_cores: Vec<SharedSender<ToClientCore>>,
+    pub from_cores: Vec<core_link::Rx<Vec<ToPipeline>>>,
+    pub to_cores: Vec<core_link::Tx<ToClientCore>>,
+    /// Set while the txn log has an append in flight (read by a client core on this thread).
+    pub log_writing: core_link::LogWriting,
     pub shutdown: Arc<AtomicBool>,
     pub stats: Arc<super::stats::Stats>,
 }
@@ -450,7 +452,7 @@ pub(super) struct Inbox {
 
 impl Inbox {
     pub async fn start(
-        from_cores: Vec<SharedReceiver<Vec<ToPipeline>>>,
+        from_cores: Vec<core_link::Rx<Vec<ToPipeline>>>,
         wake: Rc<Semaphore>,
         stats: Arc<super::stats::Stats>,
     ) -> Inbox {
@@ -581,10 +583,10 @@ pub(super) async fn open_log(
 }
 
 /// The pipeline core's ends of the channels to every client core.
-pub(super) struct CoreSenders(Vec<ConnectedSender<ToClientCore>>, Arc<super::stats::Stats>);
+pub(super) struct CoreSenders(Vec<core_link::Sender<ToClientCore>>, Arc<super::stats::Stats>);
 
 impl CoreSenders {
-    pub async fn connect(to_cores: Vec<SharedSender<ToClientCore>>, stats: Arc<super::stats::Stats>) -> CoreSenders {
+    pub async fn connect(to_cores: Vec<core_link::Tx<ToClientCore>>, stats: Arc<super::stats::Stats>) -> CoreSenders {
         let mut senders = Vec::with_capacity(to_cores.len());
         for tx in to_cores {
             senders.push(tx.connect().await);
@@ -913,7 +915,7 @@ async fn restore(p: &mut Pipeline, log: &mut LogState, senders: &CoreSenders, no
 }
 
 pub async fn run(params: PipelineParams) -> Result<(), String> {
-    let PipelineParams { config, recovered, tree, from_cores, to_cores, shutdown, stats } = params;
+    let PipelineParams { config, recovered, tree, from_cores, to_cores, log_writing, shutdown, stats } = params;
     let now = Now::read();
     let mut sessions = SessionTracker::new(config.tick_time_ms, session::first_session_id(0, now.wall_ms));
     for (id, entry) in tree.sessions() {
@@ -955,6 +957,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
 
     let mut snapshots = Snapshots::new(now.mono_ms, stats.clone());
     let mut log = LogState { slot: LogSlot::new(log_writer, wake.clone()), durable: p.tree.clone(), disk_full: false };
+    log.slot.share_writing(log_writing);
     let mut last_reap_ms = now.mono_ms;
     // The first txn of a data dir without a session-password key makes one, before any
     // session is created.
