@@ -297,7 +297,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     };
     // With clientCoreOnPipeline the one client core is a task on the pipeline's executor: its
     // channels to the pipeline are local ones (`core_link`), which never wake another thread
-    // and wake the receiving task at once.
+    // and wake the receiving task at once (after the next reactor poll while the log writes).
     let on_pipeline = config.client_core_on_pipeline.then(|| core_params(0, inspector_end.take()));
     let pipeline_cpu = config.pipeline_cpu.unwrap_or(0);
     let (cfg, rec, stop, st, pipeline_tree) =
