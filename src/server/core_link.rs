@@ -10,7 +10,7 @@
 //!   task has run, so on one thread each message would wait behind all of them and a poll of
 //!   io_uring; a local channel wakes the receiving task at once, as any task wakes another.
 //! - A local receiver still waits for the next reactor poll while the txn log has an append
-//!   in flight (the flag `LogSlot::share_writing` keeps): glommio submits the log's queued
+//!   in flight (the flag the pipeline's `LogSlot` keeps): glommio submits the log's queued
 //!   writes and fdatasync at that poll, and a client core that ran a batch's replies first
 //!   would hold the disk back by as long (docs/benchmarks.md, sixteenth session). An idle log
 //!   (a lone write) waits for nothing.
@@ -23,7 +23,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Set while the txn log of this thread has an append in flight (`LogSlot::share_writing`).
+/// Set while the txn log of this thread has an append in flight (kept by its `LogSlot`).
 pub type LogWriting = Rc<Cell<bool>>;
 
 /// A sending end before its executor connects it.
@@ -145,7 +145,6 @@ mod tests {
                     })
                 };
                 // The sender fills the two slots, then waits for room.
-                glommio::yield_if_needed().await;
                 glommio::executor().yield_task_queue_now().await;
                 assert_eq!(*sent.borrow(), 2, "a bounded local link holds its depth");
                 while let Some(i) = rx.recv().await {

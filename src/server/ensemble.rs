@@ -1700,8 +1700,7 @@ pub async fn run(params: EnsembleParams) -> Result<(), String> {
     );
 
     let wake = Rc::new(Semaphore::new(0));
-    let mut log: LogSlot<Appends> = LogSlot::new(log_writer, wake.clone());
-    log.share_writing(log_writing);
+    let mut log: LogSlot<Appends> = LogSlot::new(log_writer, wake.clone(), log_writing);
     let mut m = Member {
         config: config.clone(),
         me: my_id,

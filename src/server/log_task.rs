@@ -10,12 +10,13 @@
 //! reported once (`finished`), in the order appends were started, with the batch the caller
 //! attached to it; a result is never dropped.
 
+use super::core_link::LogWriting;
 #[cfg(test)]
 use super::log_writer::SyncMode;
 use super::log_writer::TxnLogWriter;
 use bytes::Bytes;
 use glommio::sync::Semaphore;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::io;
 use std::rc::Rc;
 
@@ -33,27 +34,22 @@ pub struct LogSlot<B> {
     done: Rc<Semaphore>,
     /// Wakes the caller's loop when an append finishes.
     wake: Rc<Semaphore>,
-    /// Set from an append's start until its I/O has completed (`core_link::local`).
-    writing: Rc<Cell<bool>>,
+    /// Set from an append's start until its I/O has completed (a client core on this thread
+    /// reads it: `core_link::local`).
+    writing: LogWriting,
 }
 
 impl<B> LogSlot<B> {
-    pub fn new(writer: TxnLogWriter, wake: Rc<Semaphore>) -> LogSlot<B> {
+    /// `writing` starts false (no append in flight) and is shared with whoever reads it.
+    pub fn new(writer: TxnLogWriter, wake: Rc<Semaphore>, writing: LogWriting) -> LogSlot<B> {
         LogSlot {
             writer: Some(writer),
             flight: None,
             landed: Rc::new(RefCell::new(None)),
             done: Rc::new(Semaphore::new(0)),
             wake,
-            writing: Rc::new(Cell::new(false)),
+            writing,
         }
-    }
-
-    /// Shares the flag that is set while an append's I/O is in flight (a client core on this
-    /// thread reads it: `core_link::local`).
-    pub fn share_writing(&mut self, flag: Rc<Cell<bool>>) {
-        flag.set(self.writing.get());
-        self.writing = flag;
     }
 
     /// The writer, when no append is in flight.
@@ -136,9 +132,9 @@ mod tests {
         crate::server::log_writer::tests::txn(zxid, 100)
     }
 
-    /// An append runs beside the caller: the writer is out of reach while it is in flight,
-    /// other tasks run meanwhile, each outcome (a refused append included) comes back once with
-    /// its batch, and close waits for the last one.
+    /// An append runs beside the caller: the writer is out of reach while it is in flight (the
+    /// shared `writing` flag up), other tasks run meanwhile, each outcome (a refused append
+    /// included) comes back once with its batch, and close waits for the last one.
     #[test]
     fn appends_run_beside_the_loop_and_report_each_outcome_once() {
         let dir = std::env::temp_dir().join(format!("rk-logtask-{}", std::process::id()));
@@ -152,10 +148,12 @@ mod tests {
                 let rec = recover(&d, &l).unwrap();
                 let writer = TxnLogWriter::open(&l, &rec.tail, 1, 64 * 1024, SyncMode::Fdatasync).await.unwrap();
                 let wake = Rc::new(Semaphore::new(0));
-                let mut slot: LogSlot<&'static str> = LogSlot::new(writer, wake.clone());
+                let writing = LogWriting::default();
+                let mut slot: LogSlot<&'static str> = LogSlot::new(writer, wake.clone(), writing.clone());
                 assert!(!slot.busy() && slot.idle().is_some() && slot.finished().is_none());
                 slot.start(vec![record(1), record(2)], "first");
                 assert!(slot.busy() && slot.idle().is_none());
+                assert!(writing.get(), "the shared flag is up while the append's I/O is out");
                 // The caller's loop is not blocked: another task runs while the write is out.
                 let ran = Rc::new(Cell::new(false));
                 let r = ran.clone();
@@ -165,6 +163,7 @@ mod tests {
                 let (batch, result) = slot.finished().expect("the append landed and woke the caller");
                 assert_eq!(batch, "first");
                 result.unwrap();
+                assert!(!writing.get(), "and down once it has landed");
                 assert!(slot.finished().is_none(), "an outcome is reported once");
                 assert!(!slot.busy() && slot.idle().is_some());
                 // A refused append (a zxid out of order) is reported too, never dropped.

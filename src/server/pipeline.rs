@@ -956,8 +956,8 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
     let ticker = start_ticker(tick_ms, wake.clone(), ticked.clone());
 
     let mut snapshots = Snapshots::new(now.mono_ms, stats.clone());
-    let mut log = LogState { slot: LogSlot::new(log_writer, wake.clone()), durable: p.tree.clone(), disk_full: false };
-    log.slot.share_writing(log_writing);
+    let slot = LogSlot::new(log_writer, wake.clone(), log_writing);
+    let mut log = LogState { slot, durable: p.tree.clone(), disk_full: false };
     let mut last_reap_ms = now.mono_ms;
     // The first txn of a data dir without a session-password key makes one, before any
     // session is created.
