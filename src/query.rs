@@ -1,15 +1,16 @@
 //! Reads answered from a replica: exists, getData, getChildren(2), getACL, getEphemerals,
 //! getAllChildrenNumber, multiRead and a top-level check (13, a read as in ZooKeeper 3.9),
 //! with ZooKeeper's permission checks and error codes.
-//! Rules: pure (a tree and a request in, a response and the watch to register out); reads do
-//! no path validation beyond ZooKeeper's (an invalid path is simply NoNode, except exists with
-//! a NUL); a watch is registered only where ZooKeeper registers one.
+//! Rules: pure (a tree, or for a one-node read that znode, and a request in; a response and
+//! the watch to register out); reads do no path validation beyond ZooKeeper's (an invalid path
+//! is simply NoNode, except exists with a NUL); a watch is registered only where ZooKeeper
+//! registers one.
 
 use crate::proto::opcode::perms;
 use crate::proto::reply::{MultiReadResult, Response};
 use crate::proto::request::Request;
 use crate::proto::{ErrorCode, Id};
-use crate::tree::{acl, DataTree};
+use crate::tree::{acl, DataTree, Znode};
 
 /// A watch a read asks to leave behind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,14 +31,28 @@ fn outcome(result: Result<Response, ErrorCode>) -> ReadOutcome {
     ReadOutcome { result, watch: None }
 }
 
-/// Answers a read request. `None` when `req` is not a read this module serves.
-pub fn read(tree: &DataTree, req: &Request, auth: &[Id], session_id: i64) -> Option<ReadOutcome> {
+/// The path of a read whose answer is one znode's alone (its data, stat, ACL or children):
+/// exists, getData, getChildren(2), getACL. `read_node` answers these from that znode.
+pub fn one_node_path(req: &Request) -> Option<&str> {
+    match req {
+        Request::GetData { path, .. }
+        | Request::Exists { path, .. }
+        | Request::GetAcl { path }
+        | Request::GetChildren { path, .. }
+        | Request::GetChildren2 { path, .. } => Some(path),
+        _ => None,
+    }
+}
+
+/// Answers a read of one znode (`one_node_path`) from `node`, the znode at its path or None.
+/// `None` when `req` is not such a read.
+pub fn read_node(node: Option<&Znode>, req: &Request, auth: &[Id]) -> Option<ReadOutcome> {
     Some(match req {
         Request::Exists { path, watch } => {
             if path.contains('\0') {
                 return Some(outcome(Err(ErrorCode::BadArguments)));
             }
-            match tree.get(path) {
+            match node {
                 Some(node) => {
                     if !acl::check(&node.acl, perms::READ, auth) {
                         return Some(outcome(Err(ErrorCode::NoAuth)));
@@ -53,18 +68,28 @@ pub fn read(tree: &DataTree, req: &Request, auth: &[Id], session_id: i64) -> Opt
                 },
             }
         }
-        Request::GetData { path, watch } => match get_data(tree, path, auth) {
+        Request::GetData { path, watch } => match get_data(node, auth) {
             Ok(r) => ReadOutcome { result: Ok(r), watch: watch.then(|| WatchRequest::Data(path.clone())) },
             Err(e) => outcome(Err(e)),
         },
         Request::GetChildren { path, watch } | Request::GetChildren2 { path, watch } => {
             let with_stat = matches!(req, Request::GetChildren2 { .. });
-            match get_children(tree, path, auth, with_stat) {
+            match get_children(node, auth, with_stat) {
                 Ok(r) => ReadOutcome { result: Ok(r), watch: watch.then(|| WatchRequest::Child(path.clone())) },
                 Err(e) => outcome(Err(e)),
             }
         }
-        Request::GetAcl { path } => outcome(get_acl(tree, path, auth)),
+        Request::GetAcl { .. } => outcome(get_acl(node, auth)),
+        _ => return None,
+    })
+}
+
+/// Answers a read request. `None` when `req` is not a read this module serves.
+pub fn read(tree: &DataTree, req: &Request, auth: &[Id], session_id: i64) -> Option<ReadOutcome> {
+    if let Some(path) = one_node_path(req) {
+        return read_node(tree.get(path), req, auth);
+    }
+    Some(match req {
         Request::GetAllChildrenNumber { path } => outcome(match tree.get(path) {
             None => Err(ErrorCode::NoNode),
             Some(n) if !acl::check(&n.acl, perms::READ, auth) => Err(ErrorCode::NoAuth),
@@ -88,12 +113,12 @@ pub fn read(tree: &DataTree, req: &Request, auth: &[Id], session_id: i64) -> Opt
             let results = ops
                 .iter()
                 .map(|op| match op {
-                    Request::GetData { path, .. } => match get_data(tree, path, auth) {
+                    Request::GetData { path, .. } => match get_data(tree.get(path), auth) {
                         Ok(Response::GetData { data, stat }) => MultiReadResult::GetData { data, stat },
                         Ok(_) => MultiReadResult::Error(ErrorCode::SystemError.code()),
                         Err(e) => MultiReadResult::Error(e.code()),
                     },
-                    Request::GetChildren { path, .. } => match get_children(tree, path, auth, false) {
+                    Request::GetChildren { path, .. } => match get_children(tree.get(path), auth, false) {
                         Ok(Response::Children(children)) => MultiReadResult::GetChildren { children },
                         Ok(_) => MultiReadResult::Error(ErrorCode::SystemError.code()),
                         Err(e) => MultiReadResult::Error(e.code()),
@@ -107,16 +132,16 @@ pub fn read(tree: &DataTree, req: &Request, auth: &[Id], session_id: i64) -> Opt
     })
 }
 
-fn get_data(tree: &DataTree, path: &str, auth: &[Id]) -> Result<Response, ErrorCode> {
-    let node = tree.get(path).ok_or(ErrorCode::NoNode)?;
+fn get_data(node: Option<&Znode>, auth: &[Id]) -> Result<Response, ErrorCode> {
+    let node = node.ok_or(ErrorCode::NoNode)?;
     if !acl::check(&node.acl, perms::READ, auth) {
         return Err(ErrorCode::NoAuth);
     }
     Ok(Response::GetData { data: node.data.clone(), stat: node.stat() })
 }
 
-fn get_children(tree: &DataTree, path: &str, auth: &[Id], with_stat: bool) -> Result<Response, ErrorCode> {
-    let node = tree.get(path).ok_or(ErrorCode::NoNode)?;
+fn get_children(node: Option<&Znode>, auth: &[Id], with_stat: bool) -> Result<Response, ErrorCode> {
+    let node = node.ok_or(ErrorCode::NoNode)?;
     if !acl::check(&node.acl, perms::READ, auth) {
         return Err(ErrorCode::NoAuth);
     }
@@ -124,8 +149,8 @@ fn get_children(tree: &DataTree, path: &str, auth: &[Id], with_stat: bool) -> Re
     Ok(if with_stat { Response::Children2 { children, stat: node.stat() } } else { Response::Children(children) })
 }
 
-fn get_acl(tree: &DataTree, path: &str, auth: &[Id]) -> Result<Response, ErrorCode> {
-    let node = tree.get(path).ok_or(ErrorCode::NoNode)?;
+fn get_acl(node: Option<&Znode>, auth: &[Id]) -> Result<Response, ErrorCode> {
+    let node = node.ok_or(ErrorCode::NoNode)?;
     let admin = acl::check(&node.acl, perms::ADMIN, auth);
     if !admin && !acl::check(&node.acl, perms::READ, auth) {
         return Err(ErrorCode::NoAuth);

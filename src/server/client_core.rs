@@ -13,7 +13,7 @@ use super::conn_limits::{ConnLimits, ConnPermit};
 use super::connection;
 use super::fence::Fences;
 use super::inspect::{ConnInfo, ConnStats, CoreReport, Inspect, Inspected, INSPECTIONS_PER_CORE_MAX};
-use super::messages::{Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
+use super::messages::{Captured, Commit, CommitBatch, ServerMode, ToClientCore, ToPipeline};
 use super::out_queue::OutQueue;
 use super::stage_latency::Stage;
 use super::stats::{self, CoreStats, Stats};
@@ -370,6 +370,10 @@ pub struct Core {
     pub config: Arc<Config>,
     /// The root of the committed tree from the last commit batch (reads are answered from it).
     pub tree: RefCell<DataTree>,
+    /// While a write's reply is taken: the nodes its batch kept for the reads waiting before
+    /// it, as they were at that write (`Commit::Txn::captured`); such a read is answered from
+    /// those, not from the root.
+    captured: RefCell<Vec<Captured>>,
     pub watches: RefCell<WatchIndex>,
     /// By connection number: numbers are this core's own, never a client's, so a cheap hash
     /// does (a lookup per reply).
@@ -901,8 +905,11 @@ impl Core {
             }
             other => {
                 let outcome = {
-                    let tree = self.tree.borrow();
-                    query::read(&tree, &other, auth, conn.session_id.get())
+                    let captured = self.captured.borrow();
+                    match query::one_node_path(&other).and_then(|p| captured.iter().find(|c| &*c.path == p)) {
+                        Some(c) => query::read_node(c.entry.as_deref().map(|e| &e.node), &other, auth),
+                        None => query::read(&self.tree.borrow(), &other, auth, conn.session_id.get()),
+                    }
                 };
                 match outcome {
                     Some(o) => {
@@ -977,7 +984,8 @@ impl Core {
     /// event a read could show is queued ahead of it): after the connection's last reply of
     /// the batch, or, where the batch answers a connection again after them (only under their
     /// guard, or pings alone: `fence`, `commit_queue`), in their place, with the zxid of the
-    /// last txn before.
+    /// last txn before, a read of a node the write kept (`Commit::Txn::captured`) from that
+    /// node as it was at the write.
     fn take_batch(&self, batch: &CommitBatch, sent: Instant) {
         self.position_zxid.set(Some(self.last_zxid()));
         *self.tree.borrow_mut() = batch.root.clone();
@@ -986,7 +994,7 @@ impl Core {
         let mut answered: Vec<Rc<Conn>> = Vec::new();
         for item in &batch.items {
             match item {
-                Commit::Txn { txn, origin, result, changes } => {
+                Commit::Txn { txn, origin, result, changes, captured } => {
                     for ch in changes {
                         {
                             let mut watches = self.watches.borrow_mut();
@@ -1006,7 +1014,12 @@ impl Core {
                                 .stages
                                 .get(Stage::CommitToCore)
                                 .record(taken.saturating_duration_since(sent));
-                            if self.reply_write(&conn, *xid, txn.header.zxid, result.clone(), taken) {
+                            if !captured.is_empty() {
+                                self.captured.borrow_mut().clone_from(captured);
+                            }
+                            let replied = self.reply_write(&conn, *xid, txn.header.zxid, result.clone(), taken);
+                            self.captured.borrow_mut().clear();
+                            if replied {
                                 answered.push(conn);
                             }
                         }
@@ -1357,6 +1370,7 @@ pub async fn run(params: CoreParams, (to_pipeline, from_pipeline): CoreEnds) -> 
         id,
         config: config.clone(),
         tree: RefCell::new(tree),
+        captured: RefCell::new(Vec::new()),
         watches: RefCell::new(WatchIndex::new()),
         conns: RefCell::new(ConnMap::default()),
         conn_limits,

@@ -9,21 +9,26 @@
 //! that reply (below). So a read never sees a change whose watch event is not queued ahead of
 //! it. A batch holds two items for one connection with a read of that connection waiting
 //! between them only under that read's guard (`server::fence`; a ping waiting there needs
-//! none): from the later item on, the batch is sealed before any item, of any session, that
-//! changes a node a guarded read reads, so the root shows the read nothing ordered after its
-//! session's later item; the client core answers it in its place. A write says what its
-//! waiting reads need (`ToPipeline::Write::fence`): a seal on a repeat, a guard, or nothing;
-//! other items always seal on a repeat. Roots are O(1) clones; what one costs is the
-//! copy-on-write of the nodes the next txn touches, so batches are sealed only where a read
-//! needs it.
+//! none): from the later item (W2) on, before any item, of any session, that changes a node a
+//! guarded read reads, the node as it is then is kept with W2 (`Commit::Txn::captured`, the
+//! first change only: later ones must not show), and the client core answers the read in its
+//! place from what W2 kept, or else from the root, where the node is as it was at W2; either
+//! way nothing ordered after its session's later item. A txn that may change any node (closing
+//! a session) seals the batch instead. A write says what its waiting reads need
+//! (`ToPipeline::Write::fence`): a seal on a repeat, a guard, or nothing; other items always
+//! seal on a repeat. Roots are O(1) clones; what one costs is the copy-on-write of the trie
+//! nodes the next txns touch (and freeing them later), so batches are sealed only where a
+//! read needs a root of its own; a kept node costs one reference, and its change one znode's
+//! copy.
 
 use super::fence::{self, Fence};
-use super::messages::{Commit, CommitBatch, ToPipeline};
+use super::messages::{Captured, Commit, CommitBatch, ToPipeline};
 use crate::session::ConnRef;
 use crate::tree::DataTree;
 use crate::txn::{apply, Txn, TxnOp};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// Sets of this core's connections, hashed cheaply: connection numbers are assigned by the
 /// client cores, never chosen by a client, so SipHash's protection is not needed on this hot
@@ -58,52 +63,82 @@ impl Hasher for ConnHasher {
 /// Bits in the open batch's set of guarded read keys.
 const GUARD_BITS: usize = 4096;
 
-/// The keys of the reads the open batch's root must not change from here on (a bit per key
-/// modulo `GUARD_BITS`: a collision only seals early).
+/// The guarded reads of the open batch: each key with the item of the write it came with, and
+/// a bit per key modulo `GUARD_BITS` (the quick test every txn takes; a collision only costs
+/// the exact one).
 #[derive(Debug)]
 struct Guard {
     bits: Box<[u64; GUARD_BITS / 64]>,
-    armed: bool,
-    /// Scratch for a txn's changed keys.
-    changed: Vec<u64>,
+    /// Each guarded key and the index in the open batch of its write.
+    keys: Vec<(u64, usize)>,
 }
 
 impl Default for Guard {
     fn default() -> Self {
-        Guard { bits: Box::new([0; GUARD_BITS / 64]), armed: false, changed: Vec::new() }
+        Guard { bits: Box::new([0; GUARD_BITS / 64]), keys: Vec::new() }
     }
 }
 
+/// What a txn does to the open batch's guarded reads.
+enum Crossing<'a> {
+    /// It changes none of their nodes.
+    Clear,
+    /// It may change any node: the batch ends before it.
+    Any,
+    /// It changes these nodes (path) that the reads of these writes (item index) read.
+    Nodes(Vec<(usize, &'a str)>),
+}
+
 impl Guard {
-    fn add(&mut self, keys: &[u64]) {
-        for k in keys {
+    fn add(&mut self, keys: &[u64], write: usize) {
+        for &k in keys {
             let i = (k % GUARD_BITS as u64) as usize;
             self.bits[i / 64] |= 1 << (i % 64);
+            self.keys.push((k, write));
         }
-        self.armed |= !keys.is_empty();
     }
 
     fn clear(&mut self) {
-        if self.armed {
+        if !self.keys.is_empty() {
             self.bits.fill(0);
-            self.armed = false;
+            self.keys.clear();
         }
     }
 
-    /// Whether `op` may change a guarded read's node.
-    fn crossed_by(&mut self, op: &TxnOp) -> bool {
-        if !self.armed {
-            return false;
-        }
-        self.changed.clear();
-        if !fence::changed_keys(op, &mut self.changed) {
-            return true;
-        }
-        self.changed.iter().any(|k| {
-            let i = (k % GUARD_BITS as u64) as usize;
-            self.bits[i / 64] & (1 << (i % 64)) != 0
-        })
+    fn may_hold(&self, k: u64) -> bool {
+        let i = (k % GUARD_BITS as u64) as usize;
+        self.bits[i / 64] & (1 << (i % 64)) != 0
     }
+
+    /// Which guarded reads `op` changes a node of.
+    fn crossing<'a>(&self, op: &'a TxnOp) -> Crossing<'a> {
+        if self.keys.is_empty() {
+            return Crossing::Clear;
+        }
+        let mut maybe = false;
+        if !fence::changed_nodes(op, &mut |k, _| maybe |= self.may_hold(k)) {
+            return Crossing::Any;
+        }
+        if !maybe {
+            return Crossing::Clear;
+        }
+        let mut nodes = Vec::new();
+        fence::changed_nodes(op, &mut |k, path| {
+            nodes.extend(self.keys.iter().filter(|(g, _)| *g == k).map(|&(_, write)| (write, path)))
+        });
+        Crossing::Nodes(nodes)
+    }
+}
+
+/// Keeps `path` as it is in `tree` for the reads of a write, unless they have it already
+/// (the first change after the write is the one they must not see).
+fn capture(into: &mut Vec<Captured>, path: &str, tree: &DataTree) {
+    if into.iter().any(|c| &*c.path == path) {
+        return;
+    }
+    let entry = tree.snapshot_of(path);
+    let path = entry.as_ref().map_or_else(|| Arc::from(path), |e| e.path.clone());
+    into.push(Captured { path, entry });
 }
 
 /// Items of the open batch, and the batches sealed since the last `take`.
@@ -139,7 +174,7 @@ impl CommitQueue {
                 // Without an earlier item of the connection here, its reads are answered from
                 // an earlier batch's root, which holds none of this one.
                 if !self.conns.insert(*c) {
-                    self.guard.add(keys);
+                    self.guard.add(keys, self.open.len());
                 }
             }
             (Some((c, _)), Fence::Free) => {
@@ -147,11 +182,30 @@ impl CommitQueue {
             }
             (None, _) => {}
         }
-        if self.guard.crossed_by(&txn.op) {
-            // A read answered in its place from this batch's root must not see this txn.
-            self.seal(tree);
-            if let Some((c, _)) = &origin {
-                self.conns.insert(*c);
+        // A read answered in its place must not see this txn: it gets the nodes this txn
+        // changes as they are now (this item's own reads included: their write may change a
+        // node they read, e.g. a sequential create's sibling).
+        let mut captured = Vec::new();
+        match self.guard.crossing(&txn.op) {
+            Crossing::Clear => {}
+            Crossing::Any => {
+                self.seal(tree);
+                if let Some((c, _)) = &origin {
+                    self.conns.insert(*c);
+                }
+            }
+            Crossing::Nodes(nodes) => {
+                for (write, path) in nodes {
+                    let into = match self.open.get_mut(write) {
+                        Some(Commit::Txn { captured, .. }) => captured,
+                        Some(other) => panic!("commit queue: a guard names item {write}, not a txn: {other:?}"),
+                        None => {
+                            assert_eq!(write, self.open.len(), "commit queue: a guard names an item past the batch");
+                            &mut captured
+                        }
+                    };
+                    capture(into, path, tree);
+                }
             }
         }
         let mut changes = Vec::new();
@@ -163,7 +217,7 @@ impl CommitQueue {
             });
             super::audit::record_ephemerals_deleted(txn.header.session_id, lost);
         }
-        self.open.push(Commit::Txn { txn, origin, result, changes });
+        self.open.push(Commit::Txn { txn, origin, result, changes, captured });
     }
 
     /// The open batch already holds an item for `conn`.
@@ -498,8 +552,23 @@ mod tests {
         batches.iter().map(|b| (b.items.len(), b.last_zxid)).collect()
     }
 
+    /// The nodes each item keeps for its reads: (path, version, children) or (path, absent).
+    fn captured(batch: &CommitBatch) -> Vec<Vec<(String, Option<(i32, usize)>)>> {
+        batch
+            .items
+            .iter()
+            .map(|item| match item {
+                Commit::Txn { captured, .. } => captured
+                    .iter()
+                    .map(|c| (c.path.to_string(), c.entry.as_ref().map(|e| (e.node.version, e.node.children.len()))))
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
     #[test]
-    fn issue17_a_guard_seals_before_any_later_item_that_changes_a_guarded_read() {
+    fn issue17_a_guard_keeps_a_node_as_of_its_write_from_the_first_later_item_that_changes_it() {
         let mut tree = DataTree::new();
         let mut q = CommitQueue::new();
         for (i, p) in ["/x", "/y", "/z"].into_iter().enumerate() {
@@ -514,26 +583,32 @@ mod tests {
         q.apply(&mut tree, t, Some((conn(2), 1)), &Fence::Free);
         let t = set(&tree, "/x", b"2", 1);
         q.apply(&mut tree, t, Some((conn(1), 2)), &guard(&["/y"]));
-        // Not /y: the batch goes on.
+        // Not /y: nothing kept.
         let t = set(&tree, "/z", b"2", 3);
         q.apply(&mut tree, t, Some((conn(3), 1)), &Fence::Free);
-        // /y, by another session: sealed before it.
+        // /y, by another session: W2 keeps /y as before it (version 0), and only that.
         let t = set(&tree, "/y", b"1", 4);
         q.apply(&mut tree, t, Some((conn(4), 1)), &Fence::Free);
-        // The guard ended with that batch.
         let t = set(&tree, "/y", b"2", 5);
         q.apply(&mut tree, t, Some((conn(5), 1)), &Fence::Free);
+        // Connection 4 again, its read of /y guarded by its write: it keeps /y as of then.
+        let t = set(&tree, "/z", b"3", 4);
+        q.apply(&mut tree, t, Some((conn(4), 2)), &guard(&["/y"]));
+        let t = set(&tree, "/y", b"3", 6);
+        q.apply(&mut tree, t, Some((conn(6), 1)), &Fence::Free);
         let batches = q.take(&tree);
-        assert_eq!(shape(&batches), vec![(4, 7), (2, 9)]);
-        assert_eq!(batches[0].root.get("/y").map(|n| n.stat().version), Some(0));
-        // A child created or deleted changes its parent's read.
+        assert_eq!(shape(&batches), vec![(8, 11)], "no seal");
+        let y = |version| vec![("/y".to_string(), Some((version, 0)))];
+        assert_eq!(captured(&batches[0]), vec![vec![], vec![], y(0), vec![], vec![], vec![], y(2), vec![]]);
+        assert_eq!(batches[0].root.get("/y").map(|n| n.stat().version), Some(3));
+        // A child created changes its parent's read: the parent is kept without it.
         let t = set(&tree, "/x", b"3", 1);
         q.apply(&mut tree, t, Some((conn(1), 3)), &Fence::Free);
         let t = set(&tree, "/x", b"4", 1);
         q.apply(&mut tree, t, Some((conn(1), 4)), &guard(&["/y"]));
         let t = create(&tree, "/y/c", 2);
         q.apply(&mut tree, t, Some((conn(2), 2)), &Fence::Free);
-        // A session closed may delete any node: sealed before it too.
+        // A session closed may delete any node: sealed before it.
         let t = set(&tree, "/x", b"5", 1);
         q.apply(&mut tree, t, Some((conn(1), 5)), &Fence::Free);
         let t = set(&tree, "/x", b"6", 1);
@@ -544,11 +619,13 @@ mod tests {
         };
         q.apply(&mut tree, t, None, &Fence::Free);
         let batches = q.take(&tree);
-        assert_eq!(shape(&batches), vec![(2, 11), (3, 14), (1, 15)]);
+        assert_eq!(shape(&batches), vec![(5, 16), (1, 17)]);
+        assert_eq!(captured(&batches[0])[1], vec![("/y".to_string(), Some((3, 0)))]);
+        assert_eq!(batches[0].root.get("/y").map(|n| n.children.len()), Some(1));
     }
 
     #[test]
-    fn issue17_a_write_that_changes_its_own_guarded_read_seals_before_itself() {
+    fn issue17_a_write_that_changes_its_own_guarded_read_keeps_the_node_as_before_it() {
         let mut tree = DataTree::new();
         let mut q = CommitQueue::new();
         let t = create(&tree, "/x", 9);
@@ -557,8 +634,9 @@ mod tests {
         let t = create(&tree, "/y", 1);
         q.apply(&mut tree, t, Some((conn(1), 2)), &guard(&["/y"]));
         let batches = q.take(&tree);
-        assert_eq!(shape(&batches), vec![(1, 1), (1, 2)]);
-        assert!(batches[0].root.get("/y").is_none());
+        assert_eq!(shape(&batches), vec![(2, 2)]);
+        assert_eq!(captured(&batches[0]), vec![vec![], vec![("/y".to_string(), None)]]);
+        assert!(batches[0].root.get("/y").is_some());
     }
 
     #[test]

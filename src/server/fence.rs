@@ -5,11 +5,13 @@
 //! read before W2, so the read must show nothing ordered from W2 on. Two ways keep that:
 //! - `Fence::Seal`: W2 seals the batch before itself (a root of its own: each root costs the
 //!   next writes a copy of the tree nodes they touch, `commit_queue`).
-//! - `Fence::Guard`: W2 carries the keys of the reads waiting before it; the commit queue
-//!   seals the open batch before any later item, of any session, W2 included, that changes a
-//!   node one of them reads. The reads are then answered in their place, between W1's and W2's
-//!   replies, with the zxid of the last txn before W2 in their header (`client_core`). What
-//!   the root holds beyond that point, they cannot see.
+//! - `Fence::Guard`: W2 carries the keys of the reads waiting before it; before the first
+//!   later item, of any session, W2 included, that changes a node one of them reads, the
+//!   commit queue keeps that node as it is for W2 (`Commit::Txn::captured`). The reads are
+//!   then answered in their place, between W1's and W2's replies, from what W2 kept of their
+//!   node or else from the root (which holds their node as it was at W2), with the zxid of the
+//!   last txn before W2 in their header (`client_core`). What the batch holds beyond W2, they
+//!   cannot see; a txn that may change any node (closing a session) seals the batch instead.
 //!
 //! Rules:
 //! - A guard is only for reads of one node's data, stat, ACL or children outside `/zookeeper`
@@ -31,8 +33,9 @@
 //! - Only the reads between a connection's previous request at the pipeline and W2 count:
 //!   those before went with the previous write's guard, which stays in force for the rest of
 //!   the open batch.
-//! - The hash has a fixed seed; a client that aims paths at colliding keys only seals batches
-//!   early, never shows a read more than it may.
+//! - The hash has a fixed seed; a client that aims paths at colliding keys only makes the
+//!   commit queue keep more nodes, never shows a read more than it may: a key stays guarded
+//!   to the batch's end, and a node is kept by path, at its first change after the write.
 //!
 //! Pure: no I/O, no glommio.
 
@@ -78,15 +81,7 @@ fn is_system(path: &str) -> bool {
 
 /// The path of a read whose answer depends on that node alone, or None.
 fn one_node(req: &Request) -> Option<&str> {
-    let path = match req {
-        Request::GetData { path, .. }
-        | Request::Exists { path, .. }
-        | Request::GetAcl { path }
-        | Request::GetChildren { path, .. }
-        | Request::GetChildren2 { path, .. } => path,
-        _ => return None,
-    };
-    (!is_system(path)).then_some(path.as_str())
+    crate::query::one_node_path(req).filter(|path| !is_system(path))
 }
 
 /// Whether a request leaves a watch (or changes the connection's watches).
@@ -187,17 +182,20 @@ impl Fences {
     }
 }
 
-/// The keys a committed txn changes, added to `out`; false when it may change any node
-/// (closing a session deletes its ephemerals; the rest are rare and sealed for).
-pub fn changed_keys(op: &TxnOp, out: &mut Vec<u64>) -> bool {
+/// The nodes a committed txn changes, each given to `visit` with its key: its own node and,
+/// if it creates or deletes, its parent. False when it may change any node (closing a session
+/// deletes its ephemerals; the rest are rare and sealed for).
+pub fn changed_nodes<'a>(op: &'a TxnOp, visit: &mut impl FnMut(u64, &'a str)) -> bool {
     match op {
-        TxnOp::SetData { path, .. } | TxnOp::SetAcl { path, .. } => out.push(key(path)),
+        TxnOp::SetData { path, .. } | TxnOp::SetAcl { path, .. } => visit(key(path), path),
         TxnOp::Create { path, .. } | TxnOp::Delete { path, .. } => {
-            out.push(key(path));
-            out.push(parent(path).map_or(0, key));
+            visit(key(path), path);
+            if let Some(p) = parent(path) {
+                visit(key(p), p);
+            }
         }
         TxnOp::Check { .. } | TxnOp::Error { .. } | TxnOp::CreateSession { .. } => {}
-        TxnOp::Multi(ops) => return ops.iter().all(|sub| changed_keys(sub, out)),
+        TxnOp::Multi(ops) => return ops.iter().all(|sub| changed_nodes(sub, visit)),
         TxnOp::CloseSession | TxnOp::SessionSecret { .. } | TxnOp::Restore | TxnOp::Reconfig { .. } => return false,
     }
     true
@@ -309,19 +307,21 @@ mod tests {
     }
 
     #[test]
-    fn issue17_changed_keys_name_a_node_and_a_created_or_deleted_nodes_parent() {
-        let mut out = Vec::new();
-        assert!(changed_keys(&TxnOp::SetData { path: "/a/b".into(), data: None }, &mut out));
-        assert_eq!(out, vec![key("/a/b")]);
-        out.clear();
-        assert!(changed_keys(&TxnOp::Delete { path: "/a/b".into() }, &mut out));
-        assert_eq!(out, vec![key("/a/b"), key("/a")]);
-        out.clear();
+    fn issue17_changed_nodes_name_a_node_and_a_created_or_deleted_nodes_parent() {
+        let changed = |op: &TxnOp| {
+            let mut out = Vec::new();
+            let all = changed_nodes(op, &mut |k, p: &str| out.push((k, p.to_string())));
+            all.then_some(out)
+        };
+        let named = |paths: &[&str]| Some(paths.iter().map(|p| (key(p), p.to_string())).collect::<Vec<_>>());
+        assert_eq!(changed(&TxnOp::SetData { path: "/a/b".into(), data: None }), named(&["/a/b"]));
+        assert_eq!(changed(&TxnOp::Delete { path: "/a/b".into() }), named(&["/a/b", "/a"]));
+        let create = TxnOp::Create { path: "/c".into(), data: None, acl: vec![], ephemeral_owner: 0, response_type: 1 };
+        assert_eq!(changed(&create), named(&["/c", "/"]));
         let multi =
             TxnOp::Multi(vec![TxnOp::Check { path: "/x".into() }, TxnOp::SetAcl { path: "/y".into(), acl: vec![] }]);
-        assert!(changed_keys(&multi, &mut out));
-        assert_eq!(out, vec![key("/y")]);
-        assert!(!changed_keys(&TxnOp::CloseSession, &mut out));
-        assert!(!changed_keys(&TxnOp::Multi(vec![TxnOp::CloseSession]), &mut out));
+        assert_eq!(changed(&multi), named(&["/y"]));
+        assert_eq!(changed(&TxnOp::CloseSession), None);
+        assert_eq!(changed(&TxnOp::Multi(vec![TxnOp::CloseSession])), None);
     }
 }

@@ -9,6 +9,7 @@ use super::fence::Fence;
 use super::inspect::{CoreReport, Inspect, Inspected};
 use crate::proto::Id;
 use crate::session::{ConnRef, SESSION_PASSWD_LEN};
+use crate::tree::node_map::Entry;
 use crate::tree::DataTree;
 use crate::txn::apply::{Change, OpResult};
 use crate::txn::{Txn, WriteOp};
@@ -67,12 +68,23 @@ impl ToPipeline {
     }
 }
 
+/// A node as it was when a guarded write was applied, kept for the reads waiting before that
+/// write: a later txn of the same batch changed it (`commit_queue`).
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub path: Arc<str>,
+    /// None: the node did not exist.
+    pub entry: Option<Arc<Entry>>,
+}
+
 /// What a client core does with one item of a committed batch.
 #[derive(Debug)]
 pub enum Commit {
     /// A committed txn, applied on the pipeline core: fire the watches of `changes`; if
-    /// `origin` is a connection of this core, reply to request `xid` with `result`.
-    Txn { txn: Txn, origin: Option<(ConnRef, i32)>, result: OpResult, changes: Vec<Change> },
+    /// `origin` is a connection of this core, reply to request `xid` with `result`, after
+    /// answering the reads waiting before it; a read of a node in `captured` is answered from
+    /// that node as it was when this txn was applied (`commit_queue`: the read's guard).
+    Txn { txn: Txn, origin: Option<(ConnRef, i32)>, result: OpResult, changes: Vec<Change>, captured: Vec<Captured> },
     /// The session is established for `conn`: send the ConnectResponse.
     Connected { conn: ConnRef, session_id: i64, timeout_ms: i32, passwd: [u8; SESSION_PASSWD_LEN] },
     /// Resume refused: the session is unknown, expired, or the password is wrong.

@@ -5,7 +5,7 @@
 //! state disagrees with the pipeline's must stop loudly; clone is O(1) (persistent maps), so
 //! a snapshot can be serialized while the tree keeps changing.
 
-use super::node_map::NodeMap;
+use super::node_map::{Entry, NodeMap};
 use super::path;
 use super::quota;
 use crate::proto::{Acl, Stat};
@@ -299,6 +299,12 @@ impl DataTree {
 
     pub fn get(&self, p: &str) -> Option<&Znode> {
         self.nodes.get(p).map(|e| &e.node)
+    }
+
+    /// The znode at `p` with its path, as of now, kept apart from the tree's later changes
+    /// (O(1): the change that follows copies that one znode).
+    pub fn snapshot_of(&self, p: &str) -> Option<Arc<Entry>> {
+        self.nodes.get_shared(p)
     }
 
     pub fn contains(&self, p: &str) -> bool {

@@ -134,24 +134,30 @@ impl NodeMap {
     }
 
     pub fn get(&self, path: &str) -> Option<&Entry> {
-        self.find(path, self.hash(path))
+        self.find(path, self.hash(path)).map(|e| &**e)
     }
 
     /// The entry at `path`, whose hash is `hash`.
-    fn find(&self, path: &str, hash: u64) -> Option<&Entry> {
+    fn find(&self, path: &str, hash: u64) -> Option<&Arc<Entry>> {
         let mut branch = &self.root;
         let mut shift = 0;
         loop {
             let Ok(pos) = branch.locate(hash, shift).1 else { return None };
             match &branch.slots[pos] {
-                Slot::Leaf(e) => return (&*e.path == path).then_some(&**e),
+                Slot::Leaf(e) => return (&*e.path == path).then_some(e),
                 Slot::Branch(next) => {
                     branch = next;
                     shift += LEVEL_BITS;
                 }
-                Slot::Bucket(entries) => return entries.iter().find(|e| &*e.path == path).map(|e| &**e),
+                Slot::Bucket(entries) => return entries.iter().find(|e| &*e.path == path),
             }
         }
+    }
+
+    /// The entry at `path`, shared: an O(1) snapshot of that one znode, which a later change
+    /// copies instead of changing in place.
+    pub fn get_shared(&self, path: &str) -> Option<Arc<Entry>> {
+        self.find(path, self.hash(path)).cloned()
     }
 
     pub fn contains(&self, path: &str) -> bool {
