@@ -799,7 +799,8 @@ impl Core {
     }
 
     /// Answers the reads and owed errors at the head of `conn`'s queue, from the root this core
-    /// holds, with `answer_zxid` in their headers.
+    /// holds (or a node the write being taken kept, `captured`), with `answer_zxid` in their
+    /// headers.
     fn answer_waiting(&self, conn: &Rc<Conn>) {
         while !conn.closing.get() {
             let next = conn.dequeue_if(|p| matches!(p, Pending::Local { .. } | Pending::Error { .. }));

@@ -58,8 +58,9 @@ pub enum Fence {
     Free,
     /// Seal the open batch before this write if it holds an item of the same connection.
     Seal,
-    /// The keys of the reads waiting before it: from this write on, the open batch ends before
-    /// any item that changes one of them (if the batch holds an earlier item of the connection).
+    /// The keys of the reads waiting before it: if the open batch holds an earlier item of the
+    /// connection, the first later item that changes one of their nodes keeps that node as it
+    /// was for this write's reads (`commit_queue`).
     Guard(Box<[u64]>),
 }
 
