@@ -438,6 +438,18 @@ mod tests {
         ConnRef { core: 0, conn: n }
     }
 
+    /// A tree with /a, /b and /c, and a commit queue whose batch of those creates is taken.
+    fn abc_taken() -> (DataTree, CommitQueue) {
+        let mut tree = DataTree::new();
+        let mut q = CommitQueue::new();
+        for p in ["/a", "/b", "/c"] {
+            let t = create(&tree, p, 9);
+            q.apply(&mut tree, t, None, &Fence::Free);
+        }
+        let _ = q.take(&tree);
+        (tree, q)
+    }
+
     fn set(tree: &DataTree, path: &str, data: &'static [u8], session: i64) -> Txn {
         Txn {
             header: TxnHeader { zxid: tree.last_zxid() + 1, session_id: session, cxid: 1, time_ms: 5 },
@@ -454,13 +466,7 @@ mod tests {
         // The tree before the append, the tree after it, and its batches: [set /a (4), set /b
         // (5)], then [set /c (6), a close, set /a (7), a sync, set /b (8)].
         let append = || {
-            let mut tree = DataTree::new();
-            let mut q = CommitQueue::new();
-            for p in ["/a", "/b", "/c"] {
-                let t = create(&tree, p, 9);
-                q.apply(&mut tree, t, None, &Fence::Free);
-            }
-            let _ = q.take(&tree);
+            let (mut tree, mut q) = abc_taken();
             let before = tree.clone();
             for (p, d, c) in [("/a", b"4", 1), ("/b", b"5", 2)] {
                 let t = set(&tree, p, d, c as i64);
@@ -817,13 +823,7 @@ mod tests {
         steps: usize,
     ) -> (DataTree, DataTree, Vec<CommitBatch>, HashMap<i64, Vec<(String, Snap)>>) {
         let mut r = Lcg(seed);
-        let mut tree = DataTree::new();
-        let mut q = CommitQueue::new();
-        for p in ["/a", "/b", "/c"] {
-            let t = create(&tree, p, 9);
-            q.apply(&mut tree, t, None, &Fence::Free);
-        }
-        let _ = q.take(&tree);
+        let (mut tree, mut q) = abc_taken();
         let before = tree.clone();
         let mut sessions: Vec<i64> = Vec::new();
         let mut next_session = 100;
