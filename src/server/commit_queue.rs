@@ -580,8 +580,11 @@ mod tests {
         batches.iter().map(|b| (b.items.len(), b.last_zxid)).collect()
     }
 
-    /// The nodes each item keeps for its reads: (path, version, children) or (path, absent).
-    fn captured(batch: &CommitBatch) -> Vec<Vec<(String, Option<(i32, usize)>)>> {
+    /// A kept node: its path, and its version and child count (None: absent).
+    type Kept = (String, Option<(i32, usize)>);
+
+    /// The nodes each item keeps for its reads.
+    fn captured(batch: &CommitBatch) -> Vec<Vec<Kept>> {
         batch
             .items
             .iter()
