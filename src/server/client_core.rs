@@ -906,8 +906,13 @@ impl Core {
             }
             other => {
                 let outcome = {
+                    // Only while a write that kept nodes is taken (`take_batch`) is this not empty.
                     let captured = self.captured.borrow();
-                    match query::one_node_path(&other).and_then(|p| captured.iter().find(|c| &*c.path == p)) {
+                    let kept = match captured.is_empty() {
+                        true => None,
+                        false => query::one_node_path(&other).and_then(|p| captured.iter().find(|c| &*c.path == p)),
+                    };
+                    match kept {
                         Some(c) => query::read_node(c.entry.as_deref().map(|e| &e.node), &other, auth),
                         None => query::read(&self.tree.borrow(), &other, auth, conn.session_id.get()),
                     }
@@ -1019,7 +1024,9 @@ impl Core {
                                 self.captured.borrow_mut().clone_from(captured);
                             }
                             let replied = self.reply_write(&conn, *xid, txn.header.zxid, result.clone(), taken);
-                            self.captured.borrow_mut().clear();
+                            if !captured.is_empty() {
+                                self.captured.borrow_mut().clear();
+                            }
                             if replied {
                                 answered.push(conn);
                             }

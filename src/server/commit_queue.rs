@@ -60,15 +60,9 @@ impl Hasher for ConnHasher {
     }
 }
 
-/// Bits in the open batch's set of guarded read keys.
-const GUARD_BITS: usize = 4096;
-
-/// The guarded reads of the open batch: each key with the items of the writes it came with,
-/// and a bit per key modulo `GUARD_BITS` (the quick test every txn takes; a collision only
-/// costs the map's lookup).
-#[derive(Debug)]
+/// The guarded reads of the open batch, by key (a read's node's path hash, `fence::key`).
+#[derive(Debug, Default)]
 struct Guard {
-    bits: Box<[u64; GUARD_BITS / 64]>,
     keys: HashMap<u64, Guarded, BuildHasherDefault<ConnHasher>>,
 }
 
@@ -80,12 +74,6 @@ struct Guard {
 struct Guarded {
     writes: Vec<usize>,
     kept: Vec<(Box<str>, usize)>,
-}
-
-impl Default for Guard {
-    fn default() -> Self {
-        Guard { bits: Box::new([0; GUARD_BITS / 64]), keys: HashMap::default() }
-    }
 }
 
 /// What a txn does to the open batch's guarded reads.
@@ -101,8 +89,6 @@ enum Crossing<'a> {
 impl Guard {
     fn add(&mut self, keys: &[u64], write: usize) {
         for &k in keys {
-            let i = (k % GUARD_BITS as u64) as usize;
-            self.bits[i / 64] |= 1 << (i % 64);
             let writes = &mut self.keys.entry(k).or_default().writes;
             if writes.last() != Some(&write) {
                 writes.push(write);
@@ -111,15 +97,7 @@ impl Guard {
     }
 
     fn clear(&mut self) {
-        if !self.keys.is_empty() {
-            self.bits.fill(0);
-            self.keys.clear();
-        }
-    }
-
-    fn may_hold(&self, k: u64) -> bool {
-        let i = (k % GUARD_BITS as u64) as usize;
-        self.bits[i / 64] & (1 << (i % 64)) != 0
+        self.keys.clear();
     }
 
     /// Which guarded reads `op` changes a node of, for the first time since their write (each
@@ -128,16 +106,9 @@ impl Guard {
         if self.keys.is_empty() {
             return Crossing::Clear;
         }
-        let mut maybe = false;
-        if !fence::changed_nodes(op, &mut |k, _| maybe |= self.may_hold(k)) {
-            return Crossing::Any;
-        }
-        if !maybe {
-            return Crossing::Clear;
-        }
         let mut nodes = Vec::new();
         let keys = &mut self.keys;
-        fence::changed_nodes(op, &mut |k, path| {
+        let named = fence::changed_nodes(op, &mut |k, path| {
             let Some(guarded) = keys.get_mut(&k) else { return };
             let from = match guarded.kept.iter_mut().find(|(p, _)| **p == *path) {
                 Some((_, upto)) => std::mem::replace(upto, guarded.writes.len()),
@@ -148,16 +119,18 @@ impl Guard {
             };
             nodes.extend(guarded.writes[from..].iter().map(|&write| (write, path)));
         });
-        Crossing::Nodes(nodes)
+        match (named, nodes.is_empty()) {
+            (false, _) => Crossing::Any,
+            (true, true) => Crossing::Clear,
+            (true, false) => Crossing::Nodes(nodes),
+        }
     }
 }
 
-/// Keeps `path` as it is in `tree` for the reads of a write, unless they have it already
-/// (the first change after the write is the one they must not see).
+/// Keeps `path` as it is in `tree` for the reads of a write (`Guard::crossing` names each
+/// write with a path once: at the path's first change after the write).
 fn capture(into: &mut Vec<Captured>, path: &str, tree: &DataTree) {
-    if into.iter().any(|c| &*c.path == path) {
-        return;
-    }
+    debug_assert!(!into.iter().any(|c| &*c.path == path), "commit queue: {path} kept twice for one write");
     let entry = tree.snapshot_of(path);
     let path = entry.as_ref().map_or_else(|| Arc::from(path), |e| e.path.clone());
     into.push(Captured { path, entry });
