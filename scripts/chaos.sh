@@ -82,8 +82,8 @@ if [ -n "$why" ]; then echo "chaos: skipped: $why"; exit 77; fi
 if [ "$server" = rk ]; then
     if [ "$mutant" = 1 ]; then
         echo "chaos: building the mutant (feature mutation-leader-acks-alone) into target/mutant"
-        (cd "$ROOT" && cargo build -q --release --features mutation-leader-acks-alone --target-dir target/mutant --bin ringkeeper)
-        export RK_BIN="$ROOT/target/mutant/release/ringkeeper"
+        (cd "$ROOT" && cargo build -q --profile ci --features mutation-leader-acks-alone --target-dir target/mutant --bin ringkeeper)
+        export RK_BIN="$ROOT/target/mutant/ci/ringkeeper"
     fi
     [ -x "$NETNS_RK" ] || NETNS_RK="${RK_BIN:-$ROOT/target/release/ringkeeper}"
     [ -x "${RK_BIN:-$NETNS_RK}" ] || { echo "chaos: ringkeeper not built (cargo build --release)" >&2; exit 2; }

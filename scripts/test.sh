@@ -4,11 +4,14 @@
 #   1. installs what the tests need (Debian's zookeeper + zookeeper-bin, a C compiler, a
 #      Python venv at target/venv with kazoo, pure-sasl, kerberos, pytest, pytest-timeout,
 #      pytest-xdist; MIT krb5's KDC and GSSAPI library); needs cargo;
-#   2. cargo build --release --workspace (the server, ringkeeper-bench, the examples);
-#   3. unit tests: cargo nextest run --release --workspace (cargo test without nextest);
-#      then the client crates' doc examples (cargo test --doc, release, both runtime
-#      features) and their rustdoc with warnings as errors (missing docs included);
-#   4. integration tests: pytest tests/clients against the real binary and against
+#   2. cargo build --profile ci --workspace (the server, ringkeeper-bench, the examples) into
+#      target/ci/: the release profile's code without its LTO (Cargo.toml), which would double
+#      the time of every test binary's link;
+#   3. unit tests: cargo nextest run --cargo-profile ci --workspace (cargo test without
+#      nextest); then the client crates' doc examples (cargo test --doc, same profile, both
+#      runtime features) and their rustdoc with warnings as errors (missing docs included);
+#   4. integration tests: pytest tests/clients against the real binary (RK_BUILD_DIR=target/ci)
+#      and against
 #      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default). The client tests run in
 #      PYTEST_WORKERS (default 2) processes (pytest-xdist); PYTEST_WORKERS=0 runs them in one.
 #
@@ -98,8 +101,8 @@ KAZOO_VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.v
 # --- 3. build ----------------------------------------------------------------------------
 T_BUILD=$(date +%s)
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    log "cargo build --release --workspace"
-    cargo build --release --workspace --bins --examples
+    log "cargo build --profile ci --workspace"
+    cargo build --profile ci --workspace --bins --examples
 fi
 BUILD_S=$(elapsed "$T_BUILD")
 
@@ -110,17 +113,18 @@ unit_tool=skipped
 if [ "${SKIP_UNIT:-0}" != 1 ]; then
     if cargo nextest --version >/dev/null 2>&1; then
         unit_tool="cargo nextest"
-        log "cargo nextest run --release --workspace"
-        cargo nextest run --release --workspace --no-tests=pass || unit_rc=$?
+        log "cargo nextest run --cargo-profile ci --workspace"
+        cargo nextest run --cargo-profile ci --workspace --no-tests=pass || unit_rc=$?
     else
         unit_tool="cargo test"
-        log "cargo test --release --workspace (cargo-nextest not installed)"
-        cargo test --release --workspace || unit_rc=$?
+        log "cargo test --profile ci --workspace (cargo-nextest not installed)"
+        cargo test --profile ci --workspace || unit_rc=$?
     fi
-    # The client crates' doc examples (nextest does not run doctests) and their docs: release,
-    # so the dependencies built above are reused; `cargo doc` checks deps once, docs only ours.
+    # The client crates' doc examples (nextest does not run doctests) and their docs: the ci
+    # profile, so the dependencies built above are reused; `cargo doc` checks deps once, docs
+    # only ours.
     log "client crates: doc examples and cargo doc (warnings are errors)"
-    cargo test --release --doc --all-features -p ringkeeper-proto -p ringkeeper-client || unit_rc=$?
+    cargo test --profile ci --doc --all-features -p ringkeeper-proto -p ringkeeper-client || unit_rc=$?
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features -p ringkeeper-proto -p ringkeeper-client \
         || unit_rc=$?
 fi
@@ -128,6 +132,9 @@ UNIT_S=$(elapsed "$T_UNIT")
 
 # --- 5. integration tests ------------------------------------------------------------------
 T_IT=$(date +%s)
+# The binaries step 3 built (tests/clients/helpers.py; RK_BIN also reaches scripts/*.sh).
+export RK_BUILD_DIR="${RK_BUILD_DIR:-$ROOT/target/ci}"
+export RK_BIN="${RK_BIN:-$RK_BUILD_DIR/ringkeeper}"
 log "pytest tests/clients (RK_SERVERS=${RK_SERVERS:-ringkeeper,apache})"
 it_rc=0
 IT_LOG="$ROOT/target/pytest-clients.log"

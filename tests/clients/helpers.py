@@ -17,7 +17,11 @@ import time
 import rawzk
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-RK_BIN = os.environ.get("RK_BIN", os.path.join(REPO, "target", "release", "ringkeeper"))
+# The build the tests run: target/release by default; scripts/test.sh builds with `--profile ci`
+# and sets RK_BUILD_DIR=target/ci. The server, ringkeeper-bench and the examples come from it.
+BUILD_DIR = os.environ.get("RK_BUILD_DIR", os.path.join(REPO, "target", "release"))
+RK_BIN = os.environ.get("RK_BIN", os.path.join(BUILD_DIR, "ringkeeper"))
+BENCH_BIN = os.path.join(BUILD_DIR, "ringkeeper-bench")
 ZKCLI = os.environ.get("ZKCLI", "/usr/share/zookeeper/bin/zkCli.sh")
 CLI_MT = os.environ.get("CLI_MT", "/usr/lib/zookeeper/bin/cli_mt")
 # cli_mt writes with stdio; unbuffer it so that output can be polled through a pipe

@@ -10,11 +10,11 @@ import subprocess
 
 import pytest
 
-from helpers import REPO, free_port, wait_until
+from helpers import BENCH_BIN, free_port, wait_until
 
 pytestmark = pytest.mark.ringkeeper_only
 
-BENCH = os.path.join(REPO, "target", "release", "ringkeeper-bench")
+BENCH = BENCH_BIN
 
 
 def bench(*args, timeout=120):

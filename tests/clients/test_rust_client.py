@@ -11,11 +11,11 @@ import threading
 
 import pytest
 
-from helpers import REPO, wait_until
+from helpers import BUILD_DIR, wait_until
 from test_ensemble import client as ensemble_kazoo
 from test_ensemble import ensemble  # noqa: F401  (fixture)
 
-EXAMPLES = os.path.join(REPO, "target", "release", "examples")
+EXAMPLES = os.path.join(BUILD_DIR, "examples")
 RUNTIMES = ["glommio", "tokio"]
 
 

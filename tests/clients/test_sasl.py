@@ -282,7 +282,7 @@ def test_sasl_our_cli(make_server, jaas, kind):
     assert "AuthFailed" in r.stderr or "auth" in r.stderr.lower(), r
 
 
-BENCH = os.path.join(helpers.REPO, "target", "release", "ringkeeper-bench")
+BENCH = helpers.BENCH_BIN
 
 
 def run_bench(hostport, tmp_path, *args):
