@@ -5,15 +5,15 @@
 #      Python venv at target/venv with kazoo, pure-sasl, kerberos, pytest, pytest-timeout,
 #      pytest-xdist; MIT krb5's KDC and GSSAPI library); needs cargo;
 #   2. cargo build --profile ci --workspace (the server, ringkeeper-bench, the examples) into
-#      target/ci/: the release profile's code without its LTO (Cargo.toml), which would double
-#      the time of every test binary's link;
+#      target/ci/: the release profile's code without its LTO (Cargo.toml), which would add
+#      an LTO link to every test binary;
 #   3. unit tests: cargo nextest run --cargo-profile ci --workspace (cargo test without
 #      nextest); then the client crates' doc examples (cargo test --doc, same profile, both
 #      runtime features) and their rustdoc with warnings as errors (missing docs included);
 #   4. integration tests: pytest tests/clients against the real binary (RK_BUILD_DIR=target/ci)
-#      and against
-#      Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default). The client tests run in
-#      PYTEST_WORKERS (default 2) processes (pytest-xdist); PYTEST_WORKERS=0 runs them in one.
+#      and against Apache ZooKeeper 3.8 (RK_SERVERS=ringkeeper,apache by default). The client
+#      tests run in PYTEST_WORKERS (default 2) processes (pytest-xdist); PYTEST_WORKERS=0 runs
+#      them in one.
 #
 # Idempotent, runnable from any directory, as root on a fresh Debian bookworm.
 # Environment: RK_SERVERS (which servers the client tests use), PYTEST_ARGS (extra
