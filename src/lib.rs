@@ -10,6 +10,7 @@ pub use ringkeeper_client::host;
 pub mod cli;
 pub mod config;
 pub mod dynconfig;
+pub mod id_hash;
 pub mod local_session;
 pub mod offline;
 pub mod proto;

@@ -10,7 +10,7 @@
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Length of a session password on the wire.
 pub const SESSION_PASSWD_LEN: usize = 16;
@@ -70,7 +70,7 @@ struct Tracked {
 pub struct SessionTracker {
     /// Deadlines are rounded up to a multiple of this (ZooKeeper's expirationInterval = tickTime).
     bucket_ms: i64,
-    sessions: HashMap<i64, Tracked>,
+    sessions: crate::id_hash::IdMap<i64, Tracked>,
     /// bucket deadline → sessions that were put there (stale entries are skipped lazily).
     buckets: BTreeMap<i64, Vec<i64>>,
     next_id: i64,
@@ -81,7 +81,7 @@ impl SessionTracker {
         assert!(bucket_ms > 0, "session bucket interval must be positive");
         SessionTracker {
             bucket_ms: bucket_ms as i64,
-            sessions: HashMap::new(),
+            sessions: Default::default(),
             buckets: BTreeMap::new(),
             next_id: first_id,
         }

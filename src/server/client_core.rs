@@ -37,15 +37,14 @@ use crate::txn::WriteOp;
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A client core's connections by number.
-pub type ConnMap = HashMap<u64, Rc<Conn>, BuildHasherDefault<super::commit_queue::ConnHasher>>;
+pub type ConnMap = crate::id_hash::IdMap<u64, Rc<Conn>>;
 
 /// Requests of one connection waiting for their turn; the reader stops reading beyond this
 /// (and, as in ZooKeeper, any connection with requests in process stops being read while the
@@ -391,7 +390,7 @@ pub struct Core {
     pub tls_failed_logged_ms: Cell<i64>,
     outbox: RefCell<Vec<ToPipeline>>,
     outbox_wake: Semaphore,
-    touched: RefCell<HashSet<i64>>,
+    touched: RefCell<crate::id_hash::IdSet<i64>>,
     next_conn: Cell<u64>,
     /// Connections whose writer has new bytes, signalled once per batch.
     dirty: RefCell<Vec<Rc<Conn>>>,
@@ -1389,7 +1388,7 @@ pub async fn run(params: CoreParams, (to_pipeline, from_pipeline): CoreEnds) -> 
         tls_failed_logged_ms: Cell::new(i64::MIN),
         outbox: RefCell::new(Vec::new()),
         outbox_wake: Semaphore::new(0),
-        touched: RefCell::new(HashSet::new()),
+        touched: RefCell::new(Default::default()),
         next_conn: Cell::new(1),
         dirty: RefCell::new(Vec::new()),
         stats,

@@ -23,47 +23,21 @@
 
 use super::fence::{self, Fence};
 use super::messages::{Captured, Commit, CommitBatch, ToPipeline};
+use crate::id_hash::{IdMap, IdSet};
 use crate::session::ConnRef;
 use crate::tree::DataTree;
 use crate::txn::{apply, Txn, TxnOp};
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Sets of this core's connections, hashed cheaply: connection numbers are assigned by the
-/// client cores, never chosen by a client, so SipHash's protection is not needed on this hot
-/// path (several lookups per request).
-type ConnSet = HashSet<ConnRef, BuildHasherDefault<ConnHasher>>;
-
-/// A multiplicative hash of the few integers a `ConnRef` (or a client core's connection
-/// number) hashes.
-#[derive(Default)]
-pub struct ConnHasher(u64);
-
-impl Hasher for ConnHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(u64::from(*b));
-        }
-    }
-
-    fn write_u16(&mut self, n: u16) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
+/// Sets of this core's connections (`id_hash`: connection numbers are assigned by the client
+/// cores, never chosen by a client).
+type ConnSet = IdSet<ConnRef>;
 
 /// The guarded reads of the open batch, by key (a read's node's path hash, `fence::key`).
 #[derive(Debug, Default)]
 struct Guard {
-    keys: HashMap<u64, Guarded, BuildHasherDefault<ConnHasher>>,
+    keys: IdMap<u64, Guarded>,
 }
 
 /// One guarded key: the writes whose reads read it (item indexes, in order), and for each
@@ -343,7 +317,7 @@ pub fn split_logged(
 #[derive(Debug, Default)]
 pub struct Rounds {
     /// Each holding connection's messages, in order.
-    held: HashMap<ConnRef, VecDeque<ToPipeline>, BuildHasherDefault<ConnHasher>>,
+    held: IdMap<ConnRef, VecDeque<ToPipeline>>,
     /// The holding connections, in the order they began to hold.
     order: VecDeque<ConnRef>,
     /// Connections with a message taken in this round.
@@ -406,6 +380,7 @@ mod tests {
     use super::*;
     use crate::txn::{apply::OpResult, TxnHeader, TxnOp};
     use bytes::Bytes;
+    use std::collections::{HashMap, HashSet};
 
     fn conn(n: u64) -> ConnRef {
         ConnRef { core: 0, conn: n }

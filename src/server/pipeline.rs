@@ -36,7 +36,7 @@ use crate::txn::{codec, Txn, TxnHeader, TxnOp, WriteOp};
 use bytes::{Bytes, BytesMut};
 use glommio::sync::Semaphore;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -104,7 +104,7 @@ struct Pipeline {
     config: Arc<Config>,
     tree: DataTree,
     sessions: SessionTracker,
-    conn_sessions: HashMap<ConnRef, i64>,
+    conn_sessions: crate::id_hash::IdMap<ConnRef, i64>,
     commits: CommitQueue,
     /// Requests held for the next round of this pass (`commit_queue::Rounds`).
     rounds: Rounds,
@@ -928,7 +928,7 @@ pub async fn run(params: PipelineParams) -> Result<(), String> {
         config: config.clone(),
         tree,
         sessions,
-        conn_sessions: HashMap::new(),
+        conn_sessions: Default::default(),
         commits: CommitQueue::new(),
         rounds: Rounds::default(),
         records: Vec::new(),
