@@ -1,12 +1,10 @@
 //! The hasher for maps keyed by ids this server makes: client cores' connection numbers and
 //! `ConnRef`s, session ids, and the commit queue's path-hash keys. These maps are looked up
 //! several times per request, where SipHash cost more than the lookup around it.
-//! Rules: only for keys that no client chooses freely. Session ids and connection numbers are
-//! made by a server (a client may name a session id when it resumes one, but only looks it
-//! up), so their hashes cannot be steered into collisions. The one exception is the commit
-//! queue's guard keys: `fence::key` hashes a read's path with a fixed seed, so a client that
-//! knows the seed could aim many paths at one bucket. That map lives for one commit batch,
-//! which bounds the harm to that batch taking longer.
+//! Rules: only for keys that no client can steer into collisions. Session ids and connection
+//! numbers are made by a server (a client may name a session id when it resumes one, but
+//! only looks it up); the guard keys are `fence::key`'s hash of a path under a seed drawn at
+//! random once per process.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};

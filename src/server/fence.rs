@@ -33,9 +33,10 @@
 //! - Only the reads between a connection's previous request at the pipeline and W2 count:
 //!   those before went with the previous write's guard, which stays in force for the rest of
 //!   the open batch.
-//! - The hash has a fixed seed; a client that aims paths at colliding keys only makes the
-//!   commit queue keep more nodes, never shows a read more than it may: a key stays guarded
-//!   to the batch's end, and a node is kept by path, at its first change after the write.
+//! - The hash's seed is drawn once per process, so a client cannot choose colliding paths; a
+//!   collision anyway only makes the commit queue keep more nodes, never shows a read more
+//!   than it may: a key stays guarded to the batch's end, and a node is kept by path, at its
+//!   first change after the write.
 //!
 //! Pure: no I/O, no glommio.
 
@@ -70,10 +71,12 @@ impl Fence {
     }
 }
 
-/// The key of a node's path, as reads and txns name it.
+/// The key of a node's path, as reads and txns name it: seeded at random once per process (the
+/// client cores and the pipeline share it; keys never leave the process), so a client cannot
+/// aim paths at one key or one bucket of the commit queue's guard map.
 pub fn key(path: &str) -> u64 {
-    const SEED: u64 = 0x5eed_f3ce_2025_0017;
-    foldhash::fast::FixedState::with_seed(SEED).hash_one(path)
+    static STATE: std::sync::OnceLock<foldhash::fast::RandomState> = std::sync::OnceLock::new();
+    STATE.get_or_init(foldhash::fast::RandomState::default).hash_one(path)
 }
 
 fn is_system(path: &str) -> bool {
