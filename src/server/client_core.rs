@@ -907,9 +907,10 @@ impl Core {
                 let outcome = {
                     // Only while a write that kept nodes is taken (`take_batch`) is this not empty.
                     let captured = self.captured.borrow();
-                    let kept = match captured.is_empty() {
-                        true => None,
-                        false => query::one_node_path(&other).and_then(|p| captured.iter().find(|c| &*c.path == p)),
+                    let kept = if captured.is_empty() {
+                        None
+                    } else {
+                        query::one_node_path(&other).and_then(|p| captured.iter().find(|c| &*c.path == p))
                     };
                     match kept {
                         Some(c) => query::read_node(c.entry.as_deref().map(|e| &e.node), &other, auth),
